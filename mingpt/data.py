@@ -1,0 +1,121 @@
+"""Where files come from, and the datasets several projects share.
+
+Look-up order for a data file (see fetch): an explicit path, $MINGPT_DATA_DIR/<relative path> (laid out like the
+project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...), the cache ($MINGPT_CACHE_DIR or
+~/.cache/mingpt), and only then a download.
+"""
+import hashlib
+import os
+from pathlib import Path
+
+import requests
+import torch
+from tqdm.auto import tqdm
+
+TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+
+
+def cache_dir():
+    return Path(os.environ.get('MINGPT_CACHE_DIR') or Path.home() / '.cache' / 'mingpt')
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download(url, dest, sha256=None, quiet=False):
+    """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
+    and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + '.part')
+    have = part.stat().st_size if part.exists() else 0
+    headers = {'Range': f'bytes={have}-'} if have else {}
+    try:
+        r = requests.get(url, stream=True, timeout=30, headers=headers)
+        if r.status_code == 416:  # the .part is already complete
+            r.close()
+        else:
+            r.raise_for_status()
+            if have and r.status_code != 206:  # the server ignored the range: start over
+                have = 0
+            total = int(r.headers.get('content-length', 0)) + have or None
+            with open(part, 'ab' if have else 'wb') as f, tqdm(
+                    total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
+                    desc=f'downloading {dest.name} to {dest.parent}', disable=quiet) as bar:
+                for chunk in r.iter_content(chunk_size=1 << 20):
+                    f.write(chunk)
+                    bar.update(len(chunk))
+                f.flush()
+                os.fsync(f.fileno())
+    except requests.RequestException as e:
+        raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
+                           f"elsewhere and pass its path, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
+                           f"that holds it. Any partial download is kept at {part} and resumed next time.") from None
+    if sha256 is not None:
+        got = sha256_of(part)
+        if got != sha256:
+            part.unlink()
+            raise RuntimeError(f"download of {url} is corrupt: sha256 {got}, expected {sha256}; it was deleted, "
+                               "try again")
+    os.replace(part, dest)
+    return dest
+
+
+def fetch(relpath, url=None, path=None, sha256=None):
+    """Return a local path for the data file `relpath` (e.g. 'tinyshakespeare/input.txt'), downloading it into the
+    cache once if it is nowhere else. `path`, when given, wins and must exist."""
+    if path:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise FileNotFoundError(f"{p} does not exist; pass the path of an existing file")
+        return p
+    candidates = []
+    if os.environ.get('MINGPT_DATA_DIR'):
+        candidates.append(Path(os.environ['MINGPT_DATA_DIR']).expanduser() / relpath)
+    candidates.append(cache_dir() / relpath)
+    for p in candidates:
+        if p.exists():
+            return p
+    if url is None:
+        raise FileNotFoundError(f"{relpath} not found (looked in: {', '.join(map(str, candidates))}) and there is "
+                                "no known download address; pass its path or set MINGPT_DATA_DIR")
+    return download(url, cache_dir() / relpath, sha256=sha256)
+
+
+class CharDataset(torch.utils.data.Dataset):
+    """Every block_size-long window of a text, as (x, y) character ids with y shifted one step ahead of x."""
+
+    def __init__(self, data, block_size, chars=None):
+        self.chars = chars if chars is not None else sorted(set(data))
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.itos = dict(enumerate(self.chars))
+        self.block_size = block_size
+        self.data = torch.tensor(self.encode(data), dtype=torch.long)
+
+    def get_vocab_size(self):
+        return len(self.chars)
+
+    def get_block_size(self):
+        return self.block_size
+
+    def encode(self, text):
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"characters {''.join(unknown)!r} are not in the vocabulary of this model "
+                             f"({len(self.chars)} characters: {''.join(self.chars)!r}); remove or replace them")
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids):
+        return ''.join(self.itos[int(i)] for i in ids)
+
+    def __len__(self):
+        return len(self.data) - self.block_size
+
+    def __getitem__(self, idx):
+        chunk = self.data[idx:idx + self.block_size + 1]
+        return chunk[:-1], chunk[1:]

@@ -1,0 +1,130 @@
+"""Small helpers every piece shares: the config tree (CfgNode), seeding and run logging."""
+import ast
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import torch
+
+
+class ConfigError(ValueError):
+    """A config key or value the user gave is not valid; the message says which and how to fix it."""
+
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+
+
+def setup_logging(config):
+    """Create work_dir and record how this run was started (args.txt) and its full config (config.json)."""
+    work_dir = config.system.work_dir
+    os.makedirs(work_dir, exist_ok=True)
+    with open(os.path.join(work_dir, 'args.txt'), 'w') as f:
+        f.write(' '.join(sys.argv))
+    with open(os.path.join(work_dir, 'config.json'), 'w') as f:
+        f.write(json.dumps(config.to_dict(), indent=4))
+
+
+def _parse_value(raw):
+    """A command-line value as a Python literal (3, 1e-4, (0.9, 0.95), True, None), else the string itself."""
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+
+
+def _check_type(key, old, new, raw=None):
+    """Return `new` converted to the type of the default `old`, or raise a ConfigError that says what went wrong.
+    A default of None accepts anything; an int is fine where a float is expected; strings may be None."""
+    if old is None:
+        return new
+    if isinstance(old, str):
+        if new is None or isinstance(new, str):
+            return new
+        if raw is not None:  # '--data.path=123' means the string '123'
+            return raw
+    elif isinstance(old, bool):
+        if isinstance(new, bool):
+            return new
+    elif isinstance(old, (int, float)):
+        if isinstance(new, (int, float)) and not isinstance(new, bool):
+            if isinstance(old, int) and isinstance(new, float) and not new.is_integer():
+                pass  # an int option given 2.5: fall through to the error
+            else:
+                return type(old)(new)
+    elif isinstance(old, (tuple, list)):
+        if isinstance(new, (tuple, list)):
+            return type(old)(new)
+    else:
+        return new
+    raise ConfigError(f"config key '{key}' expects a value of type {type(old).__name__} "
+                      f"(default {old!r}) but got {new!r} of type {type(new).__name__}")
+
+
+class CfgNode:
+    """A tree of settings with attribute access, e.g. config.trainer.batch_size, as in yacs / minGPT."""
+
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+    def __str__(self):
+        return self._str_helper(0)
+
+    def _str_helper(self, indent):
+        parts = []
+        for k, v in self.__dict__.items():
+            if isinstance(v, CfgNode):
+                parts.append(f"{k}:\n" + v._str_helper(indent + 1))
+            else:
+                parts.append(f"{k}: {v!r}\n")
+        return ''.join(' ' * 4 * indent + p for p in parts)
+
+    def to_dict(self):
+        return {k: v.to_dict() if isinstance(v, CfgNode) else v for k, v in self.__dict__.items()}
+
+    def _child(self, key, path):
+        if key not in self.__dict__:
+            valid = ', '.join(sorted(self.__dict__)) or '(none)'
+            raise ConfigError(f"unknown config key '{path}'; valid keys here are: {valid}")
+        return self.__dict__[key]
+
+    def merge_from_dict(self, d, _prefix=''):
+        """Update from a (possibly nested) dict; unknown keys and wrong types raise a ConfigError."""
+        for k, v in d.items():
+            path = _prefix + k
+            old = self._child(k, path)
+            if isinstance(old, CfgNode):
+                if not isinstance(v, dict):
+                    raise ConfigError(f"config key '{path}' is a section; give a dict, not {v!r}")
+                old.merge_from_dict(v, path + '.')
+            else:
+                self.__dict__[k] = _check_type(path, old, v)
+
+    def merge_from_args(self, args):
+        """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano'].
+        '--help' (or '-h') prints the whole config with its defaults and exits."""
+        for arg in args:
+            if arg in ('--help', '-h'):
+                print("Options (override any with --section.key=value):\n")
+                print(self)
+                sys.exit(0)
+            if not arg.startswith('--') or '=' not in arg:
+                raise ConfigError(f"cannot read argument '{arg}': expected the form --section.key=value "
+                                  "(e.g. --trainer.batch_size=32); --help lists every option")
+            path, raw = arg[2:].split('=', 1)
+            *sections, leaf = path.split('.')
+            node = self
+            for i, s in enumerate(sections):
+                where = '.'.join(sections[:i + 1])
+                node = node._child(s, where)
+                if not isinstance(node, CfgNode):
+                    raise ConfigError(f"config key '{where}' is a value, not a section")
+            old = node._child(leaf, path)
+            if isinstance(old, CfgNode):
+                raise ConfigError(f"config key '{path}' is a section; set one of its keys, e.g. --{path}.<key>=...")
+            node.__dict__[leaf] = _check_type(path, old, _parse_value(raw), raw)
