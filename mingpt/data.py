@@ -87,21 +87,19 @@ def fetch(relpath, url=None, path=None, sha256=None):
     return download(url, cache_dir() / relpath, sha256=sha256)
 
 
-class CharDataset(torch.utils.data.Dataset):
-    """Every block_size-long window of a text, as (x, y) character ids with y shifted one step ahead of x."""
+class CharTokenizer:
+    """A character-level vocabulary: each distinct character of the training text is one token."""
 
-    def __init__(self, data, block_size, chars=None):
-        self.chars = chars if chars is not None else sorted(set(data))
+    def __init__(self, chars):
+        self.chars = list(chars)
         self.stoi = {ch: i for i, ch in enumerate(self.chars)}
-        self.itos = dict(enumerate(self.chars))
-        self.block_size = block_size
-        self.data = torch.tensor(self.encode(data), dtype=torch.long)
 
-    def get_vocab_size(self):
+    @classmethod
+    def from_text(cls, text):
+        return cls(sorted(set(text)))
+
+    def __len__(self):
         return len(self.chars)
-
-    def get_block_size(self):
-        return self.block_size
 
     def encode(self, text):
         unknown = sorted(set(text) - self.stoi.keys())
@@ -111,7 +109,25 @@ class CharDataset(torch.utils.data.Dataset):
         return [self.stoi[c] for c in text]
 
     def decode(self, ids):
-        return ''.join(self.itos[int(i)] for i in ids)
+        return ''.join(self.chars[int(i)] for i in ids)
+
+
+class CharDataset(torch.utils.data.Dataset):
+    """Every block_size-long window of a text, as (x, y) character ids with y one step ahead of x."""
+
+    def __init__(self, data, block_size, tokenizer=None):
+        self.tokenizer = tokenizer or CharTokenizer.from_text(data)
+        self.block_size = block_size
+        self.data = torch.tensor(self.tokenizer.encode(data), dtype=torch.long)
+        if len(self.data) <= block_size:
+            raise ValueError(f"the text has {len(self.data)} characters, too few for one window of block_size "
+                             f"{block_size} plus its target; use more text or a smaller block_size")
+
+    def get_vocab_size(self):
+        return len(self.tokenizer)
+
+    def get_block_size(self):
+        return self.block_size
 
     def __len__(self):
         return len(self.data) - self.block_size

@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError
+from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint
 
 
 class KVCache:
@@ -183,7 +183,8 @@ class GPT(nn.Module):
                               "config.model.vocab_size = train_dataset.get_vocab_size())")
         sizes = (config.n_layer, config.n_head, config.n_embd)
         if config.model_type is not None:
-            if any(s is not None for s in sizes):
+            preset = tuple(cls.PRESETS.get(config.model_type, {}).values())
+            if any(s is not None for s in sizes) and sizes != preset:
                 raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd, "
                                   "not both: set model_type=None to use explicit sizes")
             if config.model_type not in cls.PRESETS:
@@ -197,6 +198,14 @@ class GPT(nn.Module):
             raise ConfigError(f"attn_impl must be 'sdpa' or 'explicit', not {config.attn_impl!r}")
         if not hasattr(config, 'attn_impl'):  # a config made by minGPT's own get_default_config
             config.attn_impl = 'sdpa'
+
+    @classmethod
+    def from_checkpoint(cls, path, map_location='cpu'):
+        """Rebuild a model saved by the trainer or a project; returns (model, checkpoint dict)."""
+        checkpoint = load_checkpoint(path, map_location)
+        model = cls(CN(**checkpoint['model_config']))
+        model.load_state_dict(checkpoint['model'])
+        return model, checkpoint
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):

@@ -90,7 +90,23 @@ class Trainer:
             self.iter_time = tnow
             if not bar.disable:
                 bar.update(1)
-                bar.set_postfix(loss=f"{self.loss.item():.4f}", tok_s=f"{x.numel() / self.iter_dt:,.0f}")
+                bar.set_postfix(loss=f"{self.loss.item():.4f}", tok_s=f"{x.numel() * bar.format_dict['rate'] or 0:,.0f}")
             if config.max_iters is not None and self.iter_num >= config.max_iters:
                 break
         bar.close()
+
+
+@torch.no_grad()
+def estimate_loss(model, dataset, batch_size, iters, device, seed=0):
+    """Mean loss over `iters` batches of windows drawn from dataset with a fixed seed, so that successive
+    evaluations see the same windows and their losses compare fairly."""
+    was_training = model.training
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(iters):
+        ix = torch.randint(len(dataset), (batch_size,), generator=g).tolist()
+        x, y = (torch.stack(t).to(device) for t in zip(*(dataset[i] for i in ix)))
+        losses.append(model(x, y)[1].item())
+    model.train(was_training)
+    return sum(losses) / len(losses)

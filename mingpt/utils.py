@@ -30,6 +30,41 @@ def setup_logging(config):
         f.write(json.dumps(config.to_dict(), indent=4))
 
 
+CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
+
+
+def save_checkpoint(checkpoint, path):
+    """torch.save to a temporary file beside path, fsync, then rename over path: a crash at any moment leaves
+    either the old checkpoint or the new one, never half of one."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, 'wb') as f:
+            torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path, map_location='cpu'):
+    """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
+                         f"file): {type(e).__name__}: {str(e)[:200]}") from None
+    if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); for Hugging Face "
+                         "GPT-2 files use GPT.from_pretrained")
+    return checkpoint
+
+
 def _parse_value(raw):
     """A command-line value as a Python literal (3, 1e-4, (0.9, 0.95), True, None), else the string itself."""
     try:
