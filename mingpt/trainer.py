@@ -90,7 +90,7 @@ class Trainer:
             self.iter_time = tnow
             if not bar.disable:
                 bar.update(1)
-                bar.set_postfix(loss=f"{self.loss.item():.4f}", tok_s=f"{x.numel() * bar.format_dict['rate'] or 0:,.0f}")
+                bar.set_postfix(loss=f"{self.loss.item():.4f}", tok_s=f"{x.numel() * (bar.format_dict['rate'] or 0):,.0f}")
             if config.max_iters is not None and self.iter_num >= config.max_iters:
                 break
         bar.close()
