@@ -1,0 +1,29 @@
+"""Shared test helpers. Tests that need the offline data files call data_dir() (or use the data_root fixture):
+with $MINGPT_DATA_DIR unset the test is skipped, saying why, except under CI=true, where it fails instead, so
+a CI run cannot pass by skipping everything."""
+import os
+from pathlib import Path
+
+import pytest
+
+
+def data_dir(*parts):
+    """Path of $MINGPT_DATA_DIR (joined with `parts`, e.g. data_dir('gpt2', 'vocab.bpe')); skips the calling test
+    when the variable is unset or the file is missing, or fails it when the environment has CI=true."""
+    root = os.environ.get('MINGPT_DATA_DIR')
+    if not root:
+        reason = 'MINGPT_DATA_DIR is not set; point it at the offline test data (e.g. ../shared/data)'
+    else:
+        path = Path(root).expanduser().joinpath(*parts)
+        if path.exists():
+            return path
+        reason = f'{path} does not exist; MINGPT_DATA_DIR={root} lacks this file'
+    if os.environ.get('CI', '').lower() == 'true':
+        pytest.fail(reason + ' (CI=true: data-dependent tests must run)')
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def data_root():
+    """The test-data folder ($MINGPT_DATA_DIR) as a Path; see data_dir."""
+    return data_dir()

@@ -1,0 +1,227 @@
+"""GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
+minGPT-style tokenizer interface, and where the vocabulary files come from."""
+import random
+import unicodedata
+
+import pytest
+import requests
+import torch
+from conftest import data_dir
+
+from mingpt import bpe, data
+from mingpt.bpe import BPETokenizer, Encoder, bytes_to_unicode, get_encoder
+
+
+@pytest.fixture(scope='module')
+def encoder():
+    data_dir('gpt2', 'encoder.json')  # vocabulary from the test data, never downloaded here
+    return get_encoder()
+
+
+@pytest.fixture(scope='module')
+def tiktoken_gpt2():
+    """tiktoken's gpt2 encoding, built from the same local files as ours."""
+    tiktoken = pytest.importorskip('tiktoken')
+    import tiktoken.load
+    from tiktoken_ext.openai_public import r50k_pat_str
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv('TIKTOKEN_CACHE_DIR', '')  # read the files directly, do not copy them to /tmp
+        ranks = tiktoken.load.data_gym_to_mergeable_bpe_ranks(str(data_dir('gpt2', 'vocab.bpe')),
+                                                              str(data_dir('gpt2', 'encoder.json')))
+    return tiktoken.Encoding('gpt2-local', pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={'<|endoftext|>': 50256}, explicit_n_vocab=50257)
+
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def test_bytes_to_unicode():
+    table = bytes_to_unicode()
+    assert sorted(table) == list(range(256))
+    assert len(set(table.values())) == 256
+    assert all(c.isprintable() and not c.isspace() for c in table.values())
+    assert table[ord(' ')] == 'Ġ' and table[ord('\n')] == 'Ċ' and table[ord('a')] == 'a'
+
+
+def test_every_data_file_matches_tiktoken(encoder, tiktoken_gpt2):
+    root = data_dir()
+    files = sorted(p for ext in ('*.txt', '*.tsv') for p in root.rglob(ext))
+    assert len(files) >= 7, f'expected the shared text files under {root}, found {files}'
+    for path in files:
+        text = path.read_text(encoding='utf-8')
+        ours, theirs = encoder.encode(text), tiktoken_gpt2.encode_ordinary(text)
+        i = first_difference(ours, theirs)
+        assert ours == theirs, f'{path}: ids differ at token {i}: {ours[i:i + 5]} vs {theirs[i:i + 5]}'
+        assert encoder.decode(ours) == text, f'{path}: decode(encode(text)) != text'
+
+
+def random_text(rng, n):
+    """Text built to stress the pre-tokeniser and the byte fallback. Random code points are drawn among those
+    Python's unicodedata knows (Unicode 14 to 16, depending on the Python): characters added later (Unicode 17,
+    2025: CJK Extension J, ...) are letters to the `regex` package but not yet to tiktoken's Rust engine, so the
+    two split them differently (see mingpt/bpe.py). Surrogates cannot be UTF-8 encoded."""
+    pools = [
+        'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ',
+        '0123456789',
+        ' \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000',
+        '.,;:!?-_()[]{}"\'`~@#$%^&*+=<>/\\|',
+        "'s 's 't 're 've 'm 'll 'd 'S 'LL 'x".split(' '),
+        [chr(c) for c in range(0x300, 0x370)],  # combining marks
+        [chr(c) for c in range(0x4e00, 0x4e80)],  # CJK
+        [chr(c) for c in range(0x1f600, 0x1f650)] + ['\u200d', '\ufe0f', '👨‍👩‍👧', '🏳️‍🌈'],  # emoji, ZWJ
+        'αβγδεζηθικλμνξοπρστυφχψωπριν' + 'абвгдежзийклмнопрстуфхцчшщъыьэюя' + 'أبتثجحخدذرزسشصضطظعغفقكلمنهوي',
+        'éèêëàâäôöûüçñßøåæœ' + 'ँंःअआइईउऊऋएऐओऔकखगघ' + '٠١٢٣٤٥٦٧٨٩' + '²³¹¼½¾Ⅳ①',
+        '<|endoftext|>',
+    ]
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.75:
+            pool = rng.choice(pools)
+            piece = ''.join(rng.choice(pool) for _ in range(rng.randint(1, 8)))
+        elif r < 0.9:
+            piece = ' ' * rng.randint(1, 6) if rng.random() < 0.5 else rng.choice(' \n\t') * rng.randint(1, 4)
+        else:  # any assigned code point, BMP or astral (see below)
+            piece = chr(rng.randint(0, 0x10FFFF if rng.random() < 0.3 else 0xFFFF))
+            while unicodedata.category(piece) in ('Cn', 'Cs'):
+                piece = chr(rng.randint(0, 0x10FFFF))
+        out.append(piece)
+    return ''.join(out)
+
+
+def test_random_unicode_matches_tiktoken(encoder, tiktoken_gpt2):
+    rng = random.Random(0)
+    for k in range(400):
+        text = random_text(rng, rng.randint(0, 60))
+        ours = encoder.encode(text)
+        assert ours == tiktoken_gpt2.encode_ordinary(text), f'string #{k}: {text!r}'
+        assert encoder.decode(ours) == text, f'string #{k}: {text!r}'
+    assert encoder.encode('') == [] and encoder.decode([]) == ''
+
+
+def test_endoftext(encoder, tiktoken_gpt2):
+    text = 'Hello<|endoftext|> world<|endoftext|><|endoftext|>'
+    assert encoder.encode(text) == tiktoken_gpt2.encode_ordinary(text)  # plain text by default
+    special = encoder.encode(text, allowed_special=True)
+    assert special == tiktoken_gpt2.encode(text, allowed_special='all')
+    assert special.count(50256) == 3 and 50256 not in encoder.encode(text)
+    assert encoder.encode(text, allowed_special={'<|endoftext|>'}) == special
+    assert encoder.encode(text, allowed_special='all') == special
+    assert encoder.decode(special) == text
+    with pytest.raises(ValueError, match='allowed_special'):
+        encoder.encode(text, allowed_special='yes')
+
+
+def test_cold_and_warm_encoders_agree(encoder):
+    text = data_dir('tinyshakespeare', 'input.txt').read_text()[:20000]
+    fresh = get_encoder()
+    assert fresh.cache == {}
+    assert fresh.encode(text) == encoder.encode(text) == fresh.encode(text)
+    tiny = Encoder(encoder.encoder, [tuple(m) for m in _merges()], cache_size=50)  # cache overflow path
+    assert tiny.encode(text) == fresh.encode(text) and len(tiny.cache) <= 50 + len(set(tiny.pat.findall(text)))
+
+
+def _merges():
+    return bpe._read_vocab(str(data_dir('gpt2', 'encoder.json')), str(data_dir('gpt2', 'vocab.bpe')))[1]
+
+
+def test_mingpt_bpe_method(encoder):
+    assert encoder.bpe('Ġhello') == 'Ġhello'
+    assert encoder.bpe('Ġunsullied') == ' '.join(encoder.decoder[i] for i in encoder.encode(' unsullied'))
+
+
+def test_decode_partial_utf8(encoder):
+    ids = encoder.encode('🙂')  # an emoji is several byte-level tokens
+    assert len(ids) > 1
+    assert '\ufffd' in encoder.decode(ids[:1])
+    assert encoder.decode_bytes(ids).decode('utf-8') == '🙂'
+    with pytest.raises(ValueError, match='0..50256'):
+        encoder.decode([50257])
+    with pytest.raises(ValueError, match='0..50256'):
+        encoder.decode([-1])
+
+
+def test_tokenizer_interface(encoder):
+    tok = BPETokenizer()
+    x = tok('hello world')
+    assert x.dtype == torch.long and x.tolist() == [[31373, 995]]
+    assert tok.decode(x[0]) == 'hello world'
+    assert tok.decode(x) == ['hello world']  # 2-D in, one string per row out
+    assert tok.decode([31373, 995]) == 'hello world' and tok.decode([[31373], [995]]) == ['hello', ' world']
+    assert tok.decode(torch.tensor(995)) == ' world'
+    assert tok('').shape == (1, 0)
+    batch, lengths = tok(['hi', 'hello there world', ''], return_lengths=True)
+    assert batch.shape == (3, 3) and lengths.tolist() == [1, 3, 0]
+    assert batch[0].tolist() == [5303, 50256, 50256]  # right-padded with pad_token_id (50256 by default)
+    assert tok(['hi', 'hello there world', '']).equal(batch)
+    assert [tok.decode(row[:n]) for row, n in zip(batch, lengths)] == ['hi', 'hello there world', '']
+    assert BPETokenizer(pad_token_id=0)(['a b', 'c'])[1].tolist() == [66, 0]
+    assert BPETokenizer(allowed_special=True)('a<|endoftext|>').tolist() == [[64, 50256]]
+    with pytest.raises(TypeError, match='str'):
+        tok(123)
+    with pytest.raises(TypeError, match='str'):
+        tok([])
+    with pytest.raises(ValueError, match='return_tensors'):
+        tok('x', return_tensors='np')
+
+
+class FakeResponse:
+    """Enough of requests.Response for mingpt.data.download."""
+
+    def __init__(self, body, status=200):
+        self.body, self.status_code, self.headers = body, status, {'content-length': str(len(body))}
+
+    def raise_for_status(self):
+        if self.status_code >= 400:
+            raise requests.HTTPError(f'{self.status_code} error')
+
+    def iter_content(self, chunk_size):
+        for i in range(0, len(self.body), chunk_size):
+            yield self.body[i:i + chunk_size]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    return tmp_path
+
+
+def files_in(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob('*') if p.is_file())
+
+
+def test_offline_error_is_clear(empty_cache, monkeypatch):
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(data.requests, 'get', offline)
+    with pytest.raises(RuntimeError, match='could not download') as e:
+        get_encoder()
+    assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
+    assert files_in(empty_cache) == []
+
+
+def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'{"not": "the vocabulary"}'))
+    with pytest.raises(RuntimeError, match='sha256'):
+        get_encoder()
+    assert files_in(empty_cache) == []
+
+
+@pytest.fixture(scope='module')
+def vocab_bodies():
+    return {bpe.ENCODER_JSON_URL: data_dir('gpt2', 'encoder.json').read_bytes(),
+            bpe.VOCAB_BPE_URL: data_dir('gpt2', 'vocab.bpe').read_bytes()}
+
+
+def test_download_into_cache_then_reuse(encoder, vocab_bodies, empty_cache, monkeypatch):
+    bodies = vocab_bodies
+    calls = []
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: calls.append(url) or FakeResponse(bodies[url]))
+    assert get_encoder().encode('hello world') == [31373, 995]
+    assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe'] and len(calls) == 2
+    assert get_encoder().encode(' again!') == encoder.encode(' again!') and len(calls) == 2  # second time: from the cache
