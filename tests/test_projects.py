@@ -1,0 +1,79 @@
+"""The chargpt and adder projects end to end, on tiny settings."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import data_dir
+from mingpt.model import GPT
+
+PROJECTS = Path(__file__).resolve().parent.parent / 'projects'
+
+
+def load_project(name):
+    spec = importlib.util.spec_from_file_location(name, PROJECTS / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_adder_encoding_by_hand():
+    adder = load_project('adder')
+    C = adder.AdditionDataset.get_default_config()
+    ds = adder.AdditionDataset(C, 'train')
+    assert ds.encode(85, 50) == [8, 5, 5, 0, 5, 3, 1]  # 85 + 50 = 135, the sum reversed: 531
+    assert ds.encode(3, 4) == [0, 3, 0, 4, 7, 0, 0]  # 007 reversed
+    assert ds.get_block_size() == 6 and ds.get_vocab_size() == 10
+    i = next(i for i in range(len(ds)) if ds.ixes[i].item() == 8550)
+    x, y = ds[i]
+    assert x.tolist() == [8, 5, 5, 0, 5, 3] and y.tolist() == [-1, -1, -1, 5, 3, 1]
+    test = adder.AdditionDataset(C, 'test')
+    assert len(test) == 500 and len(ds) == 9500
+    assert not set(test.ixes.tolist()) & set(ds.ixes.tolist())  # held-out problems are never trained on
+
+
+def test_adder_eval_scores_a_perfect_and_a_wrong_model():
+    adder = load_project('adder')
+    ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
+
+    class Oracle(torch.nn.Module):  # writes the right reversed sum, or one off in the last digit when `wrong`
+        def __init__(self, wrong):
+            super().__init__()
+            self.wrong = wrong
+
+        def generate(self, idx, n, do_sample=False):
+            a = idx[:, 0] * 10 + idx[:, 1]
+            b = idx[:, 2] * 10 + idx[:, 3]
+            c = a + b + self.wrong
+            digits = torch.stack([c % 10, c // 10 % 10, c // 100], dim=1)
+            return torch.cat([idx, digits], dim=1)
+
+    assert adder.eval_split(Oracle(0), ds, 'cpu') == 1.0
+    assert adder.eval_split(Oracle(1), ds, 'cpu') == 0.0
+
+
+def test_adder_trains_and_saves_best(tmp_path, capsys):
+    adder = load_project('adder')
+    adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=3', '--eval.interval=2',
+                '--trainer.quiet=True', '--trainer.batch_size=8'])
+    assert 'held-out accuracy' in capsys.readouterr().out
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert ckpt['model_config']['n_layer'] == 3  # gpt-nano
+
+
+def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    data_dir('tinyshakespeare', 'input.txt')
+    chargpt = load_project('chargpt')
+    tiny = ['--model.model_type=gpt-nano', '--data.block_size=16', '--trainer.batch_size=4',
+            '--sample.length=20', '--sample.eval_iters=2', '--trainer.quiet=True']
+    chargpt.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=3', '--sample.interval=2'] + tiny)
+    out = capsys.readouterr().out
+    assert 'val loss' in out and 'O God, O God!' in out
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert len(ckpt['vocab']) == 65 and model.config.vocab_size == 65  # Tiny Shakespeare's 65 characters
+    chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=ROMEO:', '--sample.length=30'])
+    assert capsys.readouterr().out.startswith('ROMEO:')
+    with pytest.raises(ValueError, match=r"characters '\{' are not in the vocabulary"):
+        chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt={ROMEO'])

@@ -1,0 +1,69 @@
+"""The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
+import torch
+
+from mingpt.model import GPT
+from mingpt.trainer import Trainer
+
+
+class Repeat(torch.utils.data.Dataset):
+    """Sequences 0 1 2 ... of the vocabulary, from every start: trivially learnable."""
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        seq = (torch.arange(9) + i) % 7
+        return seq[:-1], seq[1:]
+
+
+def make_trainer(**kw):
+    torch.manual_seed(0)
+    C = GPT.get_default_config()
+    C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 7, 8
+    T = Trainer.get_default_config()
+    T.merge_from_dict(dict(max_iters=60, batch_size=16, learning_rate=3e-3, num_workers=0, quiet=True, device='cpu'))
+    T.merge_from_dict(kw)
+    return Trainer(T, GPT(C), Repeat())
+
+
+def test_default_config_has_minGPT_keys():
+    C = Trainer.get_default_config()
+    for key in ['device', 'num_workers', 'max_iters', 'batch_size', 'learning_rate', 'betas', 'weight_decay',
+                'grad_norm_clip']:
+        assert hasattr(C, key)
+    assert C.device == 'auto' and C.max_iters is None
+
+
+def test_callbacks_see_minGPT_attributes_and_loss_falls():
+    trainer = make_trainer()
+    seen = []
+
+    def on_batch_end(t):
+        assert t.device == 'cpu' and t.optimizer is not None and t.iter_dt >= 0 and t.iter_time > 0
+        seen.append((t.iter_num, t.loss.item()))
+
+    trainer.add_callback('on_batch_end', on_batch_end)
+    also = []
+    trainer.add_callback('on_batch_end', lambda t: also.append(t.iter_num))
+    trainer.run()
+    assert [i for i, _ in seen] == list(range(60)) == also  # iter_num is 0 at the first batch's callback
+    assert seen[-1][1] < 0.5 * seen[0][1]
+    assert trainer.iter_num == 60
+
+
+def test_set_callback_replaces_and_trigger_runs_them():
+    trainer = make_trainer(max_iters=3)
+    calls = []
+    trainer.add_callback('on_batch_end', lambda t: calls.append('a'))
+    trainer.set_callback('on_batch_end', lambda t: calls.append('b'))
+    trainer.run()
+    assert calls == ['b', 'b', 'b']
+    trainer.trigger_callbacks('on_batch_end')
+    trainer.trigger_callbacks('no_such_event')  # an event nobody listens to is fine
+    assert calls == ['b'] * 4
+
+
+def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
+    make_trainer(max_iters=5, quiet=False).run()
+    err = capsys.readouterr().err
+    assert '5/5' in err and 'loss=' in err and 'tok_s=' in err
