@@ -8,6 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
+import numpy as np
 import requests
 import torch
 from tqdm.auto import tqdm
@@ -135,3 +136,71 @@ class CharDataset(torch.utils.data.Dataset):
     def __getitem__(self, idx):
         chunk = self.data[idx:idx + self.block_size + 1]
         return chunk[:-1], chunk[1:]
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Every block_size-long window of a token array, as (x, y) ids with y one step ahead of x; the trainer draws
+    windows at random. `tokens` is the path of a file of uint16 ids (GPT-2's 50257 ids fit in 16 bits: half the
+    bytes of int32), memory-mapped so that a corpus larger than memory opens at once and the OS reads in only the
+    windows drawn; or any in-memory sequence of ids (list, numpy array, tensor)."""
+
+    def __init__(self, tokens, block_size, vocab_size=None):
+        self.path = None
+        if isinstance(tokens, (str, os.PathLike)):
+            self.path = os.fspath(tokens)
+            if os.path.getsize(self.path) % 2:
+                raise ValueError(f"{self.path} has an odd number of bytes, so it is not a file of uint16 token ids "
+                                 "(write one with TokenDataset.write)")
+            self.tokens = np.memmap(self.path, dtype=np.uint16, mode='r')
+        else:
+            self.tokens = np.asarray(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens)
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        if len(self.tokens) <= block_size:
+            raise ValueError(f"the token array has {len(self.tokens)} tokens, too few for one window of block_size "
+                             f"{block_size} plus its target; use more data or a smaller block_size")
+
+    @staticmethod
+    def write(path, ids):
+        """Save token ids as the uint16 file TokenDataset reads (atomically: a temporary file, then a rename)."""
+        ids = np.asarray(ids)
+        if ids.size and (ids.min() < 0 or ids.max() >= 2 ** 16):
+            raise ValueError(f"token ids must lie in [0, 65535] to be stored as uint16; got {ids.min()}..{ids.max()}")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + '.tmp')
+        with open(tmp, 'wb') as f:
+            f.write(ids.astype(np.uint16).tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def get_vocab_size(self):
+        if self.vocab_size is None:  # one pass over the data; pass vocab_size to skip it for a large corpus
+            self.vocab_size = int(self.tokens.max()) + 1
+        return self.vocab_size
+
+    def get_block_size(self):
+        return self.block_size
+
+    def __len__(self):
+        return len(self.tokens) - self.block_size
+
+    def __getitem__(self, idx):
+        if not 0 <= idx < len(self):
+            raise IndexError(f"window {idx} out of range for {len(self)} windows")
+        chunk = torch.from_numpy(self.tokens[idx:idx + self.block_size + 1].astype(np.int64))
+        return chunk[:-1], chunk[1:]
+
+    def __getstate__(self):
+        # sent to DataLoader workers: pickling the memmap would copy the whole file, so reopen it there instead
+        state = dict(self.__dict__)
+        if self.path is not None:
+            state['tokens'] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.path is not None:
+            self.tokens = np.memmap(self.path, dtype=np.uint16, mode='r')

@@ -1,12 +1,35 @@
-"""A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss)."""
+"""A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss).
+
+minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_dt / loss) plus, each off by default
+so that the defaults behave as minGPT's loop: a warmup + cosine learning-rate schedule, gradient accumulation,
+mixed precision, torch.compile, evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl,
+and DistributedDataParallel when started by torchrun.
+"""
+import itertools
+import json
+import math
+import os
+import random
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 
+import numpy as np
 import torch
-from torch.utils.data.dataloader import DataLoader
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data._utils.collate import default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import CfgNode as CN
+from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint
+
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+# dense bf16 tensor-core peak FLOP/s, the denominator of MFU
+PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
+# keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
+CHECKPOINT_KEYS = ('model', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng', 'sampler',
+                   'best_val_loss', 'val_loss', 'format')
 
 
 class Trainer:
@@ -14,38 +37,92 @@ class Trainer:
     @staticmethod
     def get_default_config():
         C = CN()
-        # device to train on: 'auto' picks cuda when available, else cpu
+        # device to train on: 'auto' picks cuda when available, else cpu (under torchrun: cuda:LOCAL_RANK)
         C.device = 'auto'
-        # dataloader parameters
-        C.num_workers = 4
+        # DataLoader worker processes; 0 cuts batches in this process, best for in-memory or memory-mapped data
+        C.num_workers = 0
         # optimizer parameters
         C.max_iters = None
-        C.batch_size = 64
+        C.batch_size = 64  # sequences per optimizer step, summed over accumulation micro-steps and DDP ranks
         C.learning_rate = 3e-4
         C.betas = (0.9, 0.95)
         C.weight_decay = 0.1  # only applied on matmul weights
         C.grad_norm_clip = 1.0
+        # learning-rate schedule: linear warmup over warmup_iters, then 'constant' or 'cosine' decay to min_lr
+        C.lr_schedule = 'constant'
+        C.warmup_iters = 0
+        C.lr_decay_iters = None  # where the cosine reaches min_lr; default max_iters
+        C.min_lr = None  # default learning_rate / 10
+        # micro-steps per optimizer step (each of batch_size / (grad_accum_steps * ranks) sequences)
+        C.grad_accum_steps = 1
+        # 'float32', or autocast to 'bfloat16' / 'float16' (float16 adds a gradient scaler)
+        C.dtype = 'float32'
+        C.tf32 = False  # CUDA: float32 matmuls on TF32 tensor cores
+        C.compile = False  # torch.compile the model
+        # evaluation, when a val_dataset is given: mean loss over eval_iters batches every eval_interval iterations
+        C.eval_interval = 500
+        C.eval_iters = 20
+        # files: metrics.jsonl, model.pt (best val loss, else latest) and ckpt.pt (all state, to resume) go here;
+        # None writes nothing
+        C.work_dir = None
+        C.checkpoint_interval = None  # write ckpt.pt every this many iterations (and at the end)
+        C.resume = None  # True: continue from work_dir/ckpt.pt; or the path of a ckpt.pt
+        C.log_interval = 1  # iterations between lines of metrics.jsonl (reading the loss waits for the GPU)
         # a progress bar (iteration, loss, tokens/s) when max_iters is set; quiet=True turns it off
         C.quiet = False
         return C
 
-    def __init__(self, config, model, train_dataset):
+    def __init__(self, config, model, train_dataset, val_dataset=None, checkpoint_extras=None):
         self.config = config
         self.model = model
         self.optimizer = None
+        self.scaler = None
         self.train_dataset = train_dataset
+        self.val_dataset = val_dataset
+        # project data saved in every checkpoint beside the trainer's own keys, e.g. {'vocab': ..., 'config': ...}
+        self.checkpoint_extras = dict(checkpoint_extras or {})
         self.callbacks = defaultdict(list)
+        self._check_config()
+        # torchrun tells each process its place through the environment
+        self.world_size = int(os.environ.get('WORLD_SIZE', 1))
+        self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0
+        self.local_rank = int(os.environ.get('LOCAL_RANK', 0)) if self.world_size > 1 else 0
         if config.device == 'auto':
             self.device = 'cuda' if torch.cuda.is_available() else 'cpu'
         else:
             self.device = config.device
+        if self.world_size > 1 and self.device == 'cuda':
+            self.device = f'cuda:{self.local_rank}'  # one GPU per process
+        self.device_type = torch.device(self.device).type
+        if self.device_type == 'cuda':
+            torch.cuda.set_device(self.device)
+            if config.tf32:
+                torch.set_float32_matmul_precision('high')
         self.model = self.model.to(self.device)
-        print("running on device", self.device)
+        if self.rank == 0:
+            print("running on device", self.device)
         # variables that will be assigned to trainer class later for logging and etc
         self.iter_num = 0
         self.iter_time = 0.0
         self.iter_dt = 0.0
         self.loss = None
+        self.val_loss = None  # the last evaluation's
+        self.best_val_loss = float('inf')
+
+    def _check_config(self):
+        c = self.config
+        if c.dtype not in DTYPES:
+            raise ConfigError(f"trainer.dtype must be one of {', '.join(DTYPES)}, not {c.dtype!r}")
+        if c.lr_schedule not in ('constant', 'cosine'):
+            raise ConfigError(f"trainer.lr_schedule must be 'constant' or 'cosine', not {c.lr_schedule!r}")
+        if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
+            raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
+        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
+            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
+                              "or give resume the checkpoint's path")
+        clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))
+        if clash:
+            raise ValueError(f"checkpoint_extras may not use the trainer's own keys {clash}; rename them")
 
     def add_callback(self, onevent: str, callback):
         self.callbacks[onevent].append(callback)
@@ -54,59 +131,347 @@ class Trainer:
         self.callbacks[onevent] = [callback]
 
     def trigger_callbacks(self, onevent: str):
+        """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
+        callbacks run on rank 0 only: they print and save, and the other ranks hold the same model."""
+        if self.rank != 0:
+            return
         for callback in self.callbacks.get(onevent, []):
             callback(self)
 
+    # ----------------------------------------------------------------------------------------------------------
+    # the loop
+
     def run(self):
         model, config = self.model, self.config
+        A = config.grad_accum_steps
+        if config.batch_size % (A * self.world_size):
+            raise ConfigError(f"trainer.batch_size ({config.batch_size}) must be a multiple of grad_accum_steps ({A}) "
+                              f"times the number of processes ({self.world_size})")
+        started_dist = self._init_distributed()
         self.optimizer = model.configure_optimizers(config)
-        # sample with replacement for as long as we train: the loader never runs dry
-        train_loader = DataLoader(
-            self.train_dataset,
-            sampler=torch.utils.data.RandomSampler(self.train_dataset, replacement=True, num_samples=int(1e10)),
-            shuffle=False,
-            pin_memory=self.device.startswith('cuda'),
-            batch_size=config.batch_size,
-            num_workers=config.num_workers,
-        )
-        bar = tqdm(total=config.max_iters, disable=config.quiet or config.max_iters is None,
-                   desc='training', dynamic_ncols=True)
-        model.train()
-        self.iter_num = 0
-        self.iter_time = time.time()
-        data_iter = iter(train_loader)
-        while True:
-            x, y = (t.to(self.device, non_blocking=True) for t in next(data_iter))
-            logits, self.loss = model(x, y)
-            model.zero_grad(set_to_none=True)
-            self.loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
-            self.optimizer.step()
+        self.scaler = torch.amp.GradScaler(self.device_type, enabled=config.dtype == 'float16')
+        self.autocast = torch.autocast(self.device_type, dtype=DTYPES[config.dtype],
+                                       enabled=config.dtype != 'float32')
+        # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
+        seed = int(torch.randint(2 ** 31 - 1, (1,)))
+        ckpt = self._load_resume_checkpoint() if config.resume else None
+        if ckpt is not None:
+            seed = ckpt['sampler']['seed']
+        self.sampler_seed = seed
+        self.iter_num = ckpt['iter_num'] if ckpt is not None else 0
+        train_model = self._wrap(model)
+        batches = iter(DataLoader(
+            self.train_dataset, num_workers=config.num_workers, pin_memory=self.device_type == 'cuda',
+            batch_sampler=StepSampler(len(self.train_dataset), config.batch_size, seed, self.iter_num, self.rank,
+                                      self.world_size, A)))
+        # RNG states last: everything above may draw from them, and a resumed run must continue where it stopped
+        if ckpt is not None:
+            set_rng_state(ckpt['rng'][self.rank if self.rank < len(ckpt['rng']) else 0])
+        elif self.world_size > 1:
+            torch.manual_seed(seed + self.rank)  # a different dropout mask on each rank
+        self._start_metrics(resumed=ckpt is not None)
 
+        bar = tqdm(total=config.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
+                   disable=config.quiet or config.max_iters is None or self.rank != 0)
+        model.train()
+        self.iter_time = time.time()
+        train_time, tokens = 0.0, 0  # since the last metrics line
+        x, y = self._to_device(next(batches))
+        while config.max_iters is None or self.iter_num < config.max_iters:
+            t0 = time.time()
+            last = self.iter_num + 1 == config.max_iters
+            lr = self._set_lr(self.iter_num)
+            loss_sum = torch.zeros((), device=self.device)
+            for micro_step in range(A):
+                # DDP all-reduces the gradients in backward; on all but the last micro-step there is nothing to sync
+                sync = self.world_size == 1 or micro_step == A - 1
+                with nullcontext() if sync else train_model.no_sync():
+                    with self.autocast:
+                        _, loss = train_model(x, y)
+                    tokens += x.numel() * self.world_size
+                    x, y = self._to_device(next(batches))  # the next batch loads while the device computes
+                    self.scaler.scale(loss / A).backward()
+                loss_sum += loss.detach() / A
+            if config.grad_norm_clip:
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the loss-scaled ones
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.world_size > 1:  # report the loss of the whole batch, not of this rank's share
+                dist.all_reduce(loss_sum)
+                loss_sum /= self.world_size
+            self.loss = loss_sum
+
+            evaluate = self.val_dataset is not None and bool(config.eval_interval) and (
+                self.iter_num % config.eval_interval == 0 or last)
+            log = self.iter_num % config.log_interval == 0 or last or evaluate
+            if log:
+                record = {'iter': self.iter_num, 'loss': self.loss.item(), 'lr': lr}  # .item() waits for the device
+            train_time += time.time() - t0
+            if log:
+                record['tokens_per_s'] = tokens / train_time
+                mfu = self._mfu(record['tokens_per_s'], x.size(-1))
+                if mfu is not None:
+                    record['mfu'] = mfu
+                train_time, tokens = 0.0, 0
+            if evaluate:
+                self.val_loss = record['val_loss'] = self.evaluate()
+                if self.val_loss < self.best_val_loss:
+                    self.best_val_loss = self.val_loss
+                    self._save_model()  # model.pt holds the best model so far
+                self.trigger_callbacks('on_eval_end')
             self.trigger_callbacks('on_batch_end')
+            if log:
+                self._write_metrics(record)
+                if not bar.disable:
+                    bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
+            bar.update(1)
+            # last: the callbacks may draw random numbers (sampling), and a resumed run must not redo that
+            if config.checkpoint_interval and ((self.iter_num + 1) % config.checkpoint_interval == 0 or last):
+                self.save_checkpoint()
+                if self.val_dataset is None:
+                    self._save_model()  # no val loss to pick the best by: model.pt is the latest
+
             self.iter_num += 1
             tnow = time.time()
             self.iter_dt = tnow - self.iter_time
             self.iter_time = tnow
-            if not bar.disable:
-                bar.update(1)
-                bar.set_postfix(loss=f"{self.loss.item():.4f}", tok_s=f"{x.numel() * (bar.format_dict['rate'] or 0):,.0f}")
-            if config.max_iters is not None and self.iter_num >= config.max_iters:
-                break
         bar.close()
+        if started_dist:
+            dist.destroy_process_group()
+
+    # ----------------------------------------------------------------------------------------------------------
+    # helpers of the loop
+
+    def _init_distributed(self):
+        """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes); True if we did."""
+        if self.world_size == 1 or dist.is_initialized():
+            return False
+        dist.init_process_group(backend='nccl' if self.device_type == 'cuda' else 'gloo')
+        return True
+
+    def _wrap(self, model):
+        """The module the loop calls: compiled and/or DDP-wrapped. self.model stays the plain module, so callbacks,
+        evaluation and checkpoints see the ordinary parameter names (no '_orig_mod.' or 'module.' prefixes)."""
+        if self.config.compile:
+            model = torch.compile(model)
+        self._eval_model = model
+        if self.world_size > 1:
+            model = DDP(model, device_ids=[self.local_rank] if self.device_type == 'cuda' else None)
+        return model
+
+    def _to_device(self, batch):
+        # the DataLoader pinned the batch on CUDA, so the copy runs in the background
+        return [t.to(self.device, non_blocking=True) for t in batch]
+
+    def get_lr(self, it):
+        """Learning rate at iteration it: linear warmup to learning_rate, then constant or cosine decay to min_lr."""
+        c = self.config
+        if it < c.warmup_iters:
+            return c.learning_rate * (it + 1) / (c.warmup_iters + 1)
+        if c.lr_schedule == 'constant':
+            return c.learning_rate
+        min_lr = c.learning_rate / 10 if c.min_lr is None else c.min_lr
+        decay_iters = c.lr_decay_iters if c.lr_decay_iters is not None else c.max_iters
+        progress = min(1.0, (it - c.warmup_iters) / max(1, decay_iters - c.warmup_iters))
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (c.learning_rate - min_lr)
+
+    def _set_lr(self, it):
+        c = self.config
+        if c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
+            for group in self.optimizer.param_groups:
+                group['lr'] = self.get_lr(it)
+        return self.optimizer.param_groups[0]['lr']
+
+    def _mfu(self, tokens_per_s, seq_len):
+        """Model FLOPs utilisation on a GPU of known peak: achieved / peak FLOP/s (None elsewhere)."""
+        if self.device_type != 'cuda':
+            return None
+        peak = peak_flops(self.device)
+        per_token = flops_per_token(self.model, seq_len)
+        if peak is None or per_token is None:
+            return None
+        return per_token * tokens_per_s / (peak * self.world_size)
+
+    @torch.no_grad()
+    def evaluate(self, dataset=None):
+        """Mean loss over eval_iters batches of dataset (default: the val set). The windows come from a fixed seed,
+        the same at every evaluation, so successive val losses compare fairly; under DDP each rank scores a share."""
+        c = self.config
+        dataset = self.val_dataset if dataset is None else dataset
+        ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
+        micro = c.batch_size // (c.grad_accum_steps * self.world_size)
+        model = getattr(self, '_eval_model', self.model)
+        was_training = self.model.training
+        self.model.eval()
+        total = torch.zeros(2, dtype=torch.float64, device=self.device)  # sum of losses, number of windows
+        for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
+            x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
+            with getattr(self, 'autocast', nullcontext()):
+                loss = model(x, y)[1]
+            total[0] += loss.double() * len(chunk)
+            total[1] += len(chunk)
+        if self.world_size > 1:
+            dist.all_reduce(total)
+        self.model.train(was_training)
+        return (total[0] / total[1]).item()
+
+    # ----------------------------------------------------------------------------------------------------------
+    # files: metrics.jsonl, model.pt, ckpt.pt
+
+    def _path(self, name):
+        return os.path.join(self.config.work_dir, name)
+
+    def _start_metrics(self, resumed):
+        """A new run starts metrics.jsonl afresh; a resumed one keeps the lines of the iterations it kept."""
+        if self.rank != 0 or self.config.work_dir is None:
+            return
+        os.makedirs(self.config.work_dir, exist_ok=True)
+        path, kept = self._path('metrics.jsonl'), []
+        if resumed and os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    try:
+                        if json.loads(line)['iter'] < self.iter_num:
+                            kept.append(line)
+                    except (ValueError, KeyError):
+                        pass  # a line cut short by the crash
+        with open(path, 'w') as f:
+            f.writelines(kept)
+
+    def _write_metrics(self, record):
+        if self.rank == 0 and self.config.work_dir is not None:
+            with open(self._path('metrics.jsonl'), 'a') as f:
+                f.write(json.dumps(record) + '\n')
+
+    def _model_state(self):
+        """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
+        state = {**self.checkpoint_extras, 'model': self.model.state_dict(), 'iter_num': self.iter_num + 1}
+        config = getattr(self.model, 'config', None)
+        if isinstance(config, CN):
+            state['model_config'] = config.to_dict()
+        if self.val_loss is not None:
+            state['val_loss'] = self.val_loss
+        return state
+
+    def _save_model(self):
+        if self.rank == 0 and self.config.work_dir is not None:
+            save_checkpoint(self._model_state(), self._path('model.pt'))
+
+    def save_checkpoint(self, path=None):
+        """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
+        and the sampler's position. Collective under DDP (all ranks call it); rank 0 writes, atomically."""
+        rng = [get_rng_state()]
+        if self.world_size > 1:
+            rng = [None] * self.world_size
+            dist.all_gather_object(rng, get_rng_state())
+        if self.rank != 0 or (path is None and self.config.work_dir is None):
+            return
+        save_checkpoint({
+            **self._model_state(),
+            'optimizer': self.optimizer.state_dict(),
+            'scaler': self.scaler.state_dict(),
+            'trainer_config': self.config.to_dict(),
+            'rng': rng,
+            'sampler': {'seed': self.sampler_seed, 'iter': self.iter_num + 1},
+            'best_val_loss': self.best_val_loss,
+        }, path or self._path('ckpt.pt'))
+
+    def _load_resume_checkpoint(self):
+        path = self.config.resume if isinstance(self.config.resume, str) else self._path('ckpt.pt')
+        ckpt = load_checkpoint(path, map_location=self.device)
+        missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
+        if missing:
+            raise ValueError(f"{path} holds only weights (no {', '.join(missing)}), so training cannot continue from "
+                             "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
+        try:
+            self.model.load_state_dict(strip_prefixes(ckpt['model']))
+        except RuntimeError as e:
+            raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
+                             f"{str(e)[:300]}") from None
+        self.optimizer.load_state_dict(ckpt['optimizer'])
+        if ckpt['scaler'] and self.scaler.is_enabled():
+            self.scaler.load_state_dict(ckpt['scaler'])
+        self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
+        if self.rank == 0:
+            print(f"resuming from {path} at iteration {ckpt['iter_num']}")
+        return ckpt
+
+
+class StepSampler:
+    """The batch of optimizer step i is a pure function of (seed, i): windows drawn uniformly with replacement, as
+    minGPT's sampler. So a resumed run needs only i, prefetching workers cannot drift, and DDP ranks split exactly
+    the batch one process would draw. Yields this rank's micro-batches (lists of indices), accum per step."""
+
+    def __init__(self, n, batch_size, seed, start, rank=0, world_size=1, accum=1):
+        self.n, self.batch_size, self.seed, self.start = n, batch_size, seed, start
+        self.rank, self.world_size, self.accum = rank, world_size, accum
+
+    def __iter__(self):
+        for step in itertools.count(self.start):
+            ix = np.random.default_rng([self.seed, step]).integers(self.n, size=self.batch_size)
+            yield from ix.reshape(self.world_size, self.accum, -1)[self.rank].tolist()
+
+
+def get_rng_state():
+    """Python, numpy, torch and CUDA generator states, as plain types and tensors (loadable with weights_only)."""
+    np_state = np.random.get_state()
+    return {'python': random.getstate(),
+            'numpy': [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+            'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state):
+    random.setstate(state['python'])
+    name, key, *rest = state['numpy']
+    np.random.set_state((name, np.array(key, dtype=np.uint32), *rest))
+    torch.set_rng_state(state['torch'].cpu())
+    if state['cuda'] and len(state['cuda']) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
+
+
+def strip_prefixes(state_dict):
+    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP)."""
+    out = {}
+    for k, v in state_dict.items():
+        for prefix in ('_orig_mod.', 'module.'):
+            k = k.removeprefix(prefix)
+        out[k] = v
+    return out
+
+
+def flops_per_token(model, seq_len):
+    """Training FLOPs per token by PaLM's formula (Chowdhery et al. 2022, appendix B): 6N for the matmuls with the
+    N weights (2 forward, 4 backward) plus 12 L H Q T for attention over T positions with L layers of H heads of size
+    Q. N leaves out the position embeddings, a lookup. None for a model without GPT's config."""
+    c = getattr(model, 'config', None)
+    if not all(hasattr(c, k) for k in ('n_layer', 'n_head', 'n_embd')):
+        return None
+    n = sum(p.numel() for p in model.parameters())
+    wpe = getattr(getattr(model, 'transformer', None), 'wpe', None)
+    if wpe is not None:
+        n -= wpe.weight.numel()
+    return 6 * n + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * seq_len
+
+
+def peak_flops(device):
+    """Dense bf16 peak FLOP/s of a GPU we know, else None."""
+    name = torch.cuda.get_device_name(device)
+    return next((flops for key, flops in PEAK_FLOPS.items() if key in name), None)
 
 
 @torch.no_grad()
 def estimate_loss(model, dataset, batch_size, iters, device, seed=0):
-    """Mean loss over `iters` batches of windows drawn from dataset with a fixed seed, so that successive
-    evaluations see the same windows and their losses compare fairly."""
+    """Mean loss of model over `iters` batches of windows drawn from dataset with a fixed seed (so successive
+    evaluations see the same windows); the trainer's evaluate() does this for its val set."""
     was_training = model.training
     model.eval()
-    g = torch.Generator().manual_seed(seed)
+    ix = np.random.default_rng(seed).integers(len(dataset), size=(iters, batch_size))
     losses = []
-    for _ in range(iters):
-        ix = torch.randint(len(dataset), (batch_size,), generator=g).tolist()
-        x, y = (torch.stack(t).to(device) for t in zip(*(dataset[i] for i in ix)))
+    for chunk in ix.tolist():
+        x, y = (t.to(device) for t in default_collate([dataset[i] for i in chunk]))
         losses.append(model(x, y)[1].item())
     model.train(was_training)
     return sum(losses) / len(losses)

@@ -3,17 +3,22 @@ Trains a character-level language model on Tiny Shakespeare (or any text file), 
 validation loss as it learns, and saves a checkpoint that can be sampled later without training:
 
     python projects/chargpt.py                                   # train
+    python projects/chargpt.py --trainer.resume=True             # continue from out/chargpt/ckpt.pt
     python projects/chargpt.py --sample.checkpoint=out/chargpt/model.pt --sample.prompt="ROMEO:"   # sample
+
+The trainer does the evaluation and the files (--help lists its options): every trainer.eval_interval iterations
+it measures the val loss (this script then prints it and a sample), keeps the best model in work_dir/model.pt, and
+writes work_dir/ckpt.pt (everything needed to resume) every trainer.checkpoint_interval iterations and
+work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png).
 """
-import os
 import sys
 
 import torch
 
 from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, fetch
 from mingpt.model import GPT
-from mingpt.trainer import Trainer, estimate_loss
-from mingpt.utils import CfgNode as CN, save_checkpoint, set_seed, setup_logging
+from mingpt.trainer import Trainer
+from mingpt.utils import CfgNode as CN, set_seed, setup_logging
 
 
 def get_config():
@@ -30,13 +35,14 @@ def get_config():
     C.trainer = Trainer.get_default_config()
     C.trainer.learning_rate = 5e-4  # the model is small, so we can go a bit faster
     C.trainer.max_iters = 5000
-    C.trainer.num_workers = 0  # slicing a tensor is cheap: worker processes would only take cores from training
+    C.trainer.eval_interval = 500  # every this many iterations: val loss, a sample, model.pt if the best so far
+    C.trainer.eval_iters = 10  # batches averaged for the val loss
+    C.trainer.checkpoint_interval = 500
+    C.trainer.work_dir = None  # default: system.work_dir
     C.sample = CN()
     C.sample.prompt = "O God, O God!"
     C.sample.length = 500
-    C.sample.interval = 500  # every this many iterations: val loss, a sample and a checkpoint
-    C.sample.eval_iters = 10  # batches averaged for the val loss
-    C.sample.checkpoint = None  # a saved model.pt: sample from it and exit, without training
+    C.sample.checkpoint = None  # a saved model.pt (or ckpt.pt): sample from it and exit, without training
     return C
 
 
@@ -52,6 +58,7 @@ def sample(model, tokenizer, prompt, length, device):
 def main(argv):
     config = get_config()
     config.merge_from_args(argv)
+    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
     set_seed(config.system.seed)
 
     if config.sample.checkpoint:
@@ -70,24 +77,16 @@ def main(argv):
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = train_dataset.get_block_size()
     model = GPT(config.model)
-    trainer = Trainer(config.trainer, model, train_dataset)
-    ckpt_path = os.path.join(config.system.work_dir, 'model.pt')
+    # the vocabulary and the whole config go into every checkpoint, so a checkpoint alone can be sampled from
+    trainer = Trainer(config.trainer, model, train_dataset, val_dataset=val_dataset,
+                      checkpoint_extras={'vocab': tokenizer.chars, 'config': config.to_dict()})
 
-    def batch_end_callback(trainer):
-        last = trainer.iter_num + 1 == config.trainer.max_iters
-        if trainer.iter_num % config.sample.interval != 0 and not last:
-            return
-        val_loss = estimate_loss(model, val_dataset, config.trainer.batch_size, config.sample.eval_iters,
-                                 trainer.device)
-        print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {val_loss:.4f}")
+    def eval_end_callback(trainer):
+        print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}")
         sample(model, tokenizer, config.sample.prompt, config.sample.length, trainer.device)
-        save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(),
-                         'vocab': tokenizer.chars, 'config': config.to_dict(),
-                         'iter_num': trainer.iter_num, 'val_loss': val_loss}, ckpt_path)
-        print(f"saved checkpoint to {ckpt_path}")
         model.train()
 
-    trainer.set_callback('on_batch_end', batch_end_callback)
+    trainer.set_callback('on_eval_end', eval_end_callback)
     trainer.run()
 
 

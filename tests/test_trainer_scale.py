@@ -1,0 +1,245 @@
+"""The trainer's scale features: schedule, accumulation, mixed precision, compile, evaluation, metrics, checkpoints
+and exact resume (a run killed with SIGKILL and resumed reproduces the uninterrupted run bit for bit on CPU)."""
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from mingpt.data import TokenDataset
+from mingpt.model import GPT
+from mingpt.trainer import StepSampler, Trainer
+from mingpt.utils import ConfigError, set_seed
+
+VOCAB, BLOCK = 16, 8
+
+
+def tiny_gpt(dropout=0.0):
+    c = GPT.get_default_config()
+    c.model_type, c.n_layer, c.n_head, c.n_embd = None, 2, 2, 16
+    c.vocab_size, c.block_size = VOCAB, BLOCK
+    c.embd_pdrop = c.resid_pdrop = c.attn_pdrop = dropout
+    return GPT(c)
+
+
+def tokens(n=2000, seed=0):
+    # a learnable sequence (each id mostly follows from the last) with some noise
+    rng = np.random.default_rng(seed)
+    ids = np.cumsum(rng.integers(1, 3, size=n)) % VOCAB
+    return TokenDataset(ids, BLOCK, vocab_size=VOCAB)
+
+
+def train(tmp_path=None, val=False, callbacks=(), **overrides):
+    set_seed(0)
+    model = tiny_gpt(overrides.pop('dropout', 0.0))
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 4, 'batch_size': 8, 'quiet': True, 'learning_rate': 1e-2,
+                        'work_dir': str(tmp_path) if tmp_path else None, **overrides})
+    trainer = Trainer(tc, model, tokens(), val_dataset=tokens(500, seed=1) if val else None,
+                      checkpoint_extras={'vocab': list('abcdefghijklmnop')})
+    losses = []
+    trainer.add_callback('on_batch_end', lambda t: losses.append(t.loss.item()))
+    for event, fn in callbacks:
+        trainer.add_callback(event, fn)
+    trainer.run()
+    return trainer, losses
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_lr_schedule_warmup_then_cosine():
+    trainer, _ = train(max_iters=1)
+    c = trainer.config
+    c.merge_from_dict(dict(lr_schedule='cosine', warmup_iters=10, max_iters=110, learning_rate=1.0, min_lr=0.1))
+    lrs = [trainer.get_lr(i) for i in range(120)]
+    assert lrs[0] == pytest.approx(1 / 11) and lrs[9] == pytest.approx(10 / 11)  # linear warmup
+    assert lrs[10] == pytest.approx(1.0)
+    assert lrs[60] == pytest.approx(0.55)  # half way down the cosine
+    assert lrs[110] == pytest.approx(0.1) and lrs[119] == pytest.approx(0.1)  # then min_lr
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    c.merge_from_dict(dict(lr_schedule='constant', warmup_iters=0))
+    assert trainer.get_lr(50) == 1.0
+
+
+def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
+    trainer, _ = train(tmp_path, lr_schedule='cosine', warmup_iters=2, max_iters=6, learning_rate=1e-2, min_lr=0.0)
+    lrs = [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')]
+    assert lrs == pytest.approx([trainer.get_lr(i) for i in range(6)])
+    assert lrs[0] < lrs[1] < lrs[2] and lrs[2] > lrs[5]
+
+
+def test_gradient_accumulation_matches_the_full_batch():
+    _, full = train(max_iters=3)
+    _, accumulated = train(max_iters=3, grad_accum_steps=4)
+    assert accumulated == pytest.approx(full, abs=1e-5)
+
+
+def test_bad_settings_are_clear_errors():
+    with pytest.raises(ConfigError, match='dtype'):
+        train(dtype='half')
+    with pytest.raises(ConfigError, match='multiple of grad_accum_steps'):
+        train(grad_accum_steps=3)
+    with pytest.raises(ConfigError, match='work_dir'):
+        train(resume=True)
+
+
+@pytest.mark.parametrize('dtype', ['bfloat16', 'float16'])
+def test_mixed_precision_trains(dtype):
+    trainer, losses = train(max_iters=8, dtype=dtype)
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert trainer.scaler.is_enabled() == (dtype == 'float16')  # a gradient scaler only for float16
+
+
+def test_eval_metrics_and_files(tmp_path):
+    evals = []
+    trainer, losses = train(tmp_path, val=True, max_iters=5, eval_interval=2, eval_iters=2,
+                            callbacks=[('on_eval_end', lambda t: evals.append((t.iter_num, t.val_loss)))])
+    assert [i for i, _ in evals] == [0, 2, 4]  # every eval_interval iterations and at the last
+    records = read_metrics(tmp_path / 'metrics.jsonl')
+    assert [r['iter'] for r in records] == list(range(5))
+    assert [r['loss'] for r in records] == losses
+    assert all(r['tokens_per_s'] > 0 and r['lr'] == 1e-2 for r in records)
+    assert [r['val_loss'] for r in records if 'val_loss' in r] == [v for _, v in evals]
+    assert 'mfu' not in records[0]  # MFU only on a GPU with a known peak
+    # model.pt: the best model by val loss, readable by GPT.from_checkpoint with the project's extras
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert ckpt['val_loss'] == min(v for _, v in evals) and ckpt['vocab'][0] == 'a'
+    assert trainer.evaluate() == pytest.approx(trainer.evaluate())  # the same windows each time
+    assert not (tmp_path / 'ckpt.pt').exists()  # checkpoint_interval is off by default
+
+
+def test_checkpoint_contents_load_with_weights_only(tmp_path):
+    train(tmp_path, max_iters=3, checkpoint_interval=2, dtype='float16')
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    assert ckpt['iter_num'] == 3 and ckpt['sampler']['iter'] == 3
+    for key in ('model', 'model_config', 'optimizer', 'scaler', 'trainer_config', 'rng', 'vocab'):
+        assert key in ckpt, key
+    assert ckpt['scaler']['scale'] > 0
+    assert set(ckpt['rng'][0]) == {'python', 'numpy', 'torch', 'cuda'}
+    GPT.from_checkpoint(tmp_path / 'model.pt')  # no val set: model.pt is the latest
+
+
+def test_compiled_model_saves_plain_names(tmp_path, monkeypatch):
+    # the eager backend wraps the model just as inductor does (an OptimizedModule, '_orig_mod.'), in seconds
+    compile = torch.compile
+    monkeypatch.setattr(torch, 'compile', lambda m: compile(m, backend='eager'))
+    trainer, losses = train(tmp_path, max_iters=2, compile=True, checkpoint_interval=2)
+    assert trainer._eval_model is not trainer.model
+    names = list(torch.load(tmp_path / 'ckpt.pt', weights_only=True)['model'])
+    assert names and not any('_orig_mod' in n for n in names)
+    GPT.from_checkpoint(tmp_path / 'ckpt.pt')
+
+
+def test_bad_checkpoints_give_clear_errors(tmp_path):
+    train(tmp_path, max_iters=2, checkpoint_interval=2)
+    data = (tmp_path / 'ckpt.pt').read_bytes()
+    (tmp_path / 'ckpt.pt').write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match='truncated'):
+        train(tmp_path, max_iters=3, resume=True)
+    torch.save({'state_dict': {}}, tmp_path / 'foreign.pt')
+    with pytest.raises(ValueError, match='not a mingpt checkpoint'):
+        train(tmp_path, max_iters=3, resume=str(tmp_path / 'foreign.pt'))
+    with pytest.raises(ValueError, match='only weights'):
+        train(tmp_path, max_iters=3, resume=str(tmp_path / 'model.pt'))
+
+
+RESUMABLE_RUN = textwrap.dedent('''
+    import sys, time, torch
+    sys.path.insert(0, {tests!r})
+    from test_trainer_scale import train
+    work_dir, kill_at = sys.argv[1], int(sys.argv[2])
+
+    def on_batch_end(t):
+        if t.iter_num == kill_at:
+            open(work_dir + '/waiting', 'w').close()
+            time.sleep(600)  # until the test kills us
+
+    train(work_dir, val=True, dropout=0.1, max_iters=9, eval_interval=3, eval_iters=1, checkpoint_interval=3,
+          dtype='bfloat16', resume=(kill_at < 0 and {resume}) or None,
+          callbacks=[('on_batch_end', on_batch_end), ('on_eval_end', lambda t: torch.rand(1))])  # as sampling does
+''')
+
+
+def test_resume_after_sigkill_is_bit_exact(tmp_path):
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+
+    def start(work_dir, kill_at, resume=False):
+        script = RESUMABLE_RUN.format(tests=tests, resume=resume)
+        return subprocess.Popen([sys.executable, '-c', script, str(work_dir), str(kill_at)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    whole, killed = tmp_path / 'whole', tmp_path / 'killed'
+    killed.mkdir()
+    reference = start(whole, -1)
+    victim = start(killed, 4)  # killed in iteration 4: after the checkpoint of iterations 0-2, before the next
+    deadline = time.time() + 120
+    while not (killed / 'waiting').exists():
+        assert victim.poll() is None, victim.stdout.read()
+        assert time.time() < deadline, 'the run to kill never reached iteration 4'
+        time.sleep(0.1)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert [r['iter'] for r in read_metrics(killed / 'metrics.jsonl')] == [0, 1, 2, 3]
+    resumed = start(killed, -1, resume=True)
+    out, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, out
+    assert 'resuming from' in out and 'at iteration 3' in out
+    out, _ = reference.communicate(timeout=120)
+    assert reference.returncode == 0, out
+    # the same losses, val losses and learning rates, to the last bit (JSON floats round-trip exactly)
+    def exact(path):
+        return [{k: v for k, v in r.items() if k != 'tokens_per_s'} for r in read_metrics(path)]
+    assert len(exact(whole / 'metrics.jsonl')) == 9
+    assert exact(killed / 'metrics.jsonl') == exact(whole / 'metrics.jsonl')
+    a, b = torch.load(whole / 'ckpt.pt', weights_only=True), torch.load(killed / 'ckpt.pt', weights_only=True)
+    assert all(torch.equal(a['model'][k], b['model'][k]) for k in a['model'])
+
+
+def test_step_sampler_splits_the_batch_across_ranks_and_micro_steps():
+    def batches(rank, world, accum, steps=3):
+        it = iter(StepSampler(1000, 8, seed=5, start=0, rank=rank, world_size=world, accum=accum))
+        return [[i for _ in range(accum) for i in next(it)] for _ in range(steps)]
+    single = batches(0, 1, 1)
+    for world, accum in ((2, 1), (2, 2), (4, 2)):
+        per_rank = [batches(r, world, accum) for r in range(world)]
+        assert [sum((p[s] for p in per_rank), []) for s in range(3)] == single
+    # resuming at step 2 needs nothing but the step
+    assert next(iter(StepSampler(1000, 8, seed=5, start=2))) == single[2]
+
+
+def test_token_dataset_memmap(tmp_path):
+    ids = np.arange(100) % 50000
+    path = TokenDataset.write(tmp_path / 'train.bin', ids)
+    assert path.stat().st_size == 200  # two bytes a token
+    ds = TokenDataset(path, block_size=10, vocab_size=50257)
+    assert isinstance(ds.tokens, np.memmap) and len(ds) == 90
+    x, y = ds[7]
+    assert x.dtype == torch.long and x.tolist() == list(range(7, 17)) and y.tolist() == list(range(8, 18))
+    with pytest.raises(IndexError):
+        ds[90]
+    clone = pickle.loads(pickle.dumps(ds))  # as a DataLoader worker receives it: reopened, not copied
+    assert isinstance(clone.tokens, np.memmap) and clone[7][0].tolist() == x.tolist()
+    assert len(pickle.dumps(ds)) < 1000
+    assert TokenDataset(torch.tensor([1, 2, 3, 4]), 2).get_vocab_size() == 5
+    (tmp_path / 'odd.bin').write_bytes(b'abc')
+    with pytest.raises(ValueError, match='uint16'):
+        TokenDataset(tmp_path / 'odd.bin', 2)
+    with pytest.raises(ValueError, match='65535'):
+        TokenDataset.write(tmp_path / 'big.bin', [70000])
+
+
+def test_workers_draw_the_same_batches():
+    _, inline = train(max_iters=2)
+    _, workers = train(max_iters=2, num_workers=1)
+    assert workers == inline
