@@ -6,7 +6,7 @@ setup(
     description='A minimal, readable and fast GPT in PyTorch, drop-in compatible with minGPT',
     packages=['mingpt'],
     python_requires='>=3.10',
-    install_requires=['torch', 'numpy', 'regex', 'requests', 'tqdm'],
+    install_requires=['torch', 'numpy', 'regex', 'requests', 'tqdm', 'safetensors'],
     extras_require={
         # the reference libraries the tests compare against
         'test': ['pytest', 'transformers', 'tiktoken'],

@@ -224,4 +224,5 @@ def test_download_into_cache_then_reuse(encoder, vocab_bodies, empty_cache, monk
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: calls.append(url) or FakeResponse(bodies[url]))
     assert get_encoder().encode('hello world') == [31373, 995]
     assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe'] and len(calls) == 2
-    assert get_encoder().encode(' again!') == encoder.encode(' again!') and len(calls) == 2  # second time: from the cache
+    assert get_encoder().encode(' again!') == encoder.encode(' again!')
+    assert len(calls) == 2  # the second time from the cache

@@ -1,0 +1,182 @@
+"""GPT.from_pretrained / save_pretrained against Hugging Face's GPT2LMHeadModel: same logits, same greedy text,
+both key layouts, both file formats, and clear errors. Offline: every checkpoint is made here with random weights."""
+import json
+
+import pytest
+import requests
+import torch
+
+from mingpt import data
+from mingpt.model import GPT
+
+transformers = pytest.importorskip('transformers')
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+
+SMALL = dict(n_layer=2, n_head=4, n_embd=32, n_positions=64, vocab_size=101)
+
+
+def hf_model(seed=0, perturb=True, **sizes):
+    """A GPT2LMHeadModel with random weights in eval mode; with perturb, biases and layer norms are random too (not
+    HF's zeros and ones)."""
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(**sizes))
+    with torch.no_grad():
+        for p in model.parameters() if perturb else []:
+            p.add_(torch.randn_like(p) * 0.05)
+    model.generation_config.eos_token_id = None  # generate exactly max_new_tokens, like ours
+    return model.eval()
+
+
+def save_hf(model, folder, layout):
+    """'safetensors': save_pretrained as is. 'bin': a pytorch_model.bin with the full state dict, lm_head included
+    (what older transformers wrote with safe_serialization=False; transformers 5 writes only safetensors).
+    'hub': the hub's own gpt2 layout: base-model keys without 'transformer.', plus the attn.bias buffers."""
+    model.save_pretrained(folder)
+    if layout == 'bin':
+        (folder / 'model.safetensors').unlink()
+        torch.save(model.state_dict(), folder / 'pytorch_model.bin')
+    elif layout == 'hub':
+        sd = {k.removeprefix('transformer.'): v for k, v in load_file(folder / 'model.safetensors').items()}
+        n = model.config.n_positions
+        for i in range(model.config.n_layer):
+            sd[f'h.{i}.attn.bias'] = torch.ones(n, n).tril().view(1, 1, n, n)
+            sd[f'h.{i}.attn.masked_bias'] = torch.tensor(-1e4)
+        save_file(sd, folder / 'model.safetensors', metadata={'format': 'pt'})
+    return folder
+
+
+def assert_same_as_hf(ours, hf, vocab_size, steps=20, rows=2):
+    """Logits within 1e-4 of HF's on two prompts, and the same greedy continuation of the first `rows`."""
+    idx = torch.randint(0, vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = hf(idx).logits
+    mine, _ = ours(idx)
+    assert (mine - theirs).abs().max().item() < 1e-4
+    idx = idx[:rows]
+    want = hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=steps, do_sample=False,
+                       pad_token_id=0)
+    assert torch.equal(ours.generate(idx, steps), want)
+
+
+@pytest.mark.parametrize('layout', ['safetensors', 'bin', 'hub'])
+def test_small_model_matches_hf(tmp_path, layout):
+    hf = hf_model(**SMALL)
+    model = GPT.from_pretrained(str(save_hf(hf, tmp_path, layout)))
+    assert not model.training and model.config.block_size == SMALL['n_positions']
+    assert_same_as_hf(model, hf, SMALL['vocab_size'])
+
+
+def test_gpt2_124m_shape_matches_hf(tmp_path):
+    hf = hf_model(perturb=False, n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257)
+    model = GPT.from_pretrained(save_hf(hf, tmp_path, 'safetensors'))
+    assert model.num_parameters() == sum(p.numel() for p in hf.parameters())
+    assert_same_as_hf(model, hf, 50257, rows=1)  # one row: 20 steps of a 124M model are slow on a shared CPU
+
+
+def test_save_pretrained_round_trip(tmp_path):
+    torch.manual_seed(0)
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=2, n_head=2, n_embd=16, vocab_size=50257, block_size=32))
+    ours = GPT(C).eval()
+    folder = ours.save_pretrained(tmp_path / 'out')
+    config = json.loads((folder / 'config.json').read_text())
+    assert config['model_type'] == 'gpt2' and config['architectures'] == ['GPT2LMHeadModel']
+    assert (config['n_layer'], config['n_head'], config['n_embd'], config['n_positions']) == (2, 2, 16, 32)
+    assert sorted(p.name for p in folder.iterdir()) == ['config.json', 'model.safetensors']  # no temp files left
+    hf = GPT2LMHeadModel.from_pretrained(folder).eval()
+    hf.generation_config.eos_token_id = None
+    assert_same_as_hf(ours, hf, 50257, steps=5)
+    again = GPT.from_pretrained(folder)
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), again.state_dict().values()))
+
+
+@pytest.fixture
+def small_dir(tmp_path):
+    return save_hf(hf_model(**SMALL), tmp_path / 'small', 'safetensors')
+
+
+def test_unknown_name():
+    with pytest.raises(ValueError, match="unknown pretrained model 'gpt3'.*gpt2-medium"):
+        GPT.from_pretrained('gpt3')
+
+
+def test_directory_without_weights(small_dir):
+    (small_dir / 'model.safetensors').unlink()
+    with pytest.raises(FileNotFoundError, match='model.safetensors or pytorch_model.bin'):
+        GPT.from_pretrained(small_dir)
+
+
+def test_shape_mismatch_names_key_and_shapes(small_dir):
+    config = json.loads((small_dir / 'config.json').read_text())
+    config['n_positions'] = 128
+    (small_dir / 'config.json').write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"'transformer.wpe.weight' has shape \(64, 32\).*expects \(128, 32\)"):
+        GPT.from_pretrained(small_dir)
+
+
+def test_missing_key(small_dir):
+    sd = load_file(small_dir / 'model.safetensors')
+    del sd['transformer.h.1.mlp.c_fc.bias']
+    save_file(sd, small_dir / 'model.safetensors', metadata={'format': 'pt'})
+    with pytest.raises(ValueError, match=r"lacks 1 .*transformer.h.1.mlp.c_fc.bias"):
+        GPT.from_pretrained(small_dir)
+
+
+@pytest.mark.parametrize('layout', ['safetensors', 'bin'])
+def test_truncated_file(tmp_path, layout):
+    folder = save_hf(hf_model(**SMALL), tmp_path, layout)
+    weights = folder / ('model.safetensors' if layout == 'safetensors' else 'pytorch_model.bin')
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    with pytest.raises(ValueError, match='truncated or corrupt'):
+        GPT.from_pretrained(folder)
+
+
+def test_not_gpt2_config(small_dir):
+    config = json.loads((small_dir / 'config.json').read_text())
+    (small_dir / 'config.json').write_text(json.dumps({**config, 'activation_function': 'relu'}))
+    with pytest.raises(ValueError, match='activation_function'):
+        GPT.from_pretrained(small_dir)
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    return tmp_path / 'cache'
+
+
+def test_no_network(empty_cache, monkeypatch):
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(data.requests, 'get', offline)
+    with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'):
+        GPT.from_pretrained('gpt2')
+
+
+def test_hub_id_downloads_into_cache(small_dir, empty_cache, monkeypatch):
+    """The hub path end to end with a fake server that serves a small model under the name 'gpt2'."""
+    class Response:
+        status_code, headers = 200, {}
+
+        def __init__(self, body):
+            self.body = body
+
+        def raise_for_status(self):
+            pass
+
+        def iter_content(self, chunk_size):
+            yield self.body
+
+    urls = []
+
+    def serve(url, **kw):
+        urls.append(url)
+        return Response((small_dir / url.rsplit('/', 1)[1]).read_bytes())
+    monkeypatch.setattr(data.requests, 'get', serve)
+    model = GPT.from_pretrained('gpt2')
+    assert model.config.n_embd == SMALL['n_embd']
+    assert urls == [f'https://huggingface.co/gpt2/resolve/main/{f}' for f in ('config.json', 'model.safetensors')]
+    assert (empty_cache / 'hf' / 'gpt2' / 'model.safetensors').exists()
+    GPT.from_pretrained('gpt2')  # the second time from the cache
+    assert len(urls) == 2
