@@ -1,0 +1,140 @@
+"""
+mingpt against Hugging Face's GPT2LMHeadModel on identical shapes, in one run: training-step and generation
+tokens/s, plus this machine's limits measured in the same run (memory read bandwidth, fp32 matmul rate) and each
+figure as a fraction of its limit.
+
+    python bench/bench_model.py                 # 2 threads, fp32, random weights, tied embeddings on both sides
+    python bench/bench_model.py --quick         # fewer repeats, to check that it runs
+
+Run it on an otherwise idle machine: a second busy process makes the numbers worthless.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from mingpt.model import GPT
+
+
+def median_time(fn, repeats, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def machine_limits(repeats):
+    x = torch.ones(128 * 1024 * 1024)  # 512 MiB: far larger than any cache
+    read_bw = x.numel() * 4 / median_time(lambda: x.sum(), repeats)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    matmul = 2 * 2048 ** 3 / median_time(lambda: a @ b, repeats)
+    return read_bw, matmul
+
+
+def build_pair(n_layer, n_head, n_embd, vocab, block, dropout):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, block_size=block,
+                           embd_pdrop=dropout, resid_pdrop=dropout, attn_pdrop=dropout))
+    ours = GPT(C)
+    hf = GPT2LMHeadModel(GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab,
+                                    n_positions=block, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                                    bos_token_id=0, eos_token_id=0, tie_word_embeddings=True))
+    assert hf.lm_head.weight is hf.transformer.wte.weight
+    return ours, hf
+
+
+def train_step_rate(ours, hf, batch, block, vocab, repeats):
+    tc = type('TC', (), dict(learning_rate=3e-4, betas=(0.9, 0.95), weight_decay=0.1))
+    x = torch.randint(0, vocab, (batch, block))
+    y = torch.randint(0, vocab, (batch, block))
+    ours.train()
+    hf.train()
+    opt_ours = ours.configure_optimizers(tc)
+    decay = [p for p in hf.parameters() if p.dim() >= 2]
+    rest = [p for p in hf.parameters() if p.dim() < 2]
+    opt_hf = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': rest, 'weight_decay': 0.0}],
+                               lr=3e-4, betas=(0.9, 0.95))  # what a Hugging Face user gets by default
+
+    def step_ours():
+        _, loss = ours(x, y)
+        ours.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
+        opt_ours.step()
+
+    def step_hf():
+        loss = hf(input_ids=x, labels=y).loss  # HF shifts labels inside: same work
+        hf.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
+        opt_hf.step()
+
+    tokens = batch * block
+    # interleave the two so that a change in machine speed hits both alike
+    t_ours, t_hf = [], []
+    for _ in range(repeats):
+        t_ours.append(median_time(step_ours, 1, warmup=0 if t_ours else 2))
+        t_hf.append(median_time(step_hf, 1, warmup=0 if t_hf else 2))
+    return tokens / statistics.median(t_ours), tokens / statistics.median(t_hf)
+
+
+@torch.no_grad()
+def generate_rate(ours, hf, batch, prompt, new, vocab, repeats):
+    ours.eval()
+    hf.eval()
+    idx = torch.randint(0, vocab, (batch, prompt))
+    t_ours = median_time(lambda: ours.generate(idx, new), repeats, warmup=1)
+    t_hf = median_time(lambda: hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new,
+                                           min_new_tokens=new, do_sample=False, pad_token_id=0), repeats, warmup=1)
+    out_o = ours.generate(idx, 16)
+    out_h = hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=16, do_sample=False,
+                        pad_token_id=0)
+    return batch * new / t_ours, batch * new / t_hf, out_o, out_h
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--quick', action='store_true')
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    reps = 3 if args.quick else 10
+    import transformers
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, fp32")
+
+    read_bw, matmul = machine_limits(reps)
+    print(f"machine: memory read {read_bw / 1e9:.1f} GB/s, fp32 matmul {matmul / 1e9:.1f} GFLOP/s\n")
+    rows = []
+
+    ours, hf = build_pair(6, 6, 192, 65, 128, 0.1)  # gpt-mini, characters
+    o, h = train_step_rate(ours, hf, 32, 128, 65, reps)
+    rows.append(('train gpt-mini char, batch 32 x 128', o, h, ''))
+
+    ours, hf = build_pair(12, 12, 768, 50257, 1024, 0.1)  # the 124M shape
+    n = ours.num_parameters() - ours.transformer.wpe.weight.numel()  # wpe is looked up, not multiplied
+    L, Cd, T = 12, 768, 256
+    flops_per_token = 6 * n + 12 * L * Cd * T  # PaLM: 6N plus attention's 12 L H Q T (H Q = n_embd)
+    o, h = train_step_rate(ours, hf, 4, T, 50257, max(2, reps // 2))
+    rows.append(('train 124M, batch 4 x 256', o, h, f"{o * flops_per_token / matmul:.0%} of matmul rate"))
+
+    weight_bytes = n * 4  # each new token reads every weight once (batch 1 is bound by that)
+    for batch in (1, 8):
+        o, h, out_o, out_h = generate_rate(ours, hf, batch, 16, 128, 50257, max(2, reps // 3))
+        same = 'same tokens' if torch.equal(out_o, out_h) else 'DIFFERENT tokens'
+        note = f"{o / (read_bw / weight_bytes):.0%} of bandwidth bound" if batch == 1 else ''
+        rows.append((f"generate 124M, batch {batch}, 16 -> +128 ({same})", o, h, note))
+
+    print(f"{'workload':52s} {'mingpt tok/s':>13s} {'HF tok/s':>10s} {'ratio':>7s}  limit")
+    for name, o, h, note in rows:
+        print(f"{name:52s} {o:13,.0f} {h:10,.0f} {o / h:6.2f}x  {note}")
+
+
+if __name__ == '__main__':
+    main()
