@@ -1,4 +1,5 @@
-"""Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy."""
+"""Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy; and beam
+search, which keeps the most probable whole sequences instead of choosing one token at a time."""
 import torch
 
 
@@ -30,3 +31,81 @@ def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None
     if top_p is not None and top_p < 1.0:
         logits = top_p_filter(logits, top_p)
     return torch.multinomial(logits.softmax(dim=-1), num_samples=1, generator=generator)
+
+
+@torch.no_grad()
+def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length_penalty=0.0):
+    """The num_beams most probable continuations of one prompt idx (1, T), by the sum of their tokens' log-probs.
+
+    At each step every kept sequence is extended by every token; of those candidates the num_beams with the highest
+    total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id is finished and stops growing
+    (it still competes for the final ranking). Finished sequences are ranked by sum / (new tokens ** length_penalty):
+    0 (the default) is the plain sum, larger values favour longer outputs.
+
+    Returns (sequences, scores): (n, T + max_new_tokens) with the prompt, best first, shorter ones padded with
+    eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer sequences exist.
+    """
+    if idx.dim() != 2 or idx.size(0) != 1:
+        raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
+    if num_beams < 1:
+        raise ValueError(f"num_beams must be at least 1, got {num_beams}")
+    T, block_size = idx.size(1), model.block_size
+    if T > block_size:
+        raise ValueError(f"the prompt has {T} tokens but the model's context (block_size) is {block_size}; "
+                         f"shorten it, e.g. idx[:, -{block_size}:]")
+    seqs, scores = idx, torch.zeros(1, device=idx.device)
+    finished = []  # (score for ranking, sequence)
+    caches = model.new_caches(1)
+    logits = model.lm_head(model.hidden_states(idx, caches)[:, -1])
+    for step in range(max_new_tokens):
+        logprobs = logits.float().log_softmax(dim=-1)  # (n, V)
+        V = logprobs.size(-1)
+        candidates = (scores[:, None] + logprobs).view(-1)
+        top_scores, top = candidates.topk(min(2 * num_beams, candidates.numel()))  # enough to refill after eos
+        rows, tokens, kept = [], [], []
+        for rank, (s, i) in enumerate(zip(top_scores.tolist(), top.tolist())):
+            if s == float('-inf') or len(rows) == num_beams:
+                break
+            row, token = divmod(i, V)
+            if token == eos_token_id:
+                if rank < num_beams:  # finishing is only kept if it ranks among the best num_beams candidates
+                    finished.append((s / (step + 1) ** length_penalty, torch.cat([seqs[row], top.new_tensor([token])])))
+                continue
+            rows.append(row)
+            tokens.append(token)
+            kept.append(s)
+        if not rows:
+            break
+        rows_t, tokens_t = torch.tensor(rows, device=idx.device), torch.tensor(tokens, device=idx.device)
+        seqs = torch.cat([seqs[rows_t], tokens_t[:, None]], dim=1)
+        scores = torch.tensor(kept, device=idx.device)
+        if len(finished) >= num_beams and length_penalty == 0 and \
+                sorted(f[0] for f in finished)[-num_beams] >= scores.max().item():
+            break  # log-probs only decrease: no live sequence can beat the finished ones any more
+        if step == max_new_tokens - 1:
+            break
+        if caches[0].len < block_size:
+            _select_rows(caches, rows_t)  # each kept sequence continues from its parent's keys and values
+            logits = model.lm_head(model.hidden_states(tokens_t[:, None], caches)[:, -1])
+        else:  # past block_size the window slides: recompute it without the cache
+            logits = model.lm_head(model.hidden_states(seqs[:, -block_size:])[:, -1])
+    n = seqs.size(1) - T
+    finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
+    finished.sort(key=lambda f: -f[0])
+    best = finished[:num_beams]
+    width = T + max_new_tokens
+    pad = eos_token_id if eos_token_id is not None else 0
+    out = idx.new_full((len(best), width), pad)
+    for r, (_, seq) in enumerate(best):
+        out[r, :seq.numel()] = seq
+    return out, torch.tensor([s for s, _ in best])
+
+
+def _select_rows(caches, rows):
+    """Keep (and duplicate) the rows of every layer's KV cache that the surviving beams descend from."""
+    for cache in caches:
+        for name in ('k', 'v'):
+            old = getattr(cache, name)
+            new = old.new_empty((len(rows),) + old.shape[1:])
+            new[:, :, :cache.len] = old[rows, :, :cache.len]  # only the filled part, not the whole block
+            setattr(cache, name, new)

@@ -1,0 +1,125 @@
+"""projects/generate.py end to end (a subprocess, as a user runs it) on small checkpoints made here: a Hugging
+Face GPT-2 directory with random weights, and a character-level mingpt checkpoint."""
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import data_dir
+
+from mingpt.model import GPT
+from mingpt.sampling import beam_search
+from mingpt.utils import save_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = 'Hello, my name is'
+
+
+def run(*args):
+    env = {**os.environ, 'MINGPT_DATA_DIR': str(data_dir()), 'PYTHONPATH': str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / 'projects' / 'generate.py'), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def generate_module():
+    spec = importlib.util.spec_from_file_location('generate', ROOT / 'projects' / 'generate.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def hf_dir(tmp_path_factory):
+    data_dir('gpt2', 'encoder.json')  # the GPT-2 tokenizer's files come from the test data
+    transformers = pytest.importorskip('transformers')
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(20)  # a random model with some opinions, so greedy and beam search differ
+    folder = tmp_path_factory.mktemp('tiny-gpt2')
+    hf.save_pretrained(folder)
+    hf.generation_config.eos_token_id = None
+    return folder, hf.eval()
+
+
+def decode(ids):
+    from mingpt.bpe import get_encoder
+    return get_encoder().decode(ids)
+
+
+def test_greedy_matches_hf_generate(hf_dir, tmp_path):
+    folder, hf = hf_dir
+    from mingpt.bpe import get_encoder
+    ids = torch.tensor([get_encoder().encode(PROMPT)])
+    want = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False, pad_token_id=0)
+    (tmp_path / 'prompt.txt').write_text(PROMPT)
+    r = run(f'--model={folder}', '--prompt_file', str(tmp_path / 'prompt.txt'), '--max_new_tokens=12', '--greedy',
+            '--stop_at_eos=False')
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == PROMPT + decode(want[0, ids.size(1):].tolist()) + '\n'
+    assert 'tokens/s' in r.stderr.splitlines()[-1]
+
+
+def test_beam_search(hf_dir):
+    folder, _ = hf_dir
+    r = run(f'--model={folder}', '--prompt', PROMPT, '--max_new_tokens', '8', '--num_beams=3', '--stop_at_eos=False')
+    assert r.returncode == 0, r.stderr
+    from mingpt.bpe import get_encoder
+    ids = torch.tensor([get_encoder().encode(PROMPT)])
+    seqs, _ = beam_search(GPT.from_pretrained(folder), ids, 8, num_beams=3)
+    assert r.stdout == PROMPT + decode(seqs[0, ids.size(1):].tolist()) + '\n'
+    assert 'beam search with 3 beams' in r.stderr
+
+
+def test_sampling_is_seeded(hf_dir):
+    folder, _ = hf_dir
+    args = (f'--model={folder}', '--prompt', PROMPT, '--max_new_tokens=10', '--num_samples=2', '--system.seed=7',
+            '--temperature=0.8', '--top_k=40', '--top_p=0.95')
+    first, second = run(*args), run(*args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout and first.stdout.startswith(PROMPT)
+    assert first.stderr.count('--- sample') == 2
+
+
+def test_char_checkpoint(tmp_path):
+    chars = sorted(set('abc \n'))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    model = GPT(C)
+    save_checkpoint({'model': model.state_dict(), 'model_config': C.to_dict(), 'vocab': chars}, tmp_path / 'm.pt')
+    r = run(f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--max_new_tokens=30')  # past block_size too
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith('ab') and len(r.stdout) == 2 + 30 + 1 and set(r.stdout) <= set(chars)
+    r = run(f'--model={tmp_path / "m.pt"}', '--prompt=abz')
+    assert r.returncode == 2 and "'z'" in r.stderr and 'not in the vocabulary' in r.stderr
+
+
+def test_errors_and_help():
+    r = run('--model=no-such-model', '--prompt=x')
+    assert r.returncode == 2 and 'unknown pretrained model' in r.stderr and 'Traceback' not in r.stderr
+    r = run('--help')
+    assert r.returncode == 0 and 'max_new_tokens' in r.stdout and 'num_beams' in r.stdout
+
+
+def test_expand_args():
+    g = generate_module()
+    config = g.get_config()
+    assert g.expand_args(['--prompt', 'hi there', '--greedy', '--sample.top_k=5', '--model=gpt2-medium', '--seed',
+                          '3'], config) == ['--sample.prompt=hi there', '--sample.greedy=True', '--sample.top_k=5',
+                                            '--model=gpt2-medium', '--system.seed=3']
+
+
+def test_stream_holds_back_split_characters():
+    data_dir('gpt2', 'encoder.json')
+    g = generate_module()
+    tokens = g.Tokens()
+    text = 'ok 🙂 déjà vu 你好'
+    ids = tokens.encode(text)
+    decoder = tokens.stream()
+    pieces = [decoder.decode(tokens.to_bytes([i])) for i in ids] + [decoder.decode(b'', final=True)]
+    assert ''.join(pieces) == text and '\ufffd' not in ''.join(pieces)
+    assert '' in pieces  # some token ended inside a character, and nothing was printed for it yet
