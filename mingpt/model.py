@@ -34,6 +34,15 @@ class KVCache:
         self.len = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    def select(self, rows):
+        """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
+        parent's keys and values. Only the filled part is copied."""
+        for name in ('k', 'v'):
+            old = getattr(self, name)
+            new = old.new_empty((len(rows),) + old.shape[1:])
+            new[:, :, :self.len] = old[rows, :, :self.len]
+            setattr(self, name, new)
+
 
 class CausalSelfAttention(nn.Module):
     """Multi-head masked self-attention: each position mixes the values of itself and the positions before it."""
@@ -252,7 +261,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     @torch.no_grad()

@@ -85,7 +85,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         if step == max_new_tokens - 1:
             break
         if caches[0].len < block_size:
-            _select_rows(caches, rows_t)  # each kept sequence continues from its parent's keys and values
+            for cache in caches:
+                cache.select(rows_t)
             logits = model.lm_head(model.hidden_states(tokens_t[:, None], caches)[:, -1])
         else:  # past block_size the window slides: recompute it without the cache
             logits = model.lm_head(model.hidden_states(seqs[:, -block_size:])[:, -1])
@@ -100,12 +101,3 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         out[r, :seq.numel()] = seq
     return out, torch.tensor([s for s, _ in best])
 
-
-def _select_rows(caches, rows):
-    """Keep (and duplicate) the rows of every layer's KV cache that the surviving beams descend from."""
-    for cache in caches:
-        for name in ('k', 'v'):
-            old = getattr(cache, name)
-            new = old.new_empty((len(rows),) + old.shape[1:])
-            new[:, :, :cache.len] = old[rows, :, :cache.len]  # only the filled part, not the whole block
-            setattr(cache, name, new)
