@@ -22,8 +22,9 @@ class KVCache:
     recomputing them, so each generated token costs the same whatever the context length."""
 
     def __init__(self, batch_size, n_head, max_len, head_dim, device, dtype):
-        self.k = torch.zeros(batch_size, n_head, max_len, head_dim, device=device, dtype=dtype)
-        self.v = torch.zeros_like(self.k)
+        # only the first `len` positions are ever read, so the rest needs no initialising
+        self.k = torch.empty(batch_size, n_head, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.empty_like(self.k)
         self.len = 0
 
     def append(self, k, v):
