@@ -140,15 +140,48 @@ class CfgNode:
             else:
                 self.__dict__[k] = _check_type(path, old, v)
 
+    def _leaf_paths(self, prefix=''):
+        for k, v in self.__dict__.items():
+            if isinstance(v, CfgNode):
+                yield from v._leaf_paths(prefix + k + '.')
+            else:
+                yield prefix + k
+
+    def _normalize_args(self, args):
+        """'--key value' and a bare '--flag' (meaning True) become '--key=value'; a key without its section
+        stands for the one setting of that name ('--prompt' for '--sample.prompt') when only one has it."""
+        by_leaf = {}
+        for path in self._leaf_paths():
+            by_leaf.setdefault(path.rsplit('.', 1)[-1], []).append(path)
+        out, i = [], 0
+        while i < len(args):
+            arg = args[i]
+            i += 1
+            if not arg.startswith('--') or arg == '--help':
+                out.append(arg)
+                continue
+            key, eq, value = arg[2:].partition('=')
+            if not eq:
+                if i < len(args) and not args[i].startswith('--'):
+                    value, i = args[i], i + 1
+                else:
+                    value = 'True'
+            if '.' not in key and len(by_leaf.get(key, [])) == 1:
+                key = by_leaf[key][0]
+            out.append(f'--{key}={value}')
+        return out
+
     def merge_from_args(self, args):
-        """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano'].
-        '--help' (or '-h') prints the whole config with its defaults and exits."""
-        for arg in args:
+        """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano']. Values are Python
+        literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
+        and a key without its section where only one section has it. '--help' (or '-h') prints the whole
+        config with its defaults and exits."""
+        for arg in self._normalize_args(args):
             if arg in ('--help', '-h'):
                 print("Options (override any with --section.key=value):\n")
                 print(self)
                 sys.exit(0)
-            if not arg.startswith('--') or '=' not in arg:
+            if not arg.startswith('--'):
                 raise ConfigError(f"cannot read argument '{arg}': expected the form --section.key=value "
                                   "(e.g. --trainer.batch_size=32); --help lists every option")
             path, raw = arg[2:].split('=', 1)

@@ -8,7 +8,7 @@ projects/chargpt.py saved (then with its character vocabulary). The text is prin
     python projects/generate.py --prompt_file=prompt.txt --num_beams=5 --max_new_tokens=40
     python projects/generate.py --help
 
-Options are written --section.key=value as in the other projects; a key that is unique may be given alone
+Options are written --section.key=value as in every project; a key that is unique may be given alone
 (--prompt "..." is --sample.prompt="..."). Sampling is the default (temperature, top_k, top_p); --greedy picks the
 most probable token each step; --num_beams=k > 1 runs beam search (the k most probable sequences; printed at the
 end, since the best beam is known only then). Generated text goes to stdout, everything else to stderr.
@@ -45,37 +45,6 @@ def get_config():
     C.sample.num_beams = 1  # > 1: beam search with this many beams
     C.sample.stop_at_eos = True  # stop a sample when GPT-2 writes <|endoftext|>
     return C
-
-
-def expand_args(argv, config):
-    """Accept '--key value' and a bare '--flag', and let a key that names one setting stand for its full path
-    ('--prompt' for '--sample.prompt'); the result is what CfgNode.merge_from_args reads."""
-    leaves = {}
-
-    def walk(node, prefix):
-        for k, v in node.__dict__.items():
-            if isinstance(v, CN):
-                walk(v, prefix + k + '.')
-            else:
-                leaves.setdefault(k, []).append(prefix + k)
-    walk(config, '')
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if not arg.startswith('--') or arg == '--help':
-            out.append(arg)
-            continue
-        key, eq, value = arg[2:].partition('=')
-        if not eq:  # '--key value', or a bare '--flag' meaning True
-            if i < len(argv) and not argv[i].startswith('--'):
-                value, i = argv[i], i + 1
-            else:
-                value = 'True'
-        if '.' not in key and len(leaves.get(key, [])) == 1:
-            key = leaves[key][0]
-        out.append(f'--{key}={value}')
-    return out
 
 
 class Tokens:
@@ -138,7 +107,7 @@ def main(argv):
     config = get_config()
     if '--help' in argv or '-h' in argv:
         print(__doc__)
-    config.merge_from_args(expand_args(argv, config))
+    config.merge_from_args(argv)
     S = config.sample
     device = config.system.device
     if device == 'auto':

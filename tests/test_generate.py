@@ -105,12 +105,12 @@ def test_errors_and_help():
     assert r.returncode == 0 and 'max_new_tokens' in r.stdout and 'num_beams' in r.stdout
 
 
-def test_expand_args():
-    g = generate_module()
-    config = g.get_config()
-    assert g.expand_args(['--prompt', 'hi there', '--greedy', '--sample.top_k=5', '--model=gpt2-medium', '--seed',
-                          '3'], config) == ['--sample.prompt=hi there', '--sample.greedy=True', '--sample.top_k=5',
-                                            '--model=gpt2-medium', '--system.seed=3']
+def test_short_options():
+    config = generate_module().get_config()
+    config.merge_from_args(['--prompt', 'hi there', '--greedy', '--sample.top_k=5', '--model=gpt2-medium', '--seed',
+                            '3'])
+    S = config.sample
+    assert (S.prompt, S.greedy, S.top_k, config.model, config.system.seed) == ('hi there', True, 5, 'gpt2-medium', 3)
 
 
 def test_stream_holds_back_split_characters():

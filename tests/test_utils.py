@@ -50,9 +50,19 @@ def test_wrong_type_names_key_type_and_value(arg, fragment):
         make().merge_from_args([arg])
 
 
+def test_space_separated_values_flags_and_unique_short_keys():
+    C = make()
+    C.merge_from_args(['--trainer.batch_size', '32', '--compile', '--learning_rate', '0.01', '--model_type=gpt2'])
+    assert C.trainer.batch_size == 32 and C.trainer.compile is True and C.trainer.learning_rate == 0.01
+    assert C.model.model_type == 'gpt2'
+    C.model.batch_size = 1  # now 'batch_size' is ambiguous: the short form is an unknown key
+    with pytest.raises(ConfigError, match="unknown config key 'batch_size'"):
+        C.merge_from_args(['--batch_size=3'])
+
+
 def test_malformed_argument_and_section_assignment():
     with pytest.raises(ConfigError, match="--section.key=value"):
-        make().merge_from_args(['--trainer.batch_size', '32'])
+        make().merge_from_args(['trainer.batch_size=32'])
     with pytest.raises(ConfigError, match="is a section"):
         make().merge_from_args(['--trainer=3'])
 
