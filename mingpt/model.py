@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from mingpt.data import fetch
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint
+from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint
 
 
 class KVCache:
@@ -355,8 +355,8 @@ class GPT(nn.Module):
                    for k, v in self.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
         folder = Path(save_directory)
         folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
-        _write_atomic(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
+        atomic_write(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
+        atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
         return folder
 
 
@@ -447,12 +447,3 @@ def _load_hf_weights(model, path):
         raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
                          "incomplete or not a GPT-2 checkpoint")
 
-
-def _write_atomic(path, write):
-    tmp = path.with_name(f'{path.name}.tmp{os.getpid()}')
-    try:
-        write(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

@@ -33,21 +33,25 @@ def setup_logging(config):
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
 
 
-def save_checkpoint(checkpoint, path):
-    """torch.save to a temporary file beside path, fsync, then rename over path: a crash at any moment leaves
-    either the old checkpoint or the new one, never half of one."""
+def atomic_write(path, write):
+    """Call write(tmp) to fill a temporary file beside path, fsync it, then rename it over path: a crash at any
+    moment leaves the old file or the new one, never half of one."""
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, 'wb') as f:
-            torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, f)
-            f.flush()
+        write(tmp)
+        with open(tmp, 'rb+') as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_checkpoint(checkpoint, path):
+    """torch.save the checkpoint dict atomically, marked with the project's checkpoint format."""
+    atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))
 
 
 def load_checkpoint(path, map_location='cpu'):
