@@ -10,5 +10,7 @@ setup(
     extras_require={
         # the reference libraries the tests compare against
         'test': ['pytest', 'transformers', 'tiktoken'],
+        # python -m mingpt.plot: loss curves from metrics.jsonl
+        'plot': ['matplotlib'],
     },
 )

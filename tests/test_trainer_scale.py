@@ -243,3 +243,13 @@ def test_workers_draw_the_same_batches():
     _, inline = train(max_iters=2)
     _, workers = train(max_iters=2, num_workers=1)
     assert workers == inline
+
+
+def test_plot_draws_metrics_to_png(tmp_path):
+    pytest.importorskip('matplotlib')
+    from mingpt import plot
+    train(tmp_path, val=True, max_iters=3, eval_interval=2, eval_iters=1)
+    with open(tmp_path / 'metrics.jsonl', 'a') as f:
+        f.write('{"iter": 3, "lo')  # a line cut short by a crash is skipped
+    plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.png'), '--smooth=0.5'])
+    assert (tmp_path / 'loss.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
