@@ -13,6 +13,8 @@ import requests
 import torch
 from tqdm.auto import tqdm
 
+from mingpt.utils import atomic_write
+
 TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 
 
@@ -166,15 +168,8 @@ class TokenDataset(torch.utils.data.Dataset):
         ids = np.asarray(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= 2 ** 16):
             raise ValueError(f"token ids must lie in [0, 65535] to be stored as uint16; got {ids.min()}..{ids.max()}")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + '.tmp')
-        with open(tmp, 'wb') as f:
-            f.write(ids.astype(np.uint16).tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        return path
+        atomic_write(path, ids.astype(np.uint16).tofile)
+        return Path(path)
 
     def get_vocab_size(self):
         if self.vocab_size is None:  # one pass over the data; pass vocab_size to skip it for a large corpus
