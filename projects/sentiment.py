@@ -1,0 +1,479 @@
+"""
+Sentiment classification with a GPT: pretrain a small language model, then fine-tune it as a classifier on SST-2
+(movie-review sentences labelled negative / positive), and compare with the same classifier trained from scratch
+and with GPT-2 fine-tuned the same way.
+
+The stage comes first on the command line (or as --system.stage=...):
+
+    python projects/sentiment.py pretrain                      # LM on the SST-2 training sentences
+    python projects/sentiment.py pretrain --data.text=book.txt --system.init=out/sentiment/pretrain/model.pt \\
+        --system.work_dir=out/sentiment/pretrain-book          # continue on a larger text
+    python projects/sentiment.py finetune --system.init=out/sentiment/pretrain-book/model.pt
+    python projects/sentiment.py finetune                      # the same classifier from scratch
+    python projects/sentiment.py finetune --system.init=gpt2   # GPT-2 (hub id or Hugging Face directory)
+    python projects/sentiment.py evaluate                      # dev accuracy of out/sentiment/finetune/model.pt
+    python projects/sentiment.py predict "a gorgeous , witty , seductive movie ."
+
+How a sentence is classified (GPT-style): its tokens, then `classifier.suffix` (default <|endoftext|>, the token
+that separates texts during pretraining), go through the GPT; the final hidden state at the last real token feeds
+a linear head. Padding (id -1, on the right) never reaches the head and, the attention being causal, cannot change
+the states before it. `classifier.head=label_words` initialises the head from the LM's output embeddings of two
+label words, so before any fine-tuning it scores a sentence by the LM's own next-token logits for those words.
+
+Tokens: `data.tokenizer=bpe` is GPT-2's byte-level BPE with the vocabulary cut down to the ids that occur in the
+SST-2 training sentences (others read as <|unk|>): a 48-wide model cannot afford 50,257 x 48 embeddings. `gpt2` is
+the full GPT-2 vocabulary (forced when starting from GPT-2 weights); `char` is one token per character.
+"""
+import json
+import os
+import re
+import sys
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from mingpt.data import TokenDataset, cache_dir, download, fetch
+from mingpt.model import GPT
+from mingpt.trainer import Trainer
+from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, set_seed, setup_logging
+
+STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
+SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
+LABELS = ('negative', 'positive')
+ENDOFTEXT = '<|endoftext|>'
+
+
+def get_config():
+    C = CN()
+    C.system = CN()
+    C.system.stage = 'finetune'  # pretrain | finetune | evaluate | predict (or give it first, without --)
+    C.system.seed = 3407
+    C.system.work_dir = None  # default: ./out/sentiment/<stage>
+    # the weights to start from: None (random), a checkpoint of this project (model.pt), or, for fine-tuning,
+    # a GPT-2 hub id ('gpt2', ...) or a Hugging Face directory (GPT.from_pretrained)
+    C.system.init = None
+    C.system.checkpoint = None  # evaluate / predict: the classifier; default ./out/sentiment/finetune/model.pt
+    C.data = CN()
+    C.data.sst2_dir = None  # a folder with train.tsv, dev.tsv; default $MINGPT_DATA_DIR/sentiment/sst2, cache, download
+    C.data.text = None  # pretrain: a text file (e.g. a book); None = the SST-2 training sentences
+    C.data.lowercase = True  # lower-case the pretraining text, as SST-2 is
+    C.data.tokenizer = 'bpe'  # bpe (GPT-2 BPE, vocabulary of SST-2 train) | gpt2 (all 50,257 ids) | char
+    C.data.block_size = 64  # tokens per window (pretrain) and per sentence (finetune; longer ones are cut)
+    C.data.train_limit = None  # use only the first N training sentences (quick experiments, tests)
+    C.data.dev_limit = None  # evaluate on only the first N dev sentences
+    C.model = GPT.get_default_config()
+    C.model.model_type = 'gpt-nano'
+    C.classifier = CN()
+    C.classifier.head = 'linear'  # linear | label_words
+    C.classifier.label_words = (' negative', ' positive')  # label_words head: one word (one token) per class
+    C.classifier.suffix = ENDOFTEXT  # appended to every sentence; the head reads the state at its last token
+    C.classifier.trainable_blocks = -1  # -1: train everything; 0: only the head; N: the head and the last N blocks
+    C.classifier.dropout = 0.1
+    # the trainer does the files and the evaluation (--help lists its options): every eval_interval iterations the
+    # loss on SST-2 dev (pretrain: of the LM on the dev sentences; finetune: of the classifier, and the dev accuracy
+    # is printed), the best model by that loss in work_dir/model.pt, ckpt.pt to resume (--trainer.resume=True)
+    C.trainer = Trainer.get_default_config()
+    C.trainer.max_iters = 2000
+    C.trainer.batch_size = 64
+    C.trainer.learning_rate = 1e-3
+    C.trainer.eval_interval = 500
+    C.trainer.eval_iters = 10
+    C.trainer.checkpoint_interval = 500
+    C.trainer.work_dir = None  # default: system.work_dir
+    C.predict = CN()
+    C.predict.text = None  # predict: a sentence (or give the sentences after the stage on the command line)
+    return C
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# data
+
+def sst2_path(split, sst2_dir=None):
+    """Path of SST-2's train.tsv or dev.tsv: sst2_dir, else $MINGPT_DATA_DIR/sentiment/sst2, else the cache, else
+    GLUE's SST-2.zip downloaded once into the cache and unpacked there (each file renamed into place when whole)."""
+    name = f'{split}.tsv'
+    if sst2_dir:
+        return fetch(name, path=Path(sst2_dir).expanduser() / name)
+    try:
+        return fetch(f'sentiment/sst2/{name}')
+    except FileNotFoundError:
+        pass
+    dest = cache_dir() / 'sentiment' / 'sst2'
+    archive = download(SST2_ZIP_URL, cache_dir() / 'sentiment' / 'SST-2.zip')
+    with zipfile.ZipFile(archive) as z:
+        for member in ('train.tsv', 'dev.tsv', 'test.tsv'):
+            tmp = dest / f'{member}.tmp{os.getpid()}'
+            dest.mkdir(parents=True, exist_ok=True)
+            with z.open(f'SST-2/{member}') as src, open(tmp, 'wb') as out:
+                out.write(src.read())
+            os.replace(tmp, dest / member)
+    return dest / name
+
+
+def read_sst2(path, limit=None):
+    """(sentences, labels) from an SST-2 tsv file: a 'sentence<TAB>label' header, then one example per line."""
+    with open(path, encoding='utf-8') as f:
+        lines = f.read().splitlines()
+    if not lines or lines[0].split('\t') != ['sentence', 'label']:
+        raise ValueError(f"{path} is not an SST-2 train/dev file: its first line should be 'sentence<TAB>label', "
+                         f"got {lines[0][:60] if lines else '(empty file)'!r}")
+    sentences, labels = [], []
+    for n, line in enumerate(lines[1:limit + 1 if limit else None], start=2):
+        sentence, _, label = line.rpartition('\t')
+        if label not in ('0', '1'):
+            raise ValueError(f"{path}, line {n}: the label must be 0 or 1, got {label!r}")
+        sentences.append(sentence.strip())
+        labels.append(int(label))
+    return sentences, labels
+
+
+def book_paragraphs(text, lowercase=True):
+    """The paragraphs of a plain-text book, hard line wraps joined; a Project Gutenberg header and licence dropped."""
+    text = text.lstrip('\ufeff').replace('\r\n', '\n')
+    start = re.search(r'^\*\*\* ?START OF.*$', text, re.M)
+    end = re.search(r'^\*\*\* ?END OF.*$', text, re.M)
+    if start and end:
+        text = text[start.end():end.start()]
+    paragraphs = [' '.join(p.split()) for p in re.split(r'\n\s*\n', text)]
+    return [p.lower() if lowercase else p for p in paragraphs if p]
+
+
+class Tokenizer:
+    """Text <-> ids. kind 'gpt2': GPT-2's ids as they are. 'bpe': GPT-2's BPE, each kept GPT-2 id renumbered
+    0..n-1, then <|unk|> and <|endoftext|>. 'char': one id per character, then <|unk|> and <|endoftext|>."""
+
+    def __init__(self, kind, tokens=None):
+        if kind not in ('gpt2', 'bpe', 'char'):
+            raise ConfigError(f"data.tokenizer must be 'bpe', 'gpt2' or 'char', not {kind!r}")
+        self.kind, self.tokens = kind, tokens
+        if kind != 'char':
+            from mingpt.bpe import get_encoder
+            self.bpe = get_encoder()
+        if kind == 'gpt2':
+            self.vocab_size, self.eot, self.unk = len(self.bpe.encoder), self.bpe.encoder[ENDOFTEXT], None
+        else:
+            self.index = {t: i for i, t in enumerate(tokens)}
+            self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
+
+    @classmethod
+    def build(cls, kind, texts):
+        """The tokenizer for `kind` whose vocabulary holds what occurs in texts."""
+        if kind == 'char':
+            return cls(kind, sorted(set(''.join(texts))))
+        if kind == 'bpe':
+            tok = cls('gpt2')
+            counts = Counter(i for t in texts for i in tok.bpe.encode(' ' + t))
+            return cls(kind, sorted(counts))
+        return cls(kind)
+
+    def state(self):
+        return {'kind': self.kind, 'tokens': self.tokens}
+
+    def encode(self, text):
+        """ids of text; the string <|endoftext|> in it is the special token."""
+        ids = []
+        for i, part in enumerate(text.split(ENDOFTEXT)):
+            if i:
+                ids.append(self.eot)
+            if self.kind == 'char':
+                ids += [self.index.get(c, self.unk) for c in part]
+            elif part:
+                gpt2_ids = self.bpe.encode(part)
+                ids += gpt2_ids if self.kind == 'gpt2' else [self.index.get(j, self.unk) for j in gpt2_ids]
+        return ids
+
+    def decode(self, ids):
+        if self.kind == 'char':
+            return ''.join(self.tokens[i] if i < self.unk else ('<|unk|>', ENDOFTEXT)[i - self.unk] for i in ids)
+        if self.kind == 'bpe':
+            ids = [self.tokens[i] if i < self.unk else (50256 if i == self.eot else None) for i in ids]
+            return ''.join('<|unk|>' if i is None else self.bpe.decode([i]) for i in ids)
+        return self.bpe.decode(ids)
+
+
+class SentenceDataset(torch.utils.data.Dataset):
+    """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label."""
+
+    def __init__(self, sentences, labels, tokenizer, suffix, block_size):
+        suffix_ids = tokenizer.encode(suffix)
+        room = block_size - len(suffix_ids)
+        if room < 1:
+            raise ConfigError(f"classifier.suffix {suffix!r} is {len(suffix_ids)} tokens: no room left in "
+                              f"block_size {block_size}")
+        self.x = torch.full((len(sentences), block_size), -1, dtype=torch.long)
+        self.cut = 0  # how many sentences were longer than block_size allows, and were cut
+        for n, s in enumerate(sentences):
+            ids = tokenizer.encode(' ' + s)
+            self.cut += len(ids) > room
+            ids = ids[:room] + suffix_ids
+            self.x[n, :len(ids)] = torch.tensor(ids)
+        self.y = torch.tensor(labels, dtype=torch.long)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the classifier
+
+class GPTClassifier(nn.Module):
+    """A GPT whose final hidden state at each sentence's last real token goes through a linear head.
+
+    forward(idx, targets=None): idx (B, T) holds token ids, right-padded with -1; targets (B,) class ids.
+    Returns (logits (B, n_classes), loss)."""
+
+    def __init__(self, gpt, n_classes=2, dropout=0.1, label_ids=None):
+        super().__init__()
+        self.gpt = gpt
+        self.config = gpt.config  # the trainer saves it beside the weights (model_config) and counts FLOPs by it
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(gpt.config.n_embd, n_classes)
+        with torch.no_grad():
+            if label_ids is not None:  # the LM's own next-token logits for the label words, to start with
+                self.head.weight.copy_(gpt.lm_head.weight[list(label_ids)])
+            else:
+                nn.init.normal_(self.head.weight, std=0.02)
+            nn.init.zeros_(self.head.bias)
+
+    def forward(self, idx, targets=None):
+        lengths = (idx >= 0).sum(dim=1)
+        if (lengths == 0).any():
+            raise ValueError("a row of idx holds no tokens (only padding, -1)")
+        idx = idx[:, :int(lengths.max())].clamp(min=0)  # drop the columns that are padding in every row
+        h = self.gpt.hidden_states(idx)  # (B, T, n_embd)
+        last = h[torch.arange(idx.size(0), device=idx.device), lengths - 1]  # the state after the whole sentence
+        logits = self.head(self.dropout(last))
+        loss = F.cross_entropy(logits.float(), targets) if targets is not None else None
+        return logits, loss
+
+    def freeze(self, trainable_blocks):
+        """Train only the head (0), or the head, ln_f and the last N blocks (N); -1 trains everything."""
+        if trainable_blocks < 0:
+            return
+        blocks = self.gpt.transformer.h
+        if trainable_blocks > len(blocks):
+            raise ConfigError(f"classifier.trainable_blocks={trainable_blocks} but the model has {len(blocks)} blocks")
+        self.gpt.requires_grad_(False)
+        if trainable_blocks > 0:
+            blocks[len(blocks) - trainable_blocks:].requires_grad_(True)
+            self.gpt.transformer.ln_f.requires_grad_(True)
+
+    def configure_optimizers(self, train_config):
+        """AdamW over the trainable parameters, weight decay on matrices only (as GPT.configure_optimizers)."""
+        return GPT.configure_optimizers(self, train_config)
+
+
+@torch.no_grad()
+def predict_proba(model, dataset, device, batch_size=256):
+    """Class probabilities (N, n_classes) for every example of a SentenceDataset."""
+    was_training = model.training
+    model.eval()
+    probs = []
+    for i in range(0, len(dataset), batch_size):
+        logits, _ = model(dataset.x[i:i + batch_size].to(device))
+        probs.append(F.softmax(logits.float(), dim=-1).cpu())
+    model.train(was_training)
+    return torch.cat(probs)
+
+
+def evaluate(model, dataset, device, work_dir, **extra):
+    """Dev accuracy, per-class precision and recall and the confusion matrix: printed, and written to eval.json."""
+    pred = predict_proba(model, dataset, device).argmax(dim=-1)
+    n = len(LABELS)
+    confusion = torch.zeros(n, n, dtype=torch.long)  # rows: true label, columns: predicted
+    confusion.index_put_((dataset.y, pred), torch.ones_like(pred), accumulate=True)
+    accuracy = confusion.diag().sum().item() / len(pred)
+    report = {'accuracy': accuracy, 'n': len(pred), **extra, 'labels': list(LABELS), 'classes': {}}
+    for c, name in enumerate(LABELS):
+        tp = confusion[c, c].item()
+        report['classes'][name] = {'precision': tp / max(confusion[:, c].sum().item(), 1),
+                                   'recall': tp / max(confusion[c].sum().item(), 1)}
+    report['confusion_matrix'] = confusion.tolist()
+    print(f"dev accuracy: {accuracy:.4f}")
+    os.makedirs(work_dir, exist_ok=True)
+    with open(os.path.join(work_dir, 'eval.json'), 'w') as f:
+        json.dump(report, f, indent=2)
+    return report
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# building models and checkpoints
+
+def load_lm(config, tokenizer_texts):
+    """(gpt, tokenizer) to start from: a checkpoint of this project, GPT-2 weights, or a new model."""
+    init = config.system.init
+    if init and Path(init).is_file():
+        ckpt = load_checkpoint(init)
+        if 'tokenizer' not in ckpt:
+            raise ValueError(f"{init} was not written by projects/sentiment.py (it has no tokenizer); start from "
+                             "one of its pretrain or finetune checkpoints")
+        gpt = GPT(CN(**ckpt['model_config']))
+        state = ckpt['model']
+        if 'classifier' in ckpt:  # a fine-tuned classifier: keep its GPT, drop its head
+            state = {k[len('gpt.'):]: v for k, v in state.items() if k.startswith('gpt.')}
+        gpt.load_state_dict(state)
+        print(f"starting from {init}")
+        return gpt, Tokenizer(**ckpt['tokenizer'])
+    if init:  # a GPT-2 hub id or a Hugging Face directory
+        gpt = GPT.from_pretrained(init)
+        if config.data.tokenizer != 'gpt2':
+            print(f"GPT-2 weights: using the full GPT-2 vocabulary (data.tokenizer 'gpt2', not "
+                  f"{config.data.tokenizer!r})")
+            config.data.tokenizer = 'gpt2'
+        return gpt, Tokenizer('gpt2')
+    tokenizer = Tokenizer.build(config.data.tokenizer, tokenizer_texts)
+    config.model.vocab_size = tokenizer.vocab_size
+    config.model.block_size = config.data.block_size
+    return GPT(config.model), tokenizer
+
+
+def load_classifier(path, device):
+    ckpt = load_checkpoint(path, map_location='cpu')
+    if 'classifier' not in ckpt:
+        raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "
+                         "(python projects/sentiment.py finetune ...)")
+    model = GPTClassifier(GPT(CN(**ckpt['model_config'])), len(LABELS), ckpt['classifier']['dropout'])
+    model.load_state_dict(ckpt['model'])
+    return model.to(device).eval(), Tokenizer(**ckpt['tokenizer']), ckpt
+
+
+def device_of(trainer_config):
+    if trainer_config.device == 'auto':
+        return 'cuda' if torch.cuda.is_available() else 'cpu'
+    return trainer_config.device
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the stages
+
+def pretrain(config):
+    sentences, _ = read_sst2(sst2_path('train', config.data.sst2_dir), config.data.train_limit)
+    dev_sentences, _ = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    gpt, tokenizer = load_lm(config, sentences)
+    if config.data.text:
+        with open(config.data.text, encoding='utf-8') as f:
+            texts = book_paragraphs(f.read(), config.data.lowercase)
+    else:
+        texts = sentences
+
+    def token_stream(texts):  # the texts one after another, each after an <|endoftext|>, as GPT-2 was trained
+        return [i for t in texts for i in [tokenizer.eot] + tokenizer.encode(' ' + t)]
+
+    ids = token_stream(texts)
+    unk = sum(i == tokenizer.unk for i in ids)
+    print(f"pretraining on {len(texts):,} texts, {len(ids):,} tokens ({unk / len(ids):.1%} outside the vocabulary)")
+    block_size = min(config.data.block_size, gpt.block_size)
+    train_set = TokenDataset(ids, block_size, tokenizer.vocab_size)
+    val_set = TokenDataset(token_stream(dev_sentences), block_size, tokenizer.vocab_size)  # the LM's loss on dev
+    trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set,
+                      checkpoint_extras={'tokenizer': tokenizer.state(), 'config': config.to_dict()})
+    trainer.add_callback('on_eval_end', lambda trainer: print(
+        f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, dev loss {trainer.val_loss:.4f}"))
+    trainer.run()
+
+
+def make_classifier(config, gpt, tokenizer):
+    C = config.classifier
+    label_ids = None
+    if C.head == 'label_words':
+        label_ids = [tokenizer.encode(w) for w in C.label_words]
+        if len(label_ids) != len(LABELS) or any(len(i) != 1 or i[0] == tokenizer.unk for i in label_ids):
+            raise ConfigError(f"classifier.label_words must be {len(LABELS)} words ({', '.join(LABELS)}) that are "
+                              f"one token each in the vocabulary; {C.label_words!r} encode to {label_ids}"
+                              f"{' (unknown: ' + str(tokenizer.unk) + ')' if tokenizer.unk is not None else ''}")
+        label_ids = [i[0] for i in label_ids]
+    elif C.head != 'linear':
+        raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")
+    model = GPTClassifier(gpt, len(LABELS), C.dropout, label_ids)
+    model.freeze(C.trainable_blocks)
+    return model
+
+
+def finetune(config):
+    train_sentences, train_labels = read_sst2(sst2_path('train', config.data.sst2_dir), config.data.train_limit)
+    dev_sentences, dev_labels = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    gpt, tokenizer = load_lm(config, train_sentences)
+    model = make_classifier(config, gpt, tokenizer)
+    block_size = min(config.data.block_size, gpt.block_size)
+    train_set = SentenceDataset(train_sentences, train_labels, tokenizer, config.classifier.suffix, block_size)
+    dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)
+    if dev_set.cut:
+        print(f"note: {dev_set.cut} dev sentences are longer than block_size {block_size} and were cut")
+    trainer = Trainer(config.trainer, model, train_set, val_dataset=dev_set, checkpoint_extras={
+        'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state(), 'config': config.to_dict()})
+
+    def on_eval_end(trainer):
+        print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, dev loss {trainer.val_loss:.4f}")
+        evaluate(model, dev_set, trainer.device, config.system.work_dir, iter_num=trainer.iter_num)
+
+    trainer.add_callback('on_eval_end', on_eval_end)
+    trainer.run()
+    path = os.path.join(config.trainer.work_dir, 'model.pt')
+    if os.path.exists(path):  # the model kept (lowest dev loss): its scores are the ones eval.json keeps
+        print(f"{path} (the lowest dev loss):")
+        config.system.checkpoint = path
+        run_evaluate(config)
+
+
+def run_evaluate(config):
+    device = device_of(config.trainer)
+    model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
+    sentences, labels = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    block_size = min(config.data.block_size, model.gpt.block_size)
+    dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], block_size)
+    return evaluate(model, dataset, device, config.system.work_dir, checkpoint=str(config.system.checkpoint),
+                    iter_num=ckpt.get('iter_num'))
+
+
+def run_predict(config, sentences):
+    device = device_of(config.trainer)
+    model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
+    block_size = min(config.data.block_size, model.gpt.block_size)
+    dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'], block_size)
+    for s, p in zip(sentences, predict_proba(model, dataset, device)):
+        c = int(p.argmax())
+        print(f"{LABELS[c]} ({p[c]:.3f})\t{s}")
+
+
+def main(argv):
+    config = get_config()
+    positional = []
+    while argv and not argv[0].startswith('-'):
+        positional.append(argv.pop(0))
+    config.merge_from_args(argv)
+    if positional:
+        config.system.stage = positional.pop(0)
+    stage = config.system.stage
+    if stage not in STAGES:
+        raise ConfigError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)} (the first argument, "
+                          "or --system.stage=...)")
+    if config.predict.text:
+        positional.insert(0, config.predict.text)
+    if positional and stage != 'predict':
+        raise ConfigError(f"unexpected arguments {positional}: only predict takes sentences; options are "
+                          "--section.key=value (--help lists them)")
+    if stage == 'predict' and not positional:
+        raise ConfigError('predict needs a sentence: python projects/sentiment.py predict "what a lovely film ."')
+    config.system.work_dir = config.system.work_dir or os.path.join('out', 'sentiment', stage)
+    config.system.checkpoint = config.system.checkpoint or os.path.join('out', 'sentiment', 'finetune', 'model.pt')
+    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
+    set_seed(config.system.seed)
+    if stage == 'predict':
+        return run_predict(config, positional)
+    setup_logging(config)
+    if stage == 'pretrain':
+        return pretrain(config)
+    if stage == 'finetune':
+        return finetune(config)
+    return run_evaluate(config)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

@@ -1,0 +1,193 @@
+"""projects/sentiment.py: the classifier (padding invariance, label-word head, freezing), the SST-2 files, and every
+stage end to end on a slice of SST-2 with tiny models."""
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import data_dir
+from mingpt.model import GPT
+from mingpt.utils import ConfigError
+
+PROJECTS = Path(__file__).resolve().parent.parent / 'projects'
+
+
+def load_project(name):
+    spec = importlib.util.spec_from_file_location(name, PROJECTS / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sentiment = load_project('sentiment')
+
+
+def tiny_gpt(vocab_size=50, block_size=16, n_layer=2):
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type=None, n_layer=n_layer, n_head=2, n_embd=16, vocab_size=vocab_size,
+                           block_size=block_size))
+    return GPT(C)
+
+
+def test_padding_never_changes_a_prediction():
+    torch.manual_seed(0)
+    model = sentiment.GPTClassifier(tiny_gpt()).eval()
+    torch.nn.init.normal_(model.head.weight)  # a head that is not almost zero, so the logits differ by sentence
+    sentences = [[5, 7, 9], [3, 1, 4, 1, 5, 9, 2, 6], [8]]
+    alone = [model(torch.tensor([s]))[0][0] for s in sentences]  # no padding at all
+    batch = torch.full((len(sentences), 16), -1)  # padded to block_size, beside longer and shorter sentences
+    for i, s in enumerate(sentences):
+        batch[i, :len(s)] = torch.tensor(s)
+    batched = model(batch)[0]
+    for i, a in enumerate(alone):
+        torch.testing.assert_close(batched[i], a, atol=1e-5, rtol=1e-5)
+        assert batched[i].argmax() == a.argmax()
+    # the padding's value never matters: only where the sentence ends
+    other = batch.clone()
+    other[other < 0] = -7
+    torch.testing.assert_close(model(other)[0], batched)
+    with pytest.raises(ValueError, match='only padding'):
+        model(torch.full((1, 4), -1))
+
+
+def test_label_word_head_starts_as_the_lms_next_token_logits():
+    torch.manual_seed(0)
+    gpt = tiny_gpt().eval()
+    model = sentiment.GPTClassifier(gpt, dropout=0.0, label_ids=[11, 22]).eval()
+    idx = torch.tensor([[5, 7, 9, -1, -1]])
+    lm_logits, _ = gpt(idx[:, :3])
+    torch.testing.assert_close(model(idx)[0][0], lm_logits[0, -1, [11, 22]])
+
+
+@pytest.mark.parametrize('blocks, trainable', [
+    (-1, None),  # everything
+    (0, {'head.weight', 'head.bias'}),
+    (1, {'head.weight', 'head.bias', 'gpt.transformer.ln_f.weight', 'gpt.transformer.ln_f.bias'}),
+])
+def test_freezing(blocks, trainable):
+    model = sentiment.GPTClassifier(tiny_gpt(n_layer=3))
+    model.freeze(blocks)
+    got = {n for n, p in model.named_parameters() if p.requires_grad}
+    if trainable is None:
+        assert got == {n for n, _ in model.named_parameters()}
+    else:
+        last_block = {n for n in got if n.startswith('gpt.transformer.h.')}
+        assert got - last_block == trainable
+        assert all(n.startswith('gpt.transformer.h.2.') for n in last_block) and bool(last_block) == (blocks > 0)
+    with pytest.raises(ConfigError, match='trainable_blocks'):
+        model.freeze(4)
+
+
+def test_read_sst2_and_its_errors(tmp_path):
+    good = tmp_path / 'dev.tsv'
+    good.write_text('sentence\tlabel\nit \'s a charming journey . \t1\ndull . \t0\n')
+    assert sentiment.read_sst2(good) == (["it 's a charming journey .", 'dull .'], [1, 0])
+    bad = tmp_path / 'test.tsv'
+    bad.write_text('index\tsentence\n0\tsomething\n')
+    with pytest.raises(ValueError, match="sentence<TAB>label"):
+        sentiment.read_sst2(bad)
+    bad.write_text('sentence\tlabel\nfine . \tpositive\n')
+    with pytest.raises(ValueError, match='line 2'):
+        sentiment.read_sst2(bad)
+
+
+def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
+    """No SST-2 anywhere: GLUE's zip is downloaded (here: faked) into the cache and unpacked there once."""
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    downloads = []
+
+    def fake_download(url, dest, sha256=None, quiet=False):
+        downloads.append(url)
+        with zipfile.ZipFile(dest, 'w') as z:
+            for split in ('train', 'dev', 'test'):
+                z.writestr(f'SST-2/{split}.tsv', f'sentence\tlabel\n{split} sentence . \t1\n')
+        return dest
+
+    monkeypatch.setattr(sentiment, 'download', fake_download)
+    (tmp_path / 'cache' / 'sentiment').mkdir(parents=True)
+    path = sentiment.sst2_path('dev')
+    assert path == tmp_path / 'cache' / 'sentiment' / 'sst2' / 'dev.tsv'
+    assert sentiment.read_sst2(path) == (['dev sentence .'], [1])
+    assert sentiment.read_sst2(sentiment.sst2_path('train')) == (['train sentence .'], [1])
+    assert downloads == [sentiment.SST2_ZIP_URL]  # the second file came from the cache
+    assert sorted(p.name for p in (tmp_path / 'cache' / 'sentiment' / 'sst2').iterdir()) == \
+        ['dev.tsv', 'test.tsv', 'train.tsv']
+
+
+def test_command_line_errors():
+    with pytest.raises(ConfigError, match='unknown stage'):
+        sentiment.main(['pretrian'])
+    with pytest.raises(ConfigError, match='needs a sentence'):
+        sentiment.main(['predict'])
+    with pytest.raises(ConfigError, match='only predict'):
+        sentiment.main(['evaluate', 'a sentence'])
+
+
+TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--model.n_embd=16',
+        '--data.block_size=32', '--data.train_limit=300', '--data.dev_limit=40', '--trainer.batch_size=8',
+        '--trainer.quiet=True', '--trainer.eval_iters=2']
+
+
+def test_stages_end_to_end(tmp_path, capsys):
+    sst2 = data_dir('sentiment', 'sst2')
+    common = TINY + [f'--data.sst2_dir={sst2}']
+    pre, book, fine = tmp_path / 'pretrain', tmp_path / 'book', tmp_path / 'finetune'
+    # pretrain on the SST-2 sentences, then continue on a (tiny) book
+    sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=3'] + common)
+    assert (pre / 'model.pt').exists() and (pre / 'metrics.jsonl').exists()
+    text = tmp_path / 'book.txt'
+    text.write_text('\ufeffheader\r\n*** START OF THIS BOOK ***\r\nIt is a truth universally\r\nacknowledged.\r\n\r\n'
+                    + 'A second paragraph, with a film in it.\r\n\r\n' * 20 + '*** END OF THIS BOOK ***\r\nlicence')
+    sentiment.main(['pretrain', f'--system.work_dir={book}', f'--system.init={pre / "model.pt"}',
+                    f'--data.text={text}', '--trainer.max_iters=3'] + common)
+    out = capsys.readouterr().out
+    assert 'pretraining on 21 texts' in out and (book / 'model.pt').exists()
+    # fine-tune the pretrained LM, with the label-word head
+    sentiment.main(['finetune', f'--system.work_dir={fine}', f'--system.init={book / "model.pt"}',
+                    '--classifier.head=label_words', '--classifier.label_words=(" bad", " good")',
+                    '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common)
+    out = capsys.readouterr().out
+    assert out.count('dev accuracy: ') == 4  # iterations 0, 2, 3, and the saved model
+    report = json.loads((fine / 'eval.json').read_text())
+    assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
+    assert sum(map(sum, report['confusion_matrix'])) == 40
+    assert set(report['classes']['positive']) == {'precision', 'recall'}
+    # evaluate and predict from the saved classifier
+    sentiment.main(['evaluate', f'--system.checkpoint={fine / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}']
+                   + common)
+    out = capsys.readouterr().out
+    assert f"dev accuracy: {report['accuracy']:.4f}" in out
+    sentiment.main(['predict', 'a gorgeous film .', 'dull and lifeless .', f'--system.checkpoint={fine / "model.pt"}'])
+    lines = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert lines[0].endswith('\ta gorgeous film .') and lines[0].split()[0] in ('positive', 'negative')
+
+
+def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
+    sst2 = data_dir('sentiment', 'sst2')
+    args = ['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.checkpoint_interval=2',
+            '--classifier.trainable_blocks=1', f'--data.sst2_dir={sst2}'] + TINY
+    sentiment.main(args + ['--trainer.max_iters=2'])
+    sentiment.main(args + ['--trainer.max_iters=4', '--trainer.resume=True'])
+    out = capsys.readouterr().out
+    assert 'resuming from' in out and 'dev accuracy: ' in out
+    lines = (tmp_path / 'metrics.jsonl').read_text().splitlines()
+    assert [json.loads(line)['iter'] for line in lines] == [0, 1, 2, 3]
+
+
+def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
+    """GPT-2 the same way, on a small random GPT-2 saved by transformers (the real one is 500 MB)."""
+    sst2 = data_dir('sentiment', 'sst2')
+    transformers = pytest.importorskip('transformers')
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64))
+    hf.save_pretrained(tmp_path / 'tiny-gpt2')
+    sentiment.main(['finetune', f'--system.init={tmp_path / "tiny-gpt2"}', f'--system.work_dir={tmp_path / "ft"}',
+                    '--data.train_limit=64', '--data.dev_limit=16', '--trainer.batch_size=8', '--trainer.max_iters=2',
+                    '--trainer.quiet=True', '--trainer.eval_iters=1', f'--data.sst2_dir={sst2}'])
+    out = capsys.readouterr().out
+    assert "data.tokenizer 'gpt2'" in out and 'dev accuracy: ' in out
+    ckpt = torch.load(tmp_path / 'ft' / 'model.pt', weights_only=True)
+    assert ckpt['tokenizer']['kind'] == 'gpt2' and ckpt['model_config']['vocab_size'] == 50257
