@@ -461,17 +461,3 @@ def peak_flops(device):
     name = torch.cuda.get_device_name(device)
     return next((flops for key, flops in PEAK_FLOPS.items() if key in name), None)
 
-
-@torch.no_grad()
-def estimate_loss(model, dataset, batch_size, iters, device, seed=0):
-    """Mean loss of model over `iters` batches of windows drawn from dataset with a fixed seed (so successive
-    evaluations see the same windows); the trainer's evaluate() does this for its val set."""
-    was_training = model.training
-    model.eval()
-    ix = np.random.default_rng(seed).integers(len(dataset), size=(iters, batch_size))
-    losses = []
-    for chunk in ix.tolist():
-        x, y = (t.to(device) for t in default_collate([dataset[i] for i in chunk]))
-        losses.append(model(x, y)[1].item())
-    model.train(was_training)
-    return sum(losses) / len(losses)

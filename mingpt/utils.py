@@ -22,6 +22,8 @@ def set_seed(seed):
 
 def setup_logging(config):
     """Create work_dir and record how this run was started (args.txt) and its full config (config.json)."""
+    if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
+        return
     work_dir = config.system.work_dir
     os.makedirs(work_dir, exist_ok=True)
     with open(os.path.join(work_dir, 'args.txt'), 'w') as f:

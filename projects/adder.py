@@ -107,6 +107,7 @@ def eval_split(model, dataset, device, max_mistakes=0, batch_size=500):
 def main(argv):
     config = get_config()
     config.merge_from_args(argv)
+    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
     setup_logging(config)
     set_seed(config.system.seed)
 
@@ -116,7 +117,7 @@ def main(argv):
     config.model.block_size = train_dataset.get_block_size()
     model = GPT(config.model)
     trainer = Trainer(config.trainer, model, train_dataset)
-    ckpt_path = os.path.join(config.system.work_dir, 'model.pt')
+    ckpt_path = os.path.join(config.system.work_dir, 'best.pt')  # model.pt is the trainer's
     best = -1.0
 
     def batch_end_callback(trainer):
