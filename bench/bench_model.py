@@ -37,14 +37,16 @@ def machine_limits(repeats):
 
 
 def build_pair(n_layer, n_head, n_embd, vocab, block, dropout):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """Our GPT and HF's GPT2LMHeadModel with the same random weights (through save_pretrained)."""
+    import tempfile
+    from transformers import GPT2LMHeadModel
     C = GPT.get_default_config()
     C.merge_from_dict(dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, block_size=block,
                            embd_pdrop=dropout, resid_pdrop=dropout, attn_pdrop=dropout))
     ours = GPT(C)
-    hf = GPT2LMHeadModel(GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab,
-                                    n_positions=block, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
-                                    bos_token_id=0, eos_token_id=0, tie_word_embeddings=True))
+    with tempfile.TemporaryDirectory() as d:
+        ours.save_pretrained(d)
+        hf = GPT2LMHeadModel.from_pretrained(d, attn_implementation='sdpa')
     assert hf.lm_head.weight is hf.transformer.wte.weight
     return ours, hf
 
