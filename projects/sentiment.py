@@ -47,10 +47,11 @@ LABELS = ('negative', 'positive')
 ENDOFTEXT = '<|endoftext|>'
 
 
-def get_config():
+def get_config(stage='finetune'):
+    """The options and their defaults; the trainer's (iterations, learning rate, ...) depend on the stage."""
     C = CN()
     C.system = CN()
-    C.system.stage = 'finetune'  # pretrain | finetune | evaluate | predict (or give it first, without --)
+    C.system.stage = stage  # pretrain | finetune | evaluate | predict (or give it first, without --)
     C.system.seed = 3407
     C.system.work_dir = None  # default: ./out/sentiment/<stage>
     # the weights to start from: None (random), a checkpoint of this project (model.pt), or, for fine-tuning,
@@ -59,7 +60,9 @@ def get_config():
     C.system.checkpoint = None  # evaluate / predict: the classifier; default ./out/sentiment/finetune/model.pt
     C.data = CN()
     C.data.sst2_dir = None  # a folder with train.tsv, dev.tsv; default $MINGPT_DATA_DIR/sentiment/sst2, cache, download
-    C.data.text = None  # pretrain: a text file (e.g. a book); None = the SST-2 training sentences
+    # pretrain: a text file (e.g. a book; a path, or one under $MINGPT_DATA_DIR such as text/gutenberg/2600-0.txt);
+    # None = the SST-2 training sentences
+    C.data.text = None
     C.data.lowercase = True  # lower-case the pretraining text, as SST-2 is
     C.data.tokenizer = 'bpe'  # bpe (GPT-2 BPE, vocabulary of SST-2 train) | gpt2 (all 50,257 ids) | char
     C.data.block_size = 64  # tokens per window (pretrain) and per sentence (finetune; longer ones are cut)
@@ -73,17 +76,25 @@ def get_config():
     C.classifier.suffix = ENDOFTEXT  # appended to every sentence; the head reads the state at its last token
     C.classifier.trainable_blocks = -1  # -1: train everything; 0: only the head; N: the head and the last N blocks
     C.classifier.dropout = 0.1
-    # the trainer does the files and the evaluation (--help lists its options): every eval_interval iterations the
-    # loss on SST-2 dev (pretrain: of the LM on the dev sentences; finetune: of the classifier, and the dev accuracy
-    # is printed), the best model by that loss in work_dir/model.pt, ckpt.pt to resume (--trainer.resume=True)
+    C.classifier.lm_loss_weight = 0.0  # > 0 adds this times the LM loss on the sentences while fine-tuning (GPT-1)
+    # the trainer does the files (--help lists its options): metrics.jsonl, model.pt, ckpt.pt every
+    # checkpoint_interval iterations (--trainer.resume=True continues from it). Every eval_interval iterations,
+    # pretrain: the LM's loss on the (unlabelled) SST-2 test sentences, model.pt the best by it;
+    # finetune: dev accuracy and loss, printed and written to eval.json, model.pt the latest (no choosing on dev)
     C.trainer = Trainer.get_default_config()
-    C.trainer.max_iters = 2000
     C.trainer.batch_size = 64
     C.trainer.learning_rate = 1e-3
-    C.trainer.eval_interval = 500
+    C.trainer.lr_schedule = 'cosine'
     C.trainer.eval_iters = 10
-    C.trainer.checkpoint_interval = 500
     C.trainer.work_dir = None  # default: system.work_dir
+    if stage == 'pretrain':
+        C.trainer.max_iters = 800
+        C.trainer.warmup_iters = 50
+        C.trainer.eval_interval = C.trainer.checkpoint_interval = 200
+    else:
+        C.trainer.max_iters = 1500
+        C.trainer.warmup_iters = 100
+        C.trainer.eval_interval = C.trainer.checkpoint_interval = 250
     C.predict = CN()
     C.predict.text = None  # predict: a sentence (or give the sentences after the stage on the command line)
     return C
@@ -93,7 +104,7 @@ def get_config():
 # data
 
 def sst2_path(split, sst2_dir=None):
-    """Path of SST-2's train.tsv or dev.tsv: sst2_dir, else $MINGPT_DATA_DIR/sentiment/sst2, else the cache, else
+    """Path of SST-2's train.tsv, dev.tsv or test.tsv: sst2_dir, else $MINGPT_DATA_DIR/sentiment/sst2, else the cache, else
     GLUE's SST-2.zip downloaded once into the cache and unpacked there (each file renamed into place when whole)."""
     name = f'{split}.tsv'
     if sst2_dir:
@@ -115,20 +126,21 @@ def sst2_path(split, sst2_dir=None):
 
 
 def read_sst2(path, limit=None):
-    """(sentences, labels) from an SST-2 tsv file: a 'sentence<TAB>label' header, then one example per line."""
+    """(sentences, labels) from an SST-2 tsv file: a 'sentence<TAB>label' header (train, dev), then one example per
+    line; or (sentences, None) from GLUE's unlabelled test file ('index<TAB>sentence')."""
     with open(path, encoding='utf-8') as f:
         lines = f.read().splitlines()
-    if not lines or lines[0].split('\t') != ['sentence', 'label']:
-        raise ValueError(f"{path} is not an SST-2 train/dev file: its first line should be 'sentence<TAB>label', "
-                         f"got {lines[0][:60] if lines else '(empty file)'!r}")
-    sentences, labels = [], []
-    for n, line in enumerate(lines[1:limit + 1 if limit else None], start=2):
-        sentence, _, label = line.rpartition('\t')
-        if label not in ('0', '1'):
-            raise ValueError(f"{path}, line {n}: the label must be 0 or 1, got {label!r}")
-        sentences.append(sentence.strip())
-        labels.append(int(label))
-    return sentences, labels
+    header = lines[0].split('\t') if lines else []
+    if header not in (['sentence', 'label'], ['index', 'sentence']):
+        raise ValueError(f"{path} is not an SST-2 file: its first line should be 'sentence<TAB>label' (train, dev) "
+                         f"or 'index<TAB>sentence' (test), got {lines[0][:60] if lines else '(empty file)'!r}")
+    rows = [line.split('\t') for line in lines[1:limit + 1 if limit else None]]
+    if header[0] == 'index':
+        return [row[-1].strip() for row in rows], None
+    for n, row in enumerate(rows, start=2):
+        if row[-1] not in ('0', '1'):
+            raise ValueError(f"{path}, line {n}: the label must be 0 or 1, got {row[-1]!r}")
+    return [row[0].strip() for row in rows], [int(row[-1]) for row in rows]
 
 
 def book_paragraphs(text, lowercase=True):
@@ -186,14 +198,6 @@ class Tokenizer:
                 ids += gpt2_ids if self.kind == 'gpt2' else [self.index.get(j, self.unk) for j in gpt2_ids]
         return ids
 
-    def decode(self, ids):
-        if self.kind == 'char':
-            return ''.join(self.tokens[i] if i < self.unk else ('<|unk|>', ENDOFTEXT)[i - self.unk] for i in ids)
-        if self.kind == 'bpe':
-            ids = [self.tokens[i] if i < self.unk else (50256 if i == self.eot else None) for i in ids]
-            return ''.join('<|unk|>' if i is None else self.bpe.decode([i]) for i in ids)
-        return self.bpe.decode(ids)
-
 
 class SentenceDataset(torch.utils.data.Dataset):
     """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label."""
@@ -229,9 +233,10 @@ class GPTClassifier(nn.Module):
     forward(idx, targets=None): idx (B, T) holds token ids, right-padded with -1; targets (B,) class ids.
     Returns (logits (B, n_classes), loss)."""
 
-    def __init__(self, gpt, n_classes=2, dropout=0.1, label_ids=None):
+    def __init__(self, gpt, n_classes=2, dropout=0.1, label_ids=None, lm_loss_weight=0.0):
         super().__init__()
         self.gpt = gpt
+        self.lm_loss_weight = lm_loss_weight
         self.config = gpt.config  # the trainer saves it beside the weights (model_config) and counts FLOPs by it
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(gpt.config.n_embd, n_classes)
@@ -246,11 +251,18 @@ class GPTClassifier(nn.Module):
         lengths = (idx >= 0).sum(dim=1)
         if (lengths == 0).any():
             raise ValueError("a row of idx holds no tokens (only padding, -1)")
-        idx = idx[:, :int(lengths.max())].clamp(min=0)  # drop the columns that are padding in every row
-        h = self.gpt.hidden_states(idx)  # (B, T, n_embd)
+        idx = idx[:, :int(lengths.max())]  # drop the columns that are padding in every row
+        h = self.gpt.hidden_states(idx.clamp(min=0))  # (B, T, n_embd)
         last = h[torch.arange(idx.size(0), device=idx.device), lengths - 1]  # the state after the whole sentence
         logits = self.head(self.dropout(last))
-        loss = F.cross_entropy(logits.float(), targets) if targets is not None else None
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float(), targets)
+            if self.lm_loss_weight and self.training:
+                # GPT-1's auxiliary objective: keep predicting the next token of the sentence while fine-tuning
+                real = idx[:, 1:] >= 0
+                lm_logits = self.gpt.lm_head(h[:, :-1][real])
+                loss = loss + self.lm_loss_weight * F.cross_entropy(lm_logits.float(), idx[:, 1:][real])
         return logits, loss
 
     def freeze(self, trainable_blocks):
@@ -285,18 +297,20 @@ def predict_proba(model, dataset, device, batch_size=256):
 
 def evaluate(model, dataset, device, work_dir, **extra):
     """Dev accuracy, per-class precision and recall and the confusion matrix: printed, and written to eval.json."""
-    pred = predict_proba(model, dataset, device).argmax(dim=-1)
+    probs = predict_proba(model, dataset, device)
+    pred = probs.argmax(dim=-1)
+    loss = -probs[torch.arange(len(pred)), dataset.y].clamp(min=1e-12).log().mean().item()
     n = len(LABELS)
     confusion = torch.zeros(n, n, dtype=torch.long)  # rows: true label, columns: predicted
     confusion.index_put_((dataset.y, pred), torch.ones_like(pred), accumulate=True)
     accuracy = confusion.diag().sum().item() / len(pred)
-    report = {'accuracy': accuracy, 'n': len(pred), **extra, 'labels': list(LABELS), 'classes': {}}
+    report = {'accuracy': accuracy, 'loss': loss, 'n': len(pred), **extra, 'labels': list(LABELS), 'classes': {}}
     for c, name in enumerate(LABELS):
         tp = confusion[c, c].item()
         report['classes'][name] = {'precision': tp / max(confusion[:, c].sum().item(), 1),
                                    'recall': tp / max(confusion[c].sum().item(), 1)}
     report['confusion_matrix'] = confusion.tolist()
-    print(f"dev accuracy: {accuracy:.4f}")
+    print(f"dev accuracy: {accuracy:.4f} (dev loss {loss:.4f})")
     os.makedirs(work_dir, exist_ok=True)
     with open(os.path.join(work_dir, 'eval.json'), 'w') as f:
         json.dump(report, f, indent=2)
@@ -355,10 +369,11 @@ def device_of(trainer_config):
 
 def pretrain(config):
     sentences, _ = read_sst2(sst2_path('train', config.data.sst2_dir), config.data.train_limit)
-    dev_sentences, _ = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    val_sentences, _ = read_sst2(sst2_path('test', config.data.sst2_dir), config.data.dev_limit)
     gpt, tokenizer = load_lm(config, sentences)
-    if config.data.text:
-        with open(config.data.text, encoding='utf-8') as f:
+    if config.data.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
+        path = config.data.text if Path(config.data.text).expanduser().exists() else fetch(config.data.text)
+        with open(Path(path).expanduser(), encoding='utf-8') as f:
             texts = book_paragraphs(f.read(), config.data.lowercase)
     else:
         texts = sentences
@@ -371,11 +386,12 @@ def pretrain(config):
     print(f"pretraining on {len(texts):,} texts, {len(ids):,} tokens ({unk / len(ids):.1%} outside the vocabulary)")
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = TokenDataset(ids, block_size, tokenizer.vocab_size)
-    val_set = TokenDataset(token_stream(dev_sentences), block_size, tokenizer.vocab_size)  # the LM's loss on dev
+    # the val loss is the LM's on GLUE's test sentences: unlabelled, never scored here, so choosing by it is fair
+    val_set = TokenDataset(token_stream(val_sentences), block_size, tokenizer.vocab_size)
     trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set,
                       checkpoint_extras={'tokenizer': tokenizer.state(), 'config': config.to_dict()})
     trainer.add_callback('on_eval_end', lambda trainer: print(
-        f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, dev loss {trainer.val_loss:.4f}"))
+        f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}"))
     trainer.run()
 
 
@@ -391,7 +407,7 @@ def make_classifier(config, gpt, tokenizer):
         label_ids = [i[0] for i in label_ids]
     elif C.head != 'linear':
         raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")
-    model = GPTClassifier(gpt, len(LABELS), C.dropout, label_ids)
+    model = GPTClassifier(gpt, len(LABELS), C.dropout, label_ids, C.lm_loss_weight)
     model.freeze(C.trainable_blocks)
     return model
 
@@ -406,20 +422,19 @@ def finetune(config):
     dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)
     if dev_set.cut:
         print(f"note: {dev_set.cut} dev sentences are longer than block_size {block_size} and were cut")
-    trainer = Trainer(config.trainer, model, train_set, val_dataset=dev_set, checkpoint_extras={
+    # no val_dataset: the trainer would keep the model of lowest dev loss, and choosing a model by the set we report
+    # on flatters it. model.pt is the latest (written every checkpoint_interval iterations and at the end).
+    trainer = Trainer(config.trainer, model, train_set, checkpoint_extras={
         'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state(), 'config': config.to_dict()})
 
-    def on_eval_end(trainer):
-        print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, dev loss {trainer.val_loss:.4f}")
-        evaluate(model, dev_set, trainer.device, config.system.work_dir, iter_num=trainer.iter_num)
+    def on_batch_end(trainer):
+        T = config.trainer
+        if trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
+            print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
+            evaluate(model, dev_set, trainer.device, config.system.work_dir, iter_num=trainer.iter_num)
 
-    trainer.add_callback('on_eval_end', on_eval_end)
+    trainer.add_callback('on_batch_end', on_batch_end)
     trainer.run()
-    path = os.path.join(config.trainer.work_dir, 'model.pt')
-    if os.path.exists(path):  # the model kept (lowest dev loss): its scores are the ones eval.json keeps
-        print(f"{path} (the lowest dev loss):")
-        config.system.checkpoint = path
-        run_evaluate(config)
 
 
 def run_evaluate(config):
@@ -443,17 +458,22 @@ def run_predict(config, sentences):
 
 
 def main(argv):
-    config = get_config()
+    argv = list(argv)
     positional = []
     while argv and not argv[0].startswith('-'):
         positional.append(argv.pop(0))
-    config.merge_from_args(argv)
-    if positional:
-        config.system.stage = positional.pop(0)
-    stage = config.system.stage
+    stage = positional.pop(0) if positional else 'finetune'
+    for arg in argv:
+        if arg.startswith('--system.stage='):
+            stage = arg.split('=', 1)[1]
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)} (the first argument, "
                           "or --system.stage=...)")
+    if '--help' in argv or '-h' in argv:
+        print(__doc__)
+        print(f"Defaults below are the {stage} stage's (e.g. python projects/sentiment.py pretrain --help).")
+    config = get_config(stage)
+    config.merge_from_args(argv)
     if config.predict.text:
         positional.insert(0, config.predict.text)
     if positional and stage != 'predict':

@@ -28,7 +28,7 @@ sentiment = load_project('sentiment')
 def tiny_gpt(vocab_size=50, block_size=16, n_layer=2):
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type=None, n_layer=n_layer, n_head=2, n_embd=16, vocab_size=vocab_size,
-                           block_size=block_size))
+                           block_size=block_size, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0))
     return GPT(C)
 
 
@@ -62,6 +62,19 @@ def test_label_word_head_starts_as_the_lms_next_token_logits():
     torch.testing.assert_close(model(idx)[0][0], lm_logits[0, -1, [11, 22]])
 
 
+def test_auxiliary_lm_loss_counts_only_real_next_tokens():
+    torch.manual_seed(0)
+    gpt = tiny_gpt()
+    model = sentiment.GPTClassifier(gpt, dropout=0.0, lm_loss_weight=0.5)
+    idx, y = torch.tensor([[5, 7, 9, -1], [3, 4, 5, 6]]), torch.tensor([0, 1])
+    logits, loss = model(idx, y)
+    lm = torch.nn.functional.cross_entropy(
+        torch.cat([gpt(idx[:1, :3])[0][0, :2], gpt(idx[1:])[0][0, :3]]), torch.tensor([7, 9, 4, 5, 6]))
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, y) + 0.5 * lm)
+    model.eval()  # evaluation scores the classifier alone
+    torch.testing.assert_close(model(idx, y)[1], torch.nn.functional.cross_entropy(logits, y))
+
+
 @pytest.mark.parametrize('blocks, trainable', [
     (-1, None),  # everything
     (0, {'head.weight', 'head.bias'}),
@@ -85,8 +98,11 @@ def test_read_sst2_and_its_errors(tmp_path):
     good = tmp_path / 'dev.tsv'
     good.write_text('sentence\tlabel\nit \'s a charming journey . \t1\ndull . \t0\n')
     assert sentiment.read_sst2(good) == (["it 's a charming journey .", 'dull .'], [1, 0])
-    bad = tmp_path / 'test.tsv'
-    bad.write_text('index\tsentence\n0\tsomething\n')
+    test = tmp_path / 'test.tsv'
+    test.write_text('index\tsentence\n0\tno label here . \n')
+    assert sentiment.read_sst2(test) == (['no label here .'], None)
+    bad = tmp_path / 'bad.tsv'
+    bad.write_text('text\tlabel\nsomething\t1\n')
     with pytest.raises(ValueError, match="sentence<TAB>label"):
         sentiment.read_sst2(bad)
     bad.write_text('sentence\tlabel\nfine . \tpositive\n')
@@ -151,7 +167,7 @@ def test_stages_end_to_end(tmp_path, capsys):
                     '--classifier.head=label_words', '--classifier.label_words=(" bad", " good")',
                     '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common)
     out = capsys.readouterr().out
-    assert out.count('dev accuracy: ') == 4  # iterations 0, 2, 3, and the saved model
+    assert out.count('dev accuracy: ') == 3  # iterations 0, 2, 3
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
     assert sum(map(sum, report['confusion_matrix'])) == 40
@@ -169,6 +185,7 @@ def test_stages_end_to_end(tmp_path, capsys):
 def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     sst2 = data_dir('sentiment', 'sst2')
     args = ['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.checkpoint_interval=2',
+            '--classifier.lm_loss_weight=0.5',
             '--classifier.trainable_blocks=1', f'--data.sst2_dir={sst2}'] + TINY
     sentiment.main(args + ['--trainer.max_iters=2'])
     sentiment.main(args + ['--trainer.max_iters=4', '--trainer.resume=True'])
