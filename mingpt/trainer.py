@@ -301,7 +301,6 @@ class Trainer:
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
-        micro = c.batch_size // (c.grad_accum_steps * self.world_size)
         model = getattr(self, '_eval_model', self.model)
         was_training = self.model.training
         self.model.eval()

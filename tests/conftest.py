@@ -1,6 +1,7 @@
 """Shared test helpers. Tests that need the offline data files call data_dir() (or use the data_root fixture):
 with $MINGPT_DATA_DIR unset the test is skipped, saying why, except under CI=true, where it fails instead, so
 a CI run cannot pass by skipping everything."""
+import importlib.util
 import os
 from pathlib import Path
 
@@ -27,3 +28,12 @@ def data_dir(*parts):
 def data_root():
     """The test-data folder ($MINGPT_DATA_DIR) as a Path; see data_dir."""
     return data_dir()
+
+
+def load_project(name):
+    """Import projects/<name>.py as a module (the projects are scripts, not a package)."""
+    path = Path(__file__).resolve().parent.parent / 'projects' / f'{name}.py'
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,6 +1,5 @@
 """projects/generate.py end to end (a subprocess, as a user runs it) on small checkpoints made here: a Hugging
 Face GPT-2 directory with random weights, and a character-level mingpt checkpoint."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -8,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import data_dir
+from conftest import data_dir, load_project
 
 from mingpt.model import GPT
 from mingpt.sampling import beam_search
@@ -25,10 +24,7 @@ def run(*args):
 
 
 def generate_module():
-    spec = importlib.util.spec_from_file_location('generate', ROOT / 'projects' / 'generate.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_project('generate')
 
 
 @pytest.fixture(scope='module')

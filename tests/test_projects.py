@@ -1,22 +1,10 @@
 """The chargpt and adder projects end to end, on tiny settings."""
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import data_dir
+from conftest import data_dir, load_project
 from mingpt.model import GPT
-
-PROJECTS = Path(__file__).resolve().parent.parent / 'projects'
-
-
-def load_project(name):
-    spec = importlib.util.spec_from_file_location(name, PROJECTS / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_adder_encoding_by_hand():
     adder = load_project('adder')

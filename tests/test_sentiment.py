@@ -1,26 +1,14 @@
 """projects/sentiment.py: the classifier (padding invariance, label-word head, freezing), the SST-2 files, and every
 stage end to end on a slice of SST-2 with tiny models."""
-import importlib.util
 import json
 import zipfile
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import data_dir
+from conftest import data_dir, load_project
 from mingpt.model import GPT
 from mingpt.utils import ConfigError
-
-PROJECTS = Path(__file__).resolve().parent.parent / 'projects'
-
-
-def load_project(name):
-    spec = importlib.util.spec_from_file_location(name, PROJECTS / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 sentiment = load_project('sentiment')
 
