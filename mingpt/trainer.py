@@ -108,6 +108,8 @@ class Trainer:
         self.loss = None
         self.val_loss = None  # the last evaluation's
         self.best_val_loss = float('inf')
+        self.autocast = nullcontext()  # run() sets the real one from config.dtype
+        self._eval_model = self.model  # run() sets the compiled one, when compiling
 
     def _check_config(self):
         c = self.config
@@ -301,13 +303,13 @@ class Trainer:
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
-        model = getattr(self, '_eval_model', self.model)
+        model = self._eval_model
         was_training = self.model.training
         self.model.eval()
         total = torch.zeros(2, dtype=torch.float64, device=self.device)  # sum of losses, number of windows
         for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
             x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
-            with getattr(self, 'autocast', nullcontext()):
+            with self.autocast:
                 loss = model(x, y)[1]
             total[0] += loss.double() * len(chunk)
             total[1] += len(chunk)

@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from mingpt.data import TokenDataset, cache_dir, download, fetch
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, set_seed, setup_logging
+from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, set_seed, setup_logging
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -123,11 +123,7 @@ def sst2_path(split, sst2_dir=None):
     archive = download(SST2_ZIP_URL, cache_dir() / 'sentiment' / 'SST-2.zip')
     with zipfile.ZipFile(archive) as z:
         for member in ('train.tsv', 'dev.tsv', 'test.tsv'):
-            tmp = dest / f'{member}.tmp{os.getpid()}'
-            dest.mkdir(parents=True, exist_ok=True)
-            with z.open(f'SST-2/{member}') as src, open(tmp, 'wb') as out:
-                out.write(src.read())
-            os.replace(tmp, dest / member)
+            atomic_write(dest / member, lambda tmp: Path(tmp).write_bytes(z.read(f'SST-2/{member}')))
     return dest / name
 
 
