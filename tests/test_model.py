@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mingpt.model import GPT
+from mingpt.model import GPT, Dropout, Linear
 from mingpt.sampling import sample_next, top_k_filter, top_p_filter
 from mingpt.utils import ConfigError
 
@@ -104,6 +104,43 @@ def test_causality(impl):
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
+@pytest.mark.parametrize('threads', [2, 3])
+@pytest.mark.parametrize('shape, out, bias', [((1, 1, 16), 11, False), ((2, 3, 16), 12, True), ((5, 16), 7, True),
+                                              ((4, 20, 16), 9, True)])  # the last has 80 rows: F.linear itself
+def test_few_rows_linear_equals_nn_linear(threads, shape, out, bias):
+    torch.manual_seed(0)
+    ours, ref = Linear(16, out, bias=bias), torch.nn.Linear(16, out, bias=bias)
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(shape, requires_grad=True)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)  # the weight's rows split into `threads` blocks, with a remainder when uneven
+    try:
+        y = ours(x)
+    finally:
+        torch.set_num_threads(old)
+    torch.testing.assert_close(y, ref(x), atol=1e-6, rtol=1e-5)
+    y.square().sum().backward()
+    gx, x.grad = x.grad, None
+    ref(x).square().sum().backward()
+    torch.testing.assert_close(gx, x.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
+    torch.manual_seed(0)
+    d = Dropout(0.1)
+    x = torch.rand(1000, 1000) + 1.0  # never 0, so a 0 in the output is a dropped element
+    x.requires_grad_(True)
+    y = d(x)
+    dropped = y == 0
+    assert abs(dropped.float().mean().item() - 0.1) < 0.003  # 10 standard deviations of the binomial
+    torch.testing.assert_close(y[~dropped], x[~dropped] / 0.9)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (~dropped).float() / 0.9)  # the gradient passes where the value did
+    d.eval()
+    assert d(x) is x
+    assert torch.equal(Dropout(1.0)(x), torch.zeros_like(x))
+
+
 def test_sdpa_equals_explicit_attention():
     torch.manual_seed(0)
     sd = model()
@@ -137,10 +174,11 @@ def argmax_loop(m, idx, n):
     return idx
 
 
+@pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
 @pytest.mark.parametrize('prompt_len, new', [(1, 5), (3, 5), (3, 20), (8, 4)])
-def test_cached_greedy_equals_forward_loop(prompt_len, new):
+def test_cached_greedy_equals_forward_loop(prompt_len, new, impl):
     # vocab 11, block 8: (3, 20) and (8, 4) cross the block_size boundary, where the window slides
-    m = model()
+    m = model(attn_impl=impl)
     idx = torch.randint(0, 11, (3, prompt_len))
     torch.testing.assert_close(m.generate(idx, new), argmax_loop(m, idx, new), rtol=0, atol=0)
 
