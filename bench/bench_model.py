@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from mingpt.model import GPT
+from mingpt.model import GPT, Linear
 
 
 def median_time(fn, repeats, warmup=2):
@@ -28,12 +28,16 @@ def median_time(fn, repeats, warmup=2):
     return statistics.median(times)
 
 
+@torch.no_grad()
 def machine_limits(repeats):
     x = torch.ones(128 * 1024 * 1024)  # 512 MiB: far larger than any cache
     read_bw = x.numel() * 4 / median_time(lambda: x.sum(), repeats)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     matmul = 2 * 2048 ** 3 / median_time(lambda: a @ b, repeats)
-    return read_bw, matmul
+    # how fast a one-row matmul (what batch-1 generation does) reads its weights, at its best: ours, on 256 MiB
+    w, x1 = Linear(4096, 16384, bias=False), torch.randn(1, 4096)
+    gemv_bw = w.weight.numel() * 4 / median_time(lambda: w(x1), repeats)
+    return read_bw, matmul, gemv_bw
 
 
 def build_pair(n_layer, n_head, n_embd, vocab, block, dropout):
@@ -108,8 +112,9 @@ def main():
     import transformers
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} threads, fp32")
 
-    read_bw, matmul = machine_limits(reps)
-    print(f"machine: memory read {read_bw / 1e9:.1f} GB/s, fp32 matmul {matmul / 1e9:.1f} GFLOP/s\n")
+    read_bw, matmul, gemv_bw = machine_limits(reps)
+    print(f"machine: memory read {read_bw / 1e9:.1f} GB/s, fp32 matmul {matmul / 1e9:.1f} GFLOP/s; a one-row matmul "
+          f"reads its weights at {gemv_bw / 1e9:.1f} GB/s ({gemv_bw / read_bw:.0%} of memory read)\n")
     print(f"{'workload':52s} {'mingpt tok/s':>13s} {'HF tok/s':>10s} {'ratio':>7s}  limit", flush=True)
 
     def row(name, o, h, note=''):  # printed as soon as measured
