@@ -65,7 +65,7 @@ class Linear(nn.Linear):
         if n < self.out_features:
             y = torch.cat([y, F.linear(x2[0], self.weight[n:])], dim=1)
         if self.bias is not None:
-            y = y + self.bias
+            y += self.bias  # in place, so y keeps its dtype (bf16 under autocast), as F.linear's output does
         return y.view(*x.shape[:-1], self.out_features)
 
 

@@ -116,6 +116,8 @@ def test_few_rows_linear_equals_nn_linear(threads, shape, out, bias):
     torch.set_num_threads(threads)  # the weight's rows split into `threads` blocks, with a remainder when uneven
     try:
         y = ours(x)
+        with torch.autocast('cpu', dtype=torch.bfloat16):  # mixed precision: the same dtype out as nn.Linear
+            assert ours(x).dtype == ref(x).dtype == torch.bfloat16
     finally:
         torch.set_num_threads(old)
     torch.testing.assert_close(y, ref(x), atol=1e-6, rtol=1e-5)
