@@ -72,19 +72,17 @@ def train_step_rate(ours, hf, batch, block, vocab, repeats):
     opt_hf = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': rest, 'weight_decay': 0.0}],
                                lr=3e-4, betas=(0.9, 0.95))  # what a Hugging Face user gets by default
 
-    def step_ours():
-        _, loss = ours(x, y)
-        ours.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
-        opt_ours.step()
+    def train_step(model, optimizer, loss_of):
+        def step():
+            loss = loss_of()
+            model.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        return step
 
-    def step_hf():
-        loss = hf(input_ids=x, labels=y).loss  # HF shifts labels inside: same work
-        hf.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(hf.parameters(), 1.0)
-        opt_hf.step()
+    step_ours = train_step(ours, opt_ours, lambda: ours(x, y)[1])
+    step_hf = train_step(hf, opt_hf, lambda: hf(input_ids=x, labels=y).loss)  # HF shifts labels inside: same work
 
     tokens = batch * block
     # interleave the two so that a change in machine speed hits both alike

@@ -91,7 +91,6 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, in that order
         self.c_proj = Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual
-        self.attn_pdrop = config.attn_pdrop
         self.attn_dropout = Dropout(config.attn_pdrop)
         self.resid_dropout = Dropout(config.resid_pdrop)
         self.explicit = config.attn_impl == 'explicit'
@@ -106,7 +105,7 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)
         # with dropout, SDPA on CPU falls back to this same math unfused; the explicit path is faster there
-        unfused = self.training and self.attn_pdrop > 0 and x.is_cpu
+        unfused = self.training and self.attn_dropout.p > 0 and x.is_cpu
         if self.explicit or self.keep_weights or unfused:
             y = self.explicit_attention(q, k, v)
         else:
@@ -137,7 +136,7 @@ class CausalSelfAttention(nn.Module):
     def sdpa_attention(self, q, k, v):
         """The same computation through PyTorch's fused kernels (flash / memory-efficient where available)."""
         Tq, Tk = q.size(2), k.size(2)
-        dropout_p = self.attn_pdrop if self.training else 0.0
+        dropout_p = self.attn_dropout.p if self.training else 0.0
         if Tq == Tk:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         # decoding with a cache: a single new query may see every key; several need the offset causal mask
