@@ -142,6 +142,5 @@ def main():
         row(f"generate 124M, batch {batch}, 16 -> +128", o, h, note)
 
 
-
 if __name__ == '__main__':
     main()
