@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -104,16 +106,18 @@ def test_causality(impl):
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
-@pytest.mark.parametrize('threads', [2, 3])
-@pytest.mark.parametrize('shape, out, bias', [((1, 1, 16), 11, False), ((2, 3, 16), 12, True), ((5, 16), 7, True),
-                                              ((4, 20, 16), 9, True)])  # the last has 80 rows: F.linear itself
+@pytest.mark.parametrize('threads', [2, 3, 5])  # 5 does not divide the 24 input features: F.linear itself
+@pytest.mark.parametrize('shape, out, bias', [((1, 1, 24), 11, False), ((2, 3, 24), 12, True), ((5, 24), 7, True),
+                                              ((4, 20, 24), 9, True)])  # the last has 80 rows: F.linear itself
 def test_few_rows_linear_equals_nn_linear(threads, shape, out, bias):
     torch.manual_seed(0)
-    ours, ref = Linear(16, out, bias=bias), torch.nn.Linear(16, out, bias=bias)
+    ours, ref = Linear(24, out, bias=bias), torch.nn.Linear(24, out, bias=bias)
     ref.load_state_dict(ours.state_dict())
+    ours.eval()  # on CPU eval() lays the weight out as (in, out), which the few-row path needs
+    assert ours.weight.t().is_contiguous() and torch.equal(ours.weight, ref.weight)
     x = torch.randn(shape, requires_grad=True)
     old = torch.get_num_threads()
-    torch.set_num_threads(threads)  # the weight's rows split into `threads` blocks, with a remainder when uneven
+    torch.set_num_threads(threads)  # each thread takes 24 / threads input features
     try:
         y = ours(x)
         with torch.autocast('cpu', dtype=torch.bfloat16):  # mixed precision: the same dtype out as nn.Linear
@@ -125,6 +129,24 @@ def test_few_rows_linear_equals_nn_linear(threads, shape, out, bias):
     gx, x.grad = x.grad, None
     ref(x).square().sum().backward()
     torch.testing.assert_close(gx, x.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_eval_relays_weights_in_place_and_train_restores_them():
+    torch.manual_seed(0)
+    m = GPT(config())
+    opt = m.configure_optimizers(SimpleNamespace(learning_rate=1e-3, betas=(0.9, 0.95), weight_decay=0.1))
+    idx = torch.randint(0, 11, (2, 8))
+    w, before = m.lm_head.weight, m.lm_head.weight.detach().clone()
+    m.eval()
+    # the same Parameter (the optimizer and the tied embedding still hold it), the same values, (in, out) memory
+    assert m.lm_head.weight is w and m.transformer.wte.weight is w and w in opt.param_groups[0]['params']
+    assert w.t().is_contiguous() and torch.equal(w, before)
+    assert all(l.weight.t().is_contiguous() for l in m.modules() if isinstance(l, Linear))
+    logits = m(idx)[0]
+    m.train()
+    assert all(p.is_contiguous() for p in m.parameters()) and torch.equal(w, before)
+    m.eval()
+    torch.testing.assert_close(m(idx)[0], logits)
 
 
 def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
