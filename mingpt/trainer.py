@@ -241,6 +241,7 @@ class Trainer:
             self.iter_time = tnow
         bar.close()
         if started_dist:
+            dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
             dist.destroy_process_group()
 
     # ----------------------------------------------------------------------------------------------------------
