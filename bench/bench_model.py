@@ -28,10 +28,29 @@ def median_time(fn, repeats, warmup=2):
     return statistics.median(times)
 
 
+def interleaved(fns, repeats, warmup=2):
+    """Median seconds of each function, timed in turns, so that a drift in machine speed (these machines drift
+    by +-30% over minutes) hits all of them alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(median_time(fn, 1, warmup=0))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def read_probe():
+    """A function that reads 512 MiB once (far larger than any cache), and the number of bytes it reads."""
+    x = torch.ones(128 * 1024 * 1024)
+    return (lambda: x.sum()), x.numel() * 4
+
+
 @torch.no_grad()
 def machine_limits(repeats):
-    x = torch.ones(128 * 1024 * 1024)  # 512 MiB: far larger than any cache
-    read_bw = x.numel() * 4 / median_time(lambda: x.sum(), repeats)
+    probe, nbytes = read_probe()
+    read_bw = nbytes / median_time(probe, repeats)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     matmul = 2 * 2048 ** 3 / median_time(lambda: a @ b, repeats)
     return read_bw, matmul
@@ -84,24 +103,22 @@ def train_step_rate(ours, hf, batch, block, vocab, repeats):
     step_ours = train_step(ours, opt_ours, lambda: ours(x, y)[1])
     step_hf = train_step(hf, opt_hf, lambda: hf(input_ids=x, labels=y).loss)  # HF shifts labels inside: same work
 
-    tokens = batch * block
-    # interleave the two so that a change in machine speed hits both alike
-    t_ours, t_hf = [], []
-    for _ in range(repeats):
-        t_ours.append(median_time(step_ours, 1, warmup=0 if t_ours else 2))
-        t_hf.append(median_time(step_hf, 1, warmup=0 if t_hf else 2))
-    return tokens / statistics.median(t_ours), tokens / statistics.median(t_hf)
+    t = interleaved({'ours': step_ours, 'hf': step_hf}, repeats)
+    return batch * block / t['ours'], batch * block / t['hf']
 
 
 @torch.no_grad()
 def generate_rate(ours, hf, batch, prompt, new, vocab, repeats):
+    """Tokens/s of both, and the memory read bandwidth measured between their runs (for batch 1's bound)."""
     ours.eval()
     hf.eval()
     idx = torch.randint(0, vocab, (batch, prompt))
-    t_ours = median_time(lambda: ours.generate(idx, new), repeats, warmup=1)
-    t_hf = median_time(lambda: hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new,
-                                           min_new_tokens=new, do_sample=False, pad_token_id=0), repeats, warmup=1)
-    return batch * new / t_ours, batch * new / t_hf
+    probe, nbytes = read_probe()
+    t = interleaved({'ours': lambda: ours.generate(idx, new), 'probe': probe,
+                     'hf': lambda: hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new,
+                                               min_new_tokens=new, do_sample=False, pad_token_id=0)},
+                    repeats, warmup=1)
+    return batch * new / t['ours'], batch * new / t['hf'], nbytes / t['probe']
 
 
 def main():
@@ -136,9 +153,9 @@ def main():
     weight_bytes = n * 4  # each new token reads every weight once (batch 1 is bound by that)
     for batch in (1, 8):
         # (greedy tokens of random-weight models are not compared: near-uniform logits make argmax ties)
-        o, h = generate_rate(ours, hf, batch, 16, 128, 50257, max(2, reps // 3))
-        note = (f"{o / (read_bw / weight_bytes):.0%} of bandwidth bound; the matmuls alone would run at "
-                f"{matmuls_only_rate(ours, reps):.0f} tok/s") if batch == 1 else ''
+        o, h, bw = generate_rate(ours, hf, batch, 16, 128, 50257, max(3, reps // 2))
+        note = (f"{o / (bw / weight_bytes):.0%} of bandwidth bound ({bw / 1e9:.1f} GB/s between the runs); the "
+                f"matmuls alone would run at {matmuls_only_rate(ours, reps):.0f} tok/s") if batch == 1 else ''
         row(f"generate 124M, batch {batch}, 16 -> +128", o, h, note)
 
 
