@@ -153,7 +153,7 @@ def main():
     weight_bytes = n * 4  # each new token reads every weight once (batch 1 is bound by that)
     for batch in (1, 8):
         # (greedy tokens of random-weight models are not compared: near-uniform logits make argmax ties)
-        o, h, bw = generate_rate(ours, hf, batch, 16, 128, 50257, max(3, reps // 2))
+        o, h, bw = generate_rate(ours, hf, batch, 16, 128, 50257, reps if batch == 1 else max(3, reps // 2))
         note = (f"{o / (bw / weight_bytes):.0%} of bandwidth bound ({bw / 1e9:.1f} GB/s between the runs); the "
                 f"matmuls alone would run at {matmuls_only_rate(ours, reps):.0f} tok/s") if batch == 1 else ''
         row(f"generate 124M, batch {batch}, 16 -> +128", o, h, note)
