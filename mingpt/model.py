@@ -353,14 +353,14 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx, caches)[:, -1, :])
         done = torch.zeros(B, 1, dtype=torch.bool, device=idx.device)
         window = idx
-        for _ in range(max_new_tokens):
+        for step in range(max_new_tokens):
             nxt = sample_next(logits.float(), temperature, do_sample, top_k, top_p, generator)
             if eos_token_id is not None:
                 nxt = nxt.masked_fill(done, eos_token_id)
                 done |= nxt == eos_token_id
             yield nxt
-            if eos_token_id is not None and done.all():
-                return
+            if step == max_new_tokens - 1 or (eos_token_id is not None and done.all()):
+                return  # no forward for a token nobody will read
             window = torch.cat([window, nxt], dim=1)[:, -self.block_size:]
             if caches[0].len < self.block_size:
                 logits = self.lm_head(self.hidden_states(nxt, caches)[:, -1, :])

@@ -214,6 +214,15 @@ def test_stream_yields_same_tokens_as_generate():
     assert torch.equal(streamed, m.generate(idx, 10))
 
 
+def test_generate_runs_one_forward_per_new_token():
+    m = model()
+    forwards = []
+    hidden_states = m.hidden_states
+    m.hidden_states = lambda *a, **kw: forwards.append(1) or hidden_states(*a, **kw)
+    m.generate(torch.randint(0, 11, (2, 3)), 5)
+    assert len(forwards) == 5  # the prompt's, then one per token but the last, whose logits nobody reads
+
+
 def test_eos_stops_a_row_and_others_go_on():
     m = model()
     idx = torch.randint(0, 11, (4, 3))
