@@ -66,9 +66,10 @@ class Linear(nn.Linear):
 
     def forward(self, x):
         rows, threads = x.numel() // self.in_features, torch.get_num_threads()
+        if not x.is_cpu or threads == 1 or rows > self.FEW_ROWS or self.in_features % threads:
+            return F.linear(x, self.weight, self.bias)  # training and long prompts leave here, first thing
         w_t = self.weight.t()  # (in, out)
-        if (not x.is_cpu or threads == 1 or rows > self.FEW_ROWS or not w_t.is_contiguous()
-                or self.in_features % threads):
+        if not w_t.is_contiguous():  # (out, in) memory: train mode, or a weight assigned by hand
             return F.linear(x, self.weight, self.bias)
         k = self.in_features // threads  # each thread's slice of the input features
         parts = torch.bmm(x.reshape(rows, threads, k).transpose(0, 1), w_t.view(threads, k, self.out_features))
