@@ -41,27 +41,31 @@ def interleaved(fns, repeats, warmup=2):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+PROBE_BYTES = 512 * 1024 ** 2  # far larger than any cache
+
+
 def read_probe():
-    """A function that reads 512 MiB once (far larger than any cache), and the number of bytes it reads."""
-    x = torch.ones(128 * 1024 * 1024)
-    return (lambda: x.sum()), x.numel() * 4
+    """A function that reads PROBE_BYTES once, as fast as torch can stream memory."""
+    x = torch.ones(PROBE_BYTES // 4)
+    return lambda: x.sum()
 
 
 @torch.no_grad()
 def machine_limits(repeats):
-    probe, nbytes = read_probe()
-    read_bw = nbytes / median_time(probe, repeats)
+    read_bw = PROBE_BYTES / median_time(read_probe(), repeats)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     matmul = 2 * 2048 ** 3 / median_time(lambda: a @ b, repeats)
     return read_bw, matmul
 
 
-@torch.no_grad()
-def matmuls_only_rate(model, repeats):
-    """Tokens/s if batch-1 generation did nothing but its matmuls: every Linear once, with one row."""
+def per_matrix_fns(model):
+    """Two floors for batch-1 generation, one token each: every Linear once on one row (the matmuls alone), and a
+    plain read (sum) of every weight matrix (what any code making one torch op per matrix pays just to read them:
+    each op starts cold, so this is well above the 512 MiB read's bytes / bandwidth)."""
     linears = [m for m in model.modules() if isinstance(m, Linear)]
     xs = {m.in_features: torch.randn(1, m.in_features) for m in linears}
-    return 1 / median_time(lambda: [m(xs[m.in_features]) for m in linears], repeats)
+    return {'matmuls': lambda: [m(xs[m.in_features]) for m in linears],
+            'reads': lambda: [m.weight.sum() for m in linears]}
 
 
 def build_pair(n_layer, n_head, n_embd, vocab, block, dropout):
@@ -108,17 +112,16 @@ def train_step_rate(ours, hf, batch, block, vocab, repeats):
 
 
 @torch.no_grad()
-def generate_rate(ours, hf, batch, prompt, new, vocab, repeats):
-    """Tokens/s of both, and the memory read bandwidth measured between their runs (for batch 1's bound)."""
+def generate_times(ours, hf, batch, prompt, new, vocab, repeats, extra=None):
+    """Seconds per run of both, of the 512 MiB read probe (for batch 1's bound) and of any extra functions, all
+    timed in turns."""
     ours.eval()
     hf.eval()
     idx = torch.randint(0, vocab, (batch, prompt))
-    probe, nbytes = read_probe()
-    t = interleaved({'ours': lambda: ours.generate(idx, new), 'probe': probe,
-                     'hf': lambda: hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new,
-                                               min_new_tokens=new, do_sample=False, pad_token_id=0)},
-                    repeats, warmup=1)
-    return batch * new / t['ours'], batch * new / t['hf'], nbytes / t['probe']
+    return interleaved({'ours': lambda: ours.generate(idx, new), 'probe': read_probe(),
+                        'hf': lambda: hf.generate(idx, attention_mask=torch.ones_like(idx), max_new_tokens=new,
+                                                  min_new_tokens=new, do_sample=False, pad_token_id=0),
+                        **(extra or {})}, repeats, warmup=1)
 
 
 def main():
@@ -153,11 +156,17 @@ def main():
     weight_bytes = n * 4  # each new token reads every weight once (batch 1 is bound by that)
     for batch in (1, 8):
         # (greedy tokens of random-weight models are not compared: near-uniform logits make argmax ties)
-        o, h, bw = generate_rate(ours, hf, batch, 16, 128, 50257, reps if batch == 1 else max(3, reps // 2))
-        note = (f"{o / (bw / weight_bytes):.0%} of bandwidth bound ({bw / 1e9:.1f} GB/s between the runs); the "
-                f"matmuls alone would run at {matmuls_only_rate(ours, reps):.0f} tok/s") if batch == 1 else ''
+        extra = per_matrix_fns(ours) if batch == 1 else None
+        t = generate_times(ours, hf, batch, 16, 128, 50257, reps if batch == 1 else max(3, reps // 2), extra)
+        o, h = batch * 128 / t['ours'], batch * 128 / t['hf']
+        note = ''
+        if batch == 1:
+            bw = PROBE_BYTES / t['probe']
+            bound = bw / weight_bytes  # tokens/s if every weight streamed at the probe's rate
+            note = (f"{o / bound:.0%} of bandwidth bound ({bw / 1e9:.1f} GB/s between the runs); reading each "
+                    f"weight matrix alone reaches {1 / t['reads'] / bound:.0%}, the matmuls alone "
+                    f"{1 / t['matmuls'] / bound:.0%}")
         row(f"generate 124M, batch {batch}, 16 -> +128", o, h, note)
-
 
 if __name__ == '__main__':
     main()
