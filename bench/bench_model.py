@@ -61,7 +61,7 @@ def machine_limits(repeats):
 def per_matrix_fns(model):
     """Two floors for batch-1 generation, one token each: every Linear once on one row (the matmuls alone), and a
     plain read (sum) of every weight matrix (what any code making one torch op per matrix pays just to read them:
-    each op starts cold, so this is well above the 512 MiB read's bytes / bandwidth)."""
+    each op starts cold, so this takes longer than the bytes at the 512 MiB read's rate)."""
     linears = [m for m in model.modules() if isinstance(m, Linear)]
     xs = {m.in_features: torch.randn(1, m.in_features) for m in linears}
     return {'matmuls': lambda: [m(xs[m.in_features]) for m in linears],
@@ -167,6 +167,7 @@ def main():
                     f"weight matrix alone reaches {1 / t['reads'] / bound:.0%}, the matmuls alone "
                     f"{1 / t['matmuls'] / bound:.0%}")
         row(f"generate 124M, batch {batch}, 16 -> +128", o, h, note)
+
 
 if __name__ == '__main__':
     main()
