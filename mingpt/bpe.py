@@ -54,11 +54,6 @@ def bytes_to_unicode():
     return table
 
 
-def get_pairs(word):
-    """The set of adjacent symbol pairs in a word (a sequence of symbols)."""
-    return set(zip(word, word[1:]))
-
-
 def _allows_endoftext(allowed_special):
     if allowed_special is True or allowed_special == 'all':
         return True
@@ -82,8 +77,6 @@ class Encoder:
         self.pat = regex.compile(GPT2_PATTERN)
         self.cache = {}  # pre-token (plain text) -> tuple of ids
         self.cache_size = cache_size
-        # bytes -> alphabet in one C call: decode the UTF-8 bytes as latin-1 (one char per byte), then translate
-        self._byte_table = {b: c for b, c in self.byte_encoder.items()}
         # id -> its bytes, for decode
         self._id_bytes = [b''] * (max(self.decoder) + 1)
         for i, s in self.decoder.items():
@@ -115,7 +108,8 @@ class Encoder:
         return parts
 
     def _encode_word(self, word):
-        token = word.encode('utf-8').decode('latin-1').translate(self._byte_table)
+        # bytes -> alphabet in one C call: latin-1 gives one char per byte, translate maps its ordinal to the table
+        token = word.encode('utf-8').decode('latin-1').translate(self.byte_encoder)
         i = self.encoder.get(token)
         if i is not None:  # most words are one token: no merge loop
             return (i,)
