@@ -4,6 +4,10 @@ minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_
 so that the defaults behave as minGPT's loop: a warmup + cosine learning-rate schedule, gradient accumulation,
 mixed precision, torch.compile, evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl,
 and DistributedDataParallel when started by torchrun.
+
+No run is lost: a fresh run refuses a work_dir that holds one, a resume refuses a checkpoint of another model or
+other data, nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random
+number generators' states, so they never change the training's trajectory.
 """
 import itertools
 import json
@@ -12,17 +16,18 @@ import os
 import random
 import time
 from collections import defaultdict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
+                          resolve_device, save_checkpoint, setup_logging)
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
@@ -30,6 +35,23 @@ PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng', 'sampler',
                    'best_val_loss', 'val_loss', 'format')
+# the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
+RANGES = {
+    'batch_size': dict(low=1, integer=True),
+    'grad_accum_steps': dict(low=1, integer=True),
+    'max_iters': dict(low=1, integer=True, none_ok=True),
+    'learning_rate': dict(low=0, low_open=True),
+    'min_lr': dict(low=0, none_ok=True),
+    'warmup_iters': dict(low=0, integer=True),
+    'lr_decay_iters': dict(low=1, integer=True, none_ok=True),
+    'weight_decay': dict(low=0),
+    'grad_norm_clip': dict(low=0, none_ok=True),
+    'eval_interval': dict(low=0, integer=True, none_ok=True),
+    'eval_iters': dict(low=1, integer=True),
+    'checkpoint_interval': dict(low=1, integer=True, none_ok=True),
+    'log_interval': dict(low=1, integer=True),
+    'num_workers': dict(low=0, integer=True),
+}
 
 
 class Trainer:
@@ -37,7 +59,7 @@ class Trainer:
     @staticmethod
     def get_default_config():
         C = CN()
-        # device to train on: 'auto' picks cuda when available, else cpu (under torchrun: cuda:LOCAL_RANK)
+        # device to train on: 'auto' picks cuda, then mps, then cpu (under torchrun: cuda:LOCAL_RANK)
         C.device = 'auto'
         # DataLoader worker processes; 0 cuts batches in this process, best for in-memory or memory-mapped data
         C.num_workers = 0
@@ -63,34 +85,44 @@ class Trainer:
         C.eval_interval = 500
         C.eval_iters = 20
         # files: metrics.jsonl, model.pt (best val loss, else latest) and ckpt.pt (all state, to resume) go here;
-        # None writes nothing
+        # None: the run config's system.work_dir (run_config, as the projects pass it), else no files at all
         C.work_dir = None
         C.checkpoint_interval = None  # write ckpt.pt every this many iterations (and at the end)
         C.resume = None  # True: continue from work_dir/ckpt.pt; or the path of a ckpt.pt
+        C.overwrite = False  # True: a fresh run may replace the run that work_dir holds (else it is refused)
         C.log_interval = 1  # iterations between lines of metrics.jsonl (reading the loss waits for the GPU)
         # a progress bar (iteration, loss, tokens/s) when max_iters is set; quiet=True turns it off
         C.quiet = False
         return C
 
-    def __init__(self, config, model, train_dataset, val_dataset=None, checkpoint_extras=None):
+    def __init__(self, config, model, train_dataset, val_dataset=None, checkpoint_extras=None, run_config=None,
+                 must_match=()):
+        """checkpoint_extras: project data saved in every checkpoint beside the trainer's own keys, e.g. {'vocab':
+        ...}. run_config: the project's whole config, saved as config.json and in checkpoints ('config'); its
+        system.work_dir is the default work_dir. must_match: keys of checkpoint_extras that a resume requires
+        unchanged, because they say what the model was trained on (a vocabulary, a tokenizer)."""
         self.config = config
         self.model = model
         self.optimizer = None
         self.scaler = None
         self.train_dataset = train_dataset
         self.val_dataset = val_dataset
-        # project data saved in every checkpoint beside the trainer's own keys, e.g. {'vocab': ..., 'config': ...}
+        self.run_config = run_config
         self.checkpoint_extras = dict(checkpoint_extras or {})
+        if run_config is not None:
+            self.checkpoint_extras.setdefault('config', run_config.to_dict())
+            if config.work_dir is None and hasattr(getattr(run_config, 'system', None), 'work_dir'):
+                config.work_dir = run_config.system.work_dir
+        self.must_match = tuple(must_match)
         self.callbacks = defaultdict(list)
-        self._check_config()
+        clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))
+        if clash:
+            raise ValueError(f"checkpoint_extras may not use the trainer's own keys {clash}; rename them")
         # torchrun tells each process its place through the environment
         self.world_size = int(os.environ.get('WORLD_SIZE', 1))
         self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0
         self.local_rank = int(os.environ.get('LOCAL_RANK', 0)) if self.world_size > 1 else 0
-        if config.device == 'auto':
-            self.device = 'cuda' if torch.cuda.is_available() else 'cpu'
-        else:
-            self.device = config.device
+        self.device = resolve_device(config.device)
         if self.world_size > 1 and self.device == 'cuda':
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type
@@ -111,21 +143,6 @@ class Trainer:
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
 
-    def _check_config(self):
-        c = self.config
-        if c.dtype not in DTYPES:
-            raise ConfigError(f"trainer.dtype must be one of {', '.join(DTYPES)}, not {c.dtype!r}")
-        if c.lr_schedule not in ('constant', 'cosine'):
-            raise ConfigError(f"trainer.lr_schedule must be 'constant' or 'cosine', not {c.lr_schedule!r}")
-        if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
-            raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
-        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
-            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
-                              "or give resume the checkpoint's path")
-        clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))
-        if clash:
-            raise ValueError(f"checkpoint_extras may not use the trainer's own keys {clash}; rename them")
-
     def add_callback(self, onevent: str, callback):
         self.callbacks[onevent].append(callback)
 
@@ -144,79 +161,87 @@ class Trainer:
     # the loop
 
     def run(self):
-        model, config = self.model, self.config
-        A = config.grad_accum_steps
-        if config.batch_size % (A * self.world_size):
-            raise ConfigError(f"trainer.batch_size ({config.batch_size}) must be a multiple of grad_accum_steps ({A}) "
-                              f"times the number of processes ({self.world_size})")
-        started_dist = self._init_distributed()
-        self.optimizer = model.configure_optimizers(config)
-        self.scaler = torch.amp.GradScaler(self.device_type, enabled=config.dtype == 'float16')
-        self.autocast = torch.autocast(self.device_type, dtype=DTYPES[config.dtype],
-                                       enabled=config.dtype != 'float32')
+        """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
+        batches = self._start()
+        x, y = self._to_device(next(batches))
+        while self.config.max_iters is None or self.iter_num < self.config.max_iters:
+            t0 = time.time()
+            x, y = self._optimization_step(x, y, batches)
+            self._after_step(t0)
+            self.iter_num += 1
+            tnow = time.time()
+            self.iter_dt = tnow - self.iter_time
+            self.iter_time = tnow
+        self._finish()
+
+    def _start(self):
+        """Everything before the first step. Every check (options, work_dir, the checkpoint to resume) comes before
+        the first file is written, so a refused run leaves work_dir as it was. Returns the batch iterator."""
+        c = self.config
+        self._check_config()
+        self._check_work_dir()
+        self._started_dist = self._init_distributed()
+        self.optimizer = self.model.configure_optimizers(c)
+        self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
+        self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
-        seed = int(torch.randint(2 ** 31 - 1, (1,)))
-        ckpt = self._load_resume_checkpoint() if config.resume else None
-        if ckpt is not None:
-            seed = ckpt['sampler']['seed']
-        self.sampler_seed = seed
-        self.iter_num = ckpt['iter_num'] if ckpt is not None else 0
-        train_model = self._wrap(model)
+        self.sampler_seed = int(torch.randint(2 ** 31 - 1, (1,)))
+        ckpt = self._resume() if c.resume else None
+        self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
-            self.train_dataset, num_workers=config.num_workers, pin_memory=self.device_type == 'cuda',
-            batch_sampler=StepSampler(len(self.train_dataset), config.batch_size, seed, self.iter_num, self.rank,
-                                      self.world_size, A)))
+            self.train_dataset, num_workers=c.num_workers, pin_memory=self.device_type == 'cuda',
+            batch_sampler=StepSampler(len(self.train_dataset), c.batch_size, self.sampler_seed, self.iter_num,
+                                      self.rank, self.world_size, c.grad_accum_steps)))
         # RNG states last: everything above may draw from them, and a resumed run must continue where it stopped
         if ckpt is not None:
             set_rng_state(ckpt['rng'][self.rank if self.rank < len(ckpt['rng']) else 0])
         elif self.world_size > 1:
-            torch.manual_seed(seed + self.rank)  # a different dropout mask on each rank
-        self._start_metrics(resumed=ckpt is not None)
-
-        bar = tqdm(total=config.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
-                   disable=config.quiet or config.max_iters is None or self.rank != 0)
-        model.train()
+            torch.manual_seed(self.sampler_seed + self.rank)  # a different dropout mask on each rank
+        self._start_files(resumed=ckpt is not None)
+        self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
+                         disable=c.quiet or c.max_iters is None or self.rank != 0)
+        self.model.train()
         self.iter_time = time.time()
-        train_time, tokens = 0.0, 0  # since the last metrics line
-        x, y = self._to_device(next(batches))
-        while config.max_iters is None or self.iter_num < config.max_iters:
-            t0 = time.time()
-            last = self.iter_num + 1 == config.max_iters
-            lr = self._set_lr(self.iter_num)
-            loss_sum = torch.zeros((), device=self.device)
-            for micro_step in range(A):
-                # DDP all-reduces the gradients in backward; on all but the last micro-step there is nothing to sync
-                sync = self.world_size == 1 or micro_step == A - 1
-                with nullcontext() if sync else train_model.no_sync():
-                    with self.autocast:
-                        _, loss = train_model(x, y)
-                    tokens += x.numel() * self.world_size
-                    x, y = self._to_device(next(batches))  # the next batch loads while the device computes
-                    self.scaler.scale(loss / A).backward()
-                loss_sum += loss.detach() / A
-            if config.grad_norm_clip:
-                self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the loss-scaled ones
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_norm_clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.world_size > 1:  # report the loss of the whole batch, not of this rank's share
-                dist.all_reduce(loss_sum)
-                loss_sum /= self.world_size
-            self.loss = loss_sum
+        self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
+        return batches
 
-            evaluate = self.val_dataset is not None and bool(config.eval_interval) and (
-                self.iter_num % config.eval_interval == 0 or last)
-            log = self.iter_num % config.log_interval == 0 or last or evaluate
-            if log:
-                record = {'iter': self.iter_num, 'loss': self.loss.item(), 'lr': lr}  # .item() waits for the device
-            train_time += time.time() - t0
-            if log:
-                record['tokens_per_s'] = tokens / train_time
-                mfu = self._mfu(record['tokens_per_s'], x.size(-1))
-                if mfu is not None:
-                    record['mfu'] = mfu
-                train_time, tokens = 0.0, 0
+    def _optimization_step(self, x, y, batches):
+        """One optimizer step over grad_accum_steps micro-batches, starting with (x, y); sets self.loss and returns
+        the next micro-batch, loaded while the device computes."""
+        c, A, model = self.config, self.config.grad_accum_steps, self._train_model
+        self._lr = self._set_lr(self.iter_num)
+        self._seq_len = x.size(-1)
+        loss_sum = torch.zeros((), device=self.device)
+        for micro_step in range(A):
+            # DDP all-reduces the gradients in backward; on all but the last micro-step there is nothing to sync
+            sync = self.world_size == 1 or micro_step == A - 1
+            with nullcontext() if sync else model.no_sync():
+                with self.autocast:
+                    _, loss = model(x, y)
+                self._since_log[1] += x.numel() * self.world_size
+                x, y = self._to_device(next(batches))
+                self.scaler.scale(loss / A).backward()
+            loss_sum += loss.detach() / A
+        if c.grad_norm_clip:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the loss-scaled ones
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_norm_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.world_size > 1:  # report the loss of the whole batch, not of this rank's share
+            dist.all_reduce(loss_sum)
+            loss_sum /= self.world_size
+        self.loss = loss_sum
+        return x, y
+
+    def _after_step(self, t0):
+        """Evaluation, callbacks, metrics.jsonl, the progress bar and checkpoints, after the step that began at t0."""
+        c = self.config
+        last = self.iter_num + 1 == c.max_iters
+        evaluate = self.val_dataset is not None and bool(c.eval_interval) and (
+            self.iter_num % c.eval_interval == 0 or last)
+        record = self._measure(t0) if self.iter_num % c.log_interval == 0 or last or evaluate else None
+        with rng_kept():  # evaluation and callbacks (sampling) must not change the training's random numbers
             if evaluate:
                 self.val_loss = record['val_loss'] = self.evaluate()
                 if self.val_loss < self.best_val_loss:
@@ -224,25 +249,121 @@ class Trainer:
                     self._save_model()  # model.pt holds the best model so far
                 self.trigger_callbacks('on_eval_end')
             self.trigger_callbacks('on_batch_end')
-            if log:
-                self._write_metrics(record)
-                if not bar.disable:
-                    bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
-            bar.update(1)
-            # last: the callbacks may draw random numbers (sampling), and a resumed run must not redo that
-            if config.checkpoint_interval and ((self.iter_num + 1) % config.checkpoint_interval == 0 or last):
-                self.save_checkpoint()
-                if self.val_dataset is None:
-                    self._save_model()  # no val loss to pick the best by: model.pt is the latest
+        if record is not None:
+            self._write_metrics(record)
+            if not self._bar.disable:
+                self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
+        self._bar.update(1)
+        if c.checkpoint_interval and ((self.iter_num + 1) % c.checkpoint_interval == 0 or last):
+            self.save_checkpoint()
+            if self.val_dataset is None:
+                self._save_model()  # no val loss to pick the best by: model.pt is the latest
 
-            self.iter_num += 1
-            tnow = time.time()
-            self.iter_dt = tnow - self.iter_time
-            self.iter_time = tnow
-        bar.close()
-        if started_dist:
+    def _measure(self, t0):
+        """This step's line of metrics.jsonl: loss, learning rate, tokens/s since the last line, MFU on a GPU."""
+        record = {'iter': self.iter_num, 'loss': self.loss.item(), 'lr': self._lr}  # .item() waits for the device
+        self._since_log[0] += time.time() - t0
+        seconds, tokens = self._since_log
+        record['tokens_per_s'] = tokens / seconds
+        mfu = self._mfu(record['tokens_per_s'], self._seq_len)
+        if mfu is not None:
+            record['mfu'] = mfu
+        self._since_log = [0.0, 0]
+        return record
+
+    def _finish(self):
+        self._bar.close()
+        if self._started_dist:
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
             dist.destroy_process_group()
+
+    # ----------------------------------------------------------------------------------------------------------
+    # checks before the run starts
+
+    def _check_config(self):
+        c = self.config
+        if c.dtype not in DTYPES:
+            raise ConfigError(f"trainer.dtype must be one of {', '.join(DTYPES)}, not {c.dtype!r}")
+        if c.lr_schedule not in ('constant', 'cosine'):
+            raise ConfigError(f"trainer.lr_schedule must be 'constant' or 'cosine', not {c.lr_schedule!r}")
+        for key, valid in RANGES.items():
+            check_range(f'trainer.{key}', getattr(c, key), **valid)
+        for beta in c.betas:
+            check_range('trainer.betas', beta, 0, 1, high_open=True)
+        A = c.grad_accum_steps
+        if c.batch_size % (A * self.world_size):
+            raise ConfigError(f"trainer.batch_size ({c.batch_size}) must be a multiple of grad_accum_steps ({A}) "
+                              f"times the number of processes ({self.world_size})")
+        if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
+            raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
+        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
+            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
+                              "or give resume the checkpoint's path")
+        if c.resume and c.overwrite:
+            raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
+                              "it: give one of them")
+
+    def _check_work_dir(self):
+        """A fresh run never replaces the run that work_dir holds: it stops here, before touching any file."""
+        c = self.config
+        if c.resume or c.overwrite or c.work_dir is None:
+            return
+        name = next((n for n in ('ckpt.pt', 'model.pt') if os.path.exists(self._path(n))), None)
+        if name is None:
+            return
+        try:
+            held = f"iteration {load_checkpoint(self._path(name), mmap=True)['iter_num']}"
+        except (ValueError, KeyError):
+            held = "an unreadable checkpoint"
+        resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
+        raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
+                          f"{resume}train in another work_dir (--trainer.work_dir=DIR), or replace it with "
+                          "--trainer.overwrite=True")
+
+    def _resume(self):
+        """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
+        run's: the same model config, the same project identity (must_match), and iterations left to train."""
+        c = self.config
+        path = c.resume if isinstance(c.resume, str) else self._path('ckpt.pt')
+        ckpt = load_checkpoint(path, map_location=self.device)
+        missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
+        if missing:
+            raise ValueError(f"{path} holds only weights (no {', '.join(missing)}), so training cannot continue from "
+                             "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
+        self._check_same_run(ckpt, path)
+        try:
+            self.model.load_state_dict(strip_prefixes(ckpt['model']))
+        except RuntimeError as e:
+            raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
+                             f"{e}") from None
+        self.optimizer.load_state_dict(ckpt['optimizer'])
+        if ckpt['scaler'] and self.scaler.is_enabled():
+            self.scaler.load_state_dict(ckpt['scaler'])
+        self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
+        self.sampler_seed, self.iter_num = ckpt['sampler']['seed'], ckpt['iter_num']
+        if self.rank == 0:
+            print(f"resuming from {path} at iteration {ckpt['iter_num']}")
+        return ckpt
+
+    def _check_same_run(self, ckpt, path):
+        held, max_iters = ckpt['iter_num'], self.config.max_iters
+        if max_iters is not None and max_iters <= held:
+            raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
+                              "nothing is left to train; raise --trainer.max_iters to train on")
+        config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
+        if isinstance(config, CN):
+            now = config.to_dict()
+            diff = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and saved[k] != now[k]]
+            if diff:
+                raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
+                                  f"({'; '.join(diff)}); give the model the settings it was trained with, or start "
+                                  "a new run in another work_dir")
+        for key in self.must_match:
+            if ckpt.get(key) != self.checkpoint_extras.get(key):
+                raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
+                                  f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
+                                  "model was trained on other data or another tokenizer; resume with what it was "
+                                  "trained on, or start a new run in another work_dir")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop
@@ -320,27 +441,30 @@ class Trainer:
         return (total[0] / total[1]).item()
 
     # ----------------------------------------------------------------------------------------------------------
-    # files: metrics.jsonl, model.pt, ckpt.pt
+    # files: metrics.jsonl, model.pt, ckpt.pt, args.txt, config.json
 
     def _path(self, name):
         return os.path.join(self.config.work_dir, name)
 
-    def _start_metrics(self, resumed):
-        """A new run starts metrics.jsonl afresh; a resumed one keeps the lines of the iterations it kept."""
+    def _start_files(self, resumed):
+        """Once the run is known to start: remove the temporary files of killed writes, the replaced run's
+        checkpoints (overwrite), the metrics of iterations to be redone; then record the run's arguments and config."""
         if self.rank != 0 or self.config.work_dir is None:
             return
         os.makedirs(self.config.work_dir, exist_ok=True)
-        path, kept = self._path('metrics.jsonl'), []
+        remove_stale_temps(self.config.work_dir)
+        if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
+            for name in ('ckpt.pt', 'model.pt'):
+                if os.path.exists(self._path(name)):
+                    os.remove(self._path(name))
+        path = self._path('metrics.jsonl')
+        kept = []
         if resumed and os.path.exists(path):
             with open(path) as f:
-                for line in f:
-                    try:
-                        if json.loads(line)['iter'] < self.iter_num:
-                            kept.append(line)
-                    except (ValueError, KeyError):
-                        pass  # a line cut short by the crash
-        with open(path, 'w') as f:
-            f.writelines(kept)
+                kept = [line for line in f if iter_of(line) is not None and iter_of(line) < self.iter_num]
+        atomic_write(path, lambda tmp: Path(tmp).write_text(''.join(kept)))  # a kill now leaves the old or the new
+        if self.run_config is not None:
+            setup_logging(self.run_config, self.config.work_dir)
 
     def _write_metrics(self, record):
         if self.rank == 0 and self.config.work_dir is not None:
@@ -380,25 +504,24 @@ class Trainer:
             'best_val_loss': self.best_val_loss,
         }, path or self._path('ckpt.pt'))
 
-    def _load_resume_checkpoint(self):
-        path = self.config.resume if isinstance(self.config.resume, str) else self._path('ckpt.pt')
-        ckpt = load_checkpoint(path, map_location=self.device)
-        missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
-        if missing:
-            raise ValueError(f"{path} holds only weights (no {', '.join(missing)}), so training cannot continue from "
-                             "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
-        try:
-            self.model.load_state_dict(strip_prefixes(ckpt['model']))
-        except RuntimeError as e:
-            raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
-                             f"{str(e)[:300]}") from None
-        self.optimizer.load_state_dict(ckpt['optimizer'])
-        if ckpt['scaler'] and self.scaler.is_enabled():
-            self.scaler.load_state_dict(ckpt['scaler'])
-        self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
-        if self.rank == 0:
-            print(f"resuming from {path} at iteration {ckpt['iter_num']}")
-        return ckpt
+
+def iter_of(line):
+    """The iteration of a whole line of metrics.jsonl; None for a line cut short by a kill."""
+    try:
+        return json.loads(line)['iter'] if line.endswith('\n') else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def describe_difference(saved, now):
+    """How two values of a must_match key differ, e.g. '62 of 65 entries differ' for two vocabularies."""
+    if isinstance(saved, (list, tuple)) and isinstance(now, (list, tuple)):
+        if len(saved) != len(now):
+            return f"{len(saved)} entries there, {len(now)} here"
+        return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
+    if saved is None or now is None:
+        return "the checkpoint has none" if saved is None else "this run has none"
+    return "not the same"
 
 
 class StepSampler:
@@ -414,6 +537,17 @@ class StepSampler:
         for step in itertools.count(self.start):
             ix = np.random.default_rng([self.seed, step]).integers(self.n, size=self.batch_size)
             yield from ix.reshape(self.world_size, self.accum, -1)[self.rank].tolist()
+
+
+@contextmanager
+def rng_kept():
+    """Run a block on a copy of every random number generator's state: whatever it draws (dropout in evaluation,
+    a sampling callback), the generators are as before when it ends."""
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def get_rng_state():

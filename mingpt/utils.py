@@ -1,9 +1,14 @@
-"""Small helpers every piece shares: the config tree (CfgNode), seeding and run logging."""
+"""Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding, the device, run files,
+atomic writes and checkpoints, and the command-line wrapper every project runs under (run_cli)."""
 import ast
 import json
+import math
 import os
 import random
+import re
 import sys
+import traceback
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,16 +25,63 @@ def set_seed(seed):
     torch.cuda.manual_seed_all(seed)
 
 
-def setup_logging(config):
-    """Create work_dir and record how this run was started (args.txt) and its full config (config.json)."""
+def check_range(key, value, low=None, high=None, low_open=False, high_open=False, none_ok=False, integer=False):
+    """Return value if it lies in the range (low/high None: unbounded; *_open: the bound itself excluded), else
+    raise a ConfigError naming the option, its value and the range, e.g. "trainer.batch_size=0 is out of range:
+    it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited')."""
+    if value is None and none_ok:
+        return value
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    ok = ok and (not integer or float(value).is_integer())
+    ok = ok and (low is None or (value > low if low_open else value >= low))
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if ok:
+        return value
+    parts = [f"{'>' if low_open else '>='} {low}" if low is not None else '',
+             f"{'<' if high_open else '<='} {high}" if high is not None else '']
+    rule = ' and '.join(p for p in parts if p)
+    rule = ('an integer ' if integer else 'a number ') + rule
+    raise ConfigError(f"{key}={value!r} is out of range: it must be {'None or ' if none_ok else ''}{rule}")
+
+
+def resolve_device(device='auto'):
+    """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given."""
+    if device != 'auto':
+        return device
+    if torch.cuda.is_available():
+        return 'cuda'
+    if torch.backends.mps.is_available():
+        return 'mps'
+    return 'cpu'
+
+
+def setup_logging(config, work_dir=None):
+    """Record in work_dir (default config.system.work_dir) how this run was started (args.txt) and its full config
+    (config.json). The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
-    work_dir = config.system.work_dir
-    os.makedirs(work_dir, exist_ok=True)
-    with open(os.path.join(work_dir, 'args.txt'), 'w') as f:
-        f.write(' '.join(sys.argv))
-    with open(os.path.join(work_dir, 'config.json'), 'w') as f:
-        f.write(json.dumps(config.to_dict(), indent=4))
+    work_dir = work_dir or config.system.work_dir
+    text = {'args.txt': ' '.join(sys.argv), 'config.json': json.dumps(config.to_dict(), indent=4)}
+    for name, content in text.items():
+        atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content))
+
+
+def run_cli(main, argv=None):
+    """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
+    prints `error: <message>` on stderr and exits with status 2. `--debug` on the command line (or MINGPT_DEBUG=1
+    in the environment) shows the full traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
+    argv = [a for a in argv if a != '--debug']
+    try:
+        return main(argv)
+    except (ValueError, OSError, RuntimeError) as e:  # ConfigError and UnicodeDecodeError are ValueErrors
+        if debug:
+            traceback.print_exc()
+        print(f"error: {e}", file=sys.stderr)
+        if not debug:
+            print("(run with --debug, or MINGPT_DEBUG=1, for the traceback)", file=sys.stderr)
+        sys.exit(2)
 
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
@@ -51,20 +103,32 @@ def atomic_write(path, write):
             os.remove(tmp)
 
 
+def remove_stale_temps(directory):
+    """Delete the temporary files of atomic_write calls killed before their rename (`<name>.tmp<pid>`): they are
+    never read, and at 124M parameters a checkpoint's is 1.5 GB. Returns the names removed."""
+    if not os.path.isdir(directory):
+        return []
+    stale = [n for n in os.listdir(directory) if re.fullmatch(r'.+\.tmp\d+', n)]
+    for name in stale:
+        os.remove(os.path.join(directory, name))
+    return stale
+
+
 def save_checkpoint(checkpoint, path):
     """torch.save the checkpoint dict atomically, marked with the project's checkpoint format."""
     atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))
 
 
-def load_checkpoint(path, map_location='cpu'):
-    """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so."""
+def load_checkpoint(path, map_location='cpu', mmap=False):
+    """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so.
+    mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except Exception as e:  # the whole message: torch's own says why an unsafe pickle was refused
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
-                         f"file): {type(e).__name__}: {str(e)[:200]}") from None
+                         f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); for Hugging Face "
                          "GPT-2 files use GPT.from_pretrained")
@@ -177,14 +241,16 @@ class CfgNode:
             out.append(f'--{key}={value}')
         return out
 
-    def merge_from_args(self, args):
+    def merge_from_args(self, args, usage=None):
         """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano']. Values are Python
         literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
-        and a key without its section where only one section has it. '--help' (or '-h') prints the whole
-        config with its defaults and exits."""
+        and a key without its section where only one section has it. '--help' (or '-h') prints `usage` (a
+        project's docstring), then the whole config with its defaults, and exits."""
         for arg in self._normalize_args(args):
             if arg in ('--help', '-h'):
-                print("Options (override any with --section.key=value):\n")
+                if usage:
+                    print(usage.strip() + '\n')
+                print("Options (override any with --section.key=value; --debug shows tracebacks):\n")
                 print(self)
                 sys.exit(0)
             if not arg.startswith('--'):
