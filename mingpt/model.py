@@ -1,20 +1,126 @@
-"""The GPT language model, top to bottom: attention, MLP, block, GPT, and generation.
+"""The GPT language model, top to bottom as the lecture draws it: token embedding and positional encoding,
+causal self-attention (query, key, value; heads; scaled dot-product; causal mask), the MLP, the block (layer norm,
+residual), the GPT head and its loss, then generation with a KV cache.
 
-References: OpenAI's GPT-2 (Radford et al. 2019) and Hugging Face's GPT2LMHeadModel, whose parameter names we keep
-so that GPT-2 checkpoints map one to one onto this model.
+References: OpenAI's GPT-2 (Radford et al. 2019), whose parameter names (wte, wpe, h, c_attn, c_proj, ln_f) we keep
+so that its checkpoints map one to one (see pretrained.py), and "Attention is all you need" (Vaswani et al. 2017)
+for the switchable parts: sinusoidal positions, post-norm ("Add & Norm") and ReLU.
 """
-import json
 import math
-import os
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.data import fetch
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint
+from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint
+
+
+# ---- positional encoding ----
+
+def sinusoidal_positions(n_positions, dim):
+    """The fixed table of "Attention is all you need": PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+    PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). Each dimension pair is a wave of its own wavelength."""
+    pos = torch.arange(n_positions, dtype=torch.float32)[:, None]  # (n_positions, 1)
+    freq = 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # 1 / 10000^(2i/d), (ceil(d/2),)
+    pe = torch.zeros(n_positions, dim)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[:dim // 2])
+    return pe
+
+
+class SinusoidalPositions(nn.Module):
+    """Looks positions up in the sinusoidal table: a buffer, not a parameter, so it is never trained or saved."""
+
+    def __init__(self, n_positions, dim):
+        super().__init__()
+        self.register_buffer('table', sinusoidal_positions(n_positions, dim), persistent=False)
+
+    def forward(self, pos):
+        return self.table[pos]
+
+
+# ---- attention ----
+
+def causal_mask(Tq, Tk, device=None):
+    """True where query i (the last Tq of Tk positions) may look at key j: j <= i, never the future."""
+    return torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril(diagonal=Tk - Tq)
+
+
+def padded_causal_mask(attention_mask, T):
+    """(B, 1, T, S) mask for the last T of S positions, from attention_mask (B, S), 1 on real tokens: a query
+    looks at the real tokens of its past, and always at itself (so a padding query's softmax is never empty)."""
+    S = attention_mask.size(1)
+    i = torch.arange(S - T, S, device=attention_mask.device)[:, None]  # the queries' positions
+    j = torch.arange(S, device=attention_mask.device)  # the keys'
+    return ((j <= i) & attention_mask.bool()[:, None, :] | (j == i))[:, None]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention: each position mixes the values of the positions it may look at, weighted by how well
+    its query matches their keys. As GPT uses it, masked (causal) self-attention: a position sees itself and the
+    past. The encoder-decoder transformer (seq2seq.py) reuses it with causal=False (the encoder sees both
+    directions) and with a `context` to attend to (cross-attention: queries from the decoder, keys and values
+    from the encoder)."""
+
+    def __init__(self, config, causal=True):
+        super().__init__()
+        if config.n_embd % config.n_head != 0:
+            raise ConfigError(f"n_embd ({config.n_embd}) must be a multiple of n_head ({config.n_head})")
+        self.n_head, self.n_embd, self.causal = config.n_head, config.n_embd, causal
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, stacked
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual
+        self.attn_dropout = nn.Dropout(config.attn_pdrop)
+        self.resid_dropout = nn.Dropout(config.resid_pdrop)
+        self.attn_impl = config.attn_impl
+        self.keep_weights = False  # attention_maps sets it; the weights of the last forward are then kept here
+        self.weights = None
+
+    def forward(self, x, context=None, mask=None, cache=None):
+        """x (B, T, C) -> (B, T, C). `context` (B, S, C): the sequence keys and values come from (default x).
+        `mask` (B or 1, 1, T, S), True where a query may look at a key: padding and the causal mask together;
+        None means the causal mask (or no mask, if not causal). `cache` holds the keys and values of earlier
+        tokens; x is then only the new ones."""
+        B, T, C = x.size()
+        if context is None:
+            q, k, v = self.c_attn(x).split(C, dim=2)
+        else:  # cross-attention: the same stacked weights, the query read from x, key and value from context
+            w_q, w_kv = self.c_attn.weight.split([C, 2 * C])
+            b_q, b_kv = self.c_attn.bias.split([C, 2 * C])
+            q = F.linear(x, w_q, b_q)
+            k, v = F.linear(context, w_kv, b_kv).split(C, dim=2)
+        # heads: split the channels into n_head independent attention problems of head_dim channels each
+        q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hd)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, nh, S, hd): the cached keys/values, then the new ones
+        y = self.attention(q, k, v, mask)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): the heads side by side again
+        return self.resid_dropout(self.c_proj(y))
+
+    def attention(self, q, k, v, mask):
+        """Scaled dot-product attention, by the formula or by PyTorch's fused kernels (the same numbers). The formula
+        runs when asked for (attn_impl='explicit'), for attention maps, and in CPU training with dropout, where
+        SDPA falls back to the same math unfused and is slower; SDPA (flash attention on a GPU) everywhere else."""
+        Tq, Tk = q.size(2), k.size(2)
+        causal = self.causal and mask is None  # a mask the caller gives already holds the causal part
+        dropout_p = self.attn_dropout.p if self.training else 0.0
+        if self.attn_impl == 'explicit' or self.keep_weights or (dropout_p > 0 and q.is_cpu):
+            return self.explicit_attention(q, k, v, causal_mask(Tq, Tk, q.device) if causal else mask)
+        if causal and 1 < Tq != Tk:  # several new tokens after a cache: the causal mask, offset by the cache
+            mask, causal = causal_mask(Tq, Tk, q.device), False
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=causal and Tq == Tk)
+
+    def explicit_attention(self, q, k, v, mask):
+        """softmax(Q K^T / sqrt(d)) V, written as on the slides; mask (False: may not look) becomes -inf."""
+        att = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, S): how well each query matches each key
+        if mask is not None:
+            att = att.masked_fill(~mask, float('-inf'))  # the softmax gives a hidden key weight exactly 0
+        att = F.softmax(att, dim=-1)  # each query's weights are positive and sum to 1
+        if self.keep_weights:
+            self.weights = att.detach()
+        att = self.attn_dropout(att)
+        return att @ v  # (B, nh, T, hd): each query's weighted mix of the values
 
 
 class KVCache:
@@ -37,152 +143,50 @@ class KVCache:
 
     def select(self, rows):
         """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
-        parent's keys and values. Only the filled part is copied."""
-        for name in ('k', 'v'):
-            old = getattr(self, name)
-            new = old.new_empty((len(rows),) + old.shape[1:])
-            new[:, :, :self.len] = old[rows, :, :self.len]
-            setattr(self, name, new)
+        parent's keys and values."""
+        self.k, self.v = self.k[rows], self.v[rows]
 
 
-class Linear(nn.Linear):
-    """nn.Linear (same parameters, same result) with a faster CPU path for the few rows of generation, where each
-    new token reads every weight from memory once. MKL streams an (in, out) matrix, GPT-2's own Conv1D layout, much
-    faster than nn.Linear's (out, in) one: so on CPU in eval mode the weight's memory holds W^T (still seen as
-    (out, in), through a transposed view), and each thread multiplies its slice of the input features by its block
-    of rows, the partial products then summed (GPT-2 124M generates 1.25x faster on 2 cores than with (out, in)
-    blocks). train() restores the (out, in) layout, which PyTorch's fused optimizer needs to be fast. From ~100
-    rows on (training, long prompts) MKL's own threading wins, so only up to FEW_ROWS rows take this path."""
-
-    FEW_ROWS = 64
-
-    def train(self, mode=True):
-        super().train(mode)
-        inference = not mode and self.weight.is_cpu
-        if inference != self.weight.t().is_contiguous():
-            with torch.no_grad():  # the same Parameter (optimizers and tied modules keep it), its memory relaid
-                self.weight.data = self.weight.t().contiguous().t() if inference else self.weight.contiguous()
-        return self
-
-    def forward(self, x):
-        rows, threads = x.numel() // self.in_features, torch.get_num_threads()
-        if not x.is_cpu or threads == 1 or rows > self.FEW_ROWS or self.in_features % threads:
-            return F.linear(x, self.weight, self.bias)  # training and long prompts leave here, first thing
-        w_t = self.weight.t()  # (in, out)
-        if not w_t.is_contiguous():  # (out, in) memory: train mode, or a weight assigned by hand
-            return F.linear(x, self.weight, self.bias)
-        k = self.in_features // threads  # each thread's slice of the input features
-        parts = torch.bmm(x.reshape(rows, threads, k).transpose(0, 1), w_t.view(threads, k, self.out_features))
-        y = parts.sum(0)
-        if self.bias is not None:
-            y += self.bias  # in place, so y keeps its dtype (bf16 under autocast), as F.linear's output does
-        return y.view(*x.shape[:-1], self.out_features)
-
-
-class Dropout(nn.Dropout):
-    """nn.Dropout: zero each element with probability p, scale the rest by 1/(1-p). On CPU the mask is drawn
-    with torch.rand, twice as fast as the Bernoulli sampler F.dropout uses; drawing masks is a fifth of a small
-    model's training step there."""
-
-    def forward(self, x):
-        if not (self.training and 0 < self.p < 1 and x.is_cpu):
-            return super().forward(x)
-        return x * torch.rand_like(x).ge_(self.p).div_(1 - self.p)  # keep where rand >= p: probability 1-p
-
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head masked self-attention: each position mixes the values of itself and the positions before it."""
-
-    def __init__(self, config):
-        super().__init__()
-        if config.n_embd % config.n_head != 0:
-            raise ConfigError(f"n_embd ({config.n_embd}) must be a multiple of n_head ({config.n_head})")
-        self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, in that order
-        self.c_proj = Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual
-        self.attn_dropout = Dropout(config.attn_pdrop)
-        self.resid_dropout = Dropout(config.resid_pdrop)
-        self.explicit = config.attn_impl == 'explicit'
-        self.weights = None  # the last attention weights (B, nh, T, T), kept only when keep_weights is set
-        self.keep_weights = False
-
-    def forward(self, x, cache=None):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        # heads: split the channels into n_head independent (B, nh, T, hd) attention problems
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
-        if cache is not None:
-            k, v = cache.append(k, v)
-        # with dropout, SDPA on CPU falls back to this same math unfused; the explicit path is faster there
-        unfused = self.training and self.attn_dropout.p > 0 and x.is_cpu
-        if self.explicit or self.keep_weights or unfused:
-            y = self.explicit_attention(q, k, v)
-        else:
-            y = self.sdpa_attention(q, k, v)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
-        return self.resid_dropout(self.c_proj(y))
-
-    @staticmethod
-    def causal_mask(Tq, Tk, device):
-        """True where query i (the last Tq of Tk positions) may look at key j: j <= i, never the future."""
-        return torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril(diagonal=Tk - Tq)
-
-    def explicit_attention(self, q, k, v):
-        """Scaled dot-product attention written out: softmax(Q K^T / sqrt(d) + M) V, where the causal mask M is
-        -inf where a query would see the future (so softmax gives it weight 0) and 0 elsewhere."""
-        B, nh, Tq, hd = q.size()
-        Tk = k.size(2)
-        M = torch.zeros(Tq, Tk, device=q.device, dtype=q.dtype)
-        M.masked_fill_(~self.causal_mask(Tq, Tk, q.device), float('-inf'))
-        # M + (Q K^T) / sqrt(d) for all B * nh heads in one fused op (baddbmm: beta * M + alpha * Q @ K^T)
-        att = torch.baddbmm(M, q.reshape(B * nh, Tq, hd), k.reshape(B * nh, Tk, hd).transpose(1, 2),
-                            alpha=1 / math.sqrt(hd))
-        att = F.softmax(att, dim=-1).view(B, nh, Tq, Tk)
-        if self.keep_weights:
-            self.weights = att.detach()
-        return self.attn_dropout(att) @ v
-
-    def sdpa_attention(self, q, k, v):
-        """The same computation through PyTorch's fused kernels (flash / memory-efficient where available)."""
-        Tq, Tk = q.size(2), k.size(2)
-        dropout_p = self.attn_dropout.p if self.training else 0.0
-        if Tq == Tk:
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        # decoding with a cache: a single new query may see every key; several need the offset causal mask
-        mask = None if Tq == 1 else self.causal_mask(Tq, Tk, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-
+# ---- the MLP, the block ----
 
 class MLP(nn.Module):
-    """Position-wise feed-forward network: widen 4x, GELU, project back."""
+    """Position-wise feed-forward network: widen 4x, a non-linearity, project back."""
 
     def __init__(self, config):
         super().__init__()
-        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.gelu = nn.GELU(approximate='tanh')  # GPT-2's GELU is the tanh approximation
-        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
-        self.dropout = Dropout(config.resid_pdrop)
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        # GPT-2's GELU is the tanh approximation; "Attention is all you need" used ReLU
+        self.act = nn.GELU(approximate='tanh') if config.activation == 'gelu' else nn.ReLU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+def add_and_norm(x, sublayer, ln, norm):
+    """The residual connection around a sub-layer, with its layer norm before it (norm='pre', GPT-2:
+    x + f(LN(x))) or after the sum (norm='post', the original "Add & Norm": LN(x + f(x)))."""
+    return ln(x + sublayer(x)) if norm == 'post' else x + sublayer(ln(x))
 
 
 class Block(nn.Module):
-    """A transformer block, pre-LN as GPT-2: layer norm before each sub-layer, its output added to the residual."""
+    """A transformer block: attention, then the MLP, each inside a residual connection with a layer norm."""
 
     def __init__(self, config):
         super().__init__()
+        self.norm = config.norm
         self.ln_1 = nn.LayerNorm(config.n_embd)
         self.attn = CausalSelfAttention(config)
         self.ln_2 = nn.LayerNorm(config.n_embd)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None):
-        x = x + self.attn(self.ln_1(x), cache)  # residual connection around attention
-        x = x + self.mlp(self.ln_2(x))  # and around the MLP
-        return x
+    def forward(self, x, mask=None, cache=None):
+        x = add_and_norm(x, lambda h: self.attn(h, mask=mask, cache=cache), self.ln_1, self.norm)
+        return add_and_norm(x, self.mlp, self.ln_2, self.norm)
 
+
+# ---- GPT ----
 
 class GPT(nn.Module):
     """GPT Language Model"""
@@ -199,6 +203,8 @@ class GPT(nn.Module):
         'gpt-micro': dict(n_layer=4, n_head=4, n_embd=128),
         'gpt-nano': dict(n_layer=3, n_head=3, n_embd=48),
     }
+    CHOICES = dict(attn_impl=('sdpa', 'explicit'), pos_embd=('learned', 'sinusoidal'), norm=('pre', 'post'),
+                   activation=('gelu', 'relu'))
 
     @staticmethod
     def get_default_config():
@@ -217,21 +223,28 @@ class GPT(nn.Module):
         C.attn_pdrop = 0.1
         # 'sdpa' (PyTorch's fused kernels) or 'explicit' (softmax(QK^T/sqrt(d))V written out, for teaching)
         C.attn_impl = 'sdpa'
+        # the parts a lecture switches; GPT-2's choice first: 'learned' or 'sinusoidal' positions, layer norm
+        # 'pre' (before each sub-layer) or 'post' (after the residual sum), 'gelu' or 'relu'
+        C.pos_embd = 'learned'
+        C.norm = 'pre'
+        C.activation = 'gelu'
         return C
 
     def __init__(self, config):
         super().__init__()
-        self._resolve_sizes(config)
+        self.check_config(config)
         self.config = config
         self.block_size = config.block_size
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
-            wpe=nn.Embedding(config.block_size, config.n_embd),  # learned positional encoding
-            drop=Dropout(config.embd_pdrop),
+            wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
+                 else SinusoidalPositions(config.block_size, config.n_embd)),
+            drop=nn.Dropout(config.embd_pdrop),
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=nn.LayerNorm(config.n_embd),
+            # pre-norm leaves the residual stream unnormalised; post-norm's last block already ends in a layer norm
+            ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
         ))
-        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # tied: the output head reads tokens like the input does
 
         # GPT-2's initialisation: N(0, 0.02), and residual projections scaled by 1/sqrt(2 * n_layer) so the
@@ -243,7 +256,11 @@ class GPT(nn.Module):
         print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
     @classmethod
-    def _resolve_sizes(cls, config):
+    def check_config(cls, config):
+        """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
+        for key, value in cls.get_default_config().to_dict().items():
+            if not hasattr(config, key):
+                setattr(config, key, value)
         if config.vocab_size is None or config.block_size is None:
             raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
                               "config.model.vocab_size = train_dataset.get_vocab_size())")
@@ -260,10 +277,16 @@ class GPT(nn.Module):
         elif any(s is None for s in sizes):
             raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
                               f"n_layer, n_head, n_embd (got n_layer={sizes[0]}, n_head={sizes[1]}, n_embd={sizes[2]})")
-        if getattr(config, 'attn_impl', 'sdpa') not in ('sdpa', 'explicit'):
-            raise ConfigError(f"attn_impl must be 'sdpa' or 'explicit', not {config.attn_impl!r}")
-        if not hasattr(config, 'attn_impl'):  # a config made by minGPT's own get_default_config
-            config.attn_impl = 'sdpa'
+        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
+            if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
+                raise ConfigError(f"model.{key} must be a whole number >= 1, got {getattr(config, key)!r}")
+        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
+            if not 0 <= getattr(config, key) < 1:
+                raise ConfigError(f"model.{key} is a dropout probability in [0, 1), got {getattr(config, key)!r}")
+        for key, choices in cls.CHOICES.items():
+            if getattr(config, key) not in choices:
+                raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
+                                  f"not {getattr(config, key)!r}")
 
     @classmethod
     def from_checkpoint(cls, path, map_location='cpu'):
@@ -286,7 +309,8 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
 
     def configure_optimizers(self, train_config):
-        """AdamW with weight decay on the weight matrices only (not biases or layer norm gains)."""
+        """AdamW with weight decay on the weight matrices only (not biases or layer norm gains). It reads only
+        self.parameters(), so any module can use it: GPT.configure_optimizers(classifier, train_config)."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": train_config.weight_decay},
@@ -296,22 +320,29 @@ class GPT(nn.Module):
         fused = device in ('cuda', 'cpu')  # one kernel for the whole update instead of one per tensor
         return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=train_config.betas, fused=fused)
 
-    def hidden_states(self, idx, caches=None):
-        """The final hidden state (after ln_f) of every position: (B, T, n_embd). `caches` (from new_caches)
-        hold the keys/values of earlier tokens; idx then holds only the new ones."""
+    def hidden_states(self, idx, caches=None, attention_mask=None):
+        """The final hidden state of every position of idx (B, T): (B, T, n_embd). `caches` (from new_caches) hold
+        the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
+        real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
+        real token."""
         B, T = idx.size()
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
             raise ValueError(f"cannot forward a sequence of length {start + T}: the model's context (block_size) "
                              f"is {self.block_size}; crop the input to its last {self.block_size} tokens")
-        pos = torch.arange(start, start + T, dtype=torch.long, device=idx.device)
+        mask = None
+        if attention_mask is None:
+            pos = torch.arange(start, start + T, device=idx.device)  # (T,)
+        else:
+            pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T)
+            mask = padded_causal_mask(attention_mask, T)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for i, block in enumerate(self.transformer.h):
-            x = block(x, caches[i] if caches else None)
+            x = block(x, mask, caches[i] if caches else None)
         return self.transformer.ln_f(x)
 
     def forward(self, idx, targets=None):
-        logits = self.lm_head(self.hidden_states(idx))
+        logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
@@ -321,182 +352,96 @@ class GPT(nn.Module):
     def attention_maps(self, idx):
         """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching)."""
         attns = [block.attn for block in self.transformer.h]
-        for a in attns:
-            a.keep_weights = True
         try:
+            for a in attns:
+                a.keep_weights = True
             self.hidden_states(idx)
+            return [a.weights for a in attns]
         finally:
             for a in attns:
-                a.keep_weights = False
-        weights = [a.weights for a in attns]
-        for a in attns:
-            a.weights = None
-        return weights
+                a.keep_weights, a.weights = False, None
 
-    def new_caches(self, batch_size):
+    # ---- generation ----
+
+    def new_caches(self, batch_size, max_len=None):
+        """One empty KVCache per layer, for up to max_len tokens (default block_size)."""
         p = self.lm_head.weight
         hd = self.config.n_embd // self.config.n_head
-        return [KVCache(batch_size, self.config.n_head, self.block_size, hd, p.device, p.dtype)
+        return [KVCache(batch_size, self.config.n_head, max_len or self.block_size, hd, p.device, p.dtype)
                 for _ in range(self.config.n_layer)]
+
+    def check_prompt(self, idx, attention_mask=None):
+        """Check a prompt (B, T) and return it with its attention_mask left-aligned: each row's padding moved to
+        its front, so every row's newest token is last and the sliding window drops padding before text."""
+        if idx.dim() != 2 or idx.size(1) == 0:
+            raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
+                             f"{tuple(idx.shape)} (e.g. start from a newline or start-of-text token)")
+        if idx.size(1) > self.block_size:
+            raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
+                             f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")
+        if attention_mask is None:
+            return idx, None
+        if attention_mask.shape != idx.shape:
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the prompt has "
+                             f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
+        order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
+        return idx.gather(1, order), attention_mask.gather(1, order)
+
+    def next_token_logits(self, seq, caches=None, attention_mask=None):
+        """Logits (B, vocab_size) of the token after each row of seq (B, T), the whole sequence so far. With caches,
+        only the tokens they have not seen go through the model. Past block_size the window of the last block_size
+        tokens slides: every position shifts, so the cached keys are stale and the window is recomputed."""
+        if seq.size(1) > self.block_size:
+            seq, caches = seq[:, -self.block_size:], None
+            attention_mask = None if attention_mask is None else attention_mask[:, -self.block_size:]
+        seen = caches[0].len if caches else 0
+        return self.lm_head(self.hidden_states(seq[:, seen:], caches, attention_mask)[:, -1])
 
     @torch.no_grad()
     def generate_stream(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
-                        eos_token_id=None, generator=None):
+                        eos_token_id=None, generator=None, attention_mask=None):
         """Yield the next token of every row, (B, 1), one step at a time. A row that has emitted eos_token_id
-        keeps yielding eos_token_id (padding) until all rows have, and then the stream stops."""
-        B, T = idx.size()
-        if T > self.block_size:
-            raise ValueError(f"the prompt has {T} tokens but the model's context (block_size) is {self.block_size}; "
-                             f"shorten it, e.g. idx[:, -{self.block_size}:]")
-        if T == 0:
-            raise ValueError("the prompt is empty; give at least one token (e.g. a start or newline token)")
-        caches = self.new_caches(B)
-        logits = self.lm_head(self.hidden_states(idx, caches)[:, -1, :])
-        done = torch.zeros(B, 1, dtype=torch.bool, device=idx.device)
-        window = idx
-        for step in range(max_new_tokens):
-            nxt = sample_next(logits.float(), temperature, do_sample, top_k, top_p, generator)
+        keeps yielding eos_token_id (padding) until all rows have, and then the stream stops. attention_mask
+        (B, T), 1 on real tokens and 0 on padding, lets rows of different lengths share a batch (left or right
+        padded): each row then continues as it would alone."""
+        idx, attention_mask = self.check_prompt(idx, attention_mask)
+        caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
+        done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
+        for _ in range(max_new_tokens):
+            logits = self.next_token_logits(idx, caches, attention_mask)
+            nxt = sample_next(logits.float(), temperature, do_sample, top_k, top_p, generator)  # (B, 1)
             if eos_token_id is not None:
                 nxt = nxt.masked_fill(done, eos_token_id)
                 done |= nxt == eos_token_id
             yield nxt
-            if step == max_new_tokens - 1 or (eos_token_id is not None and done.all()):
-                return  # no forward for a token nobody will read
-            window = torch.cat([window, nxt], dim=1)[:, -self.block_size:]
-            if caches[0].len < self.block_size:
-                logits = self.lm_head(self.hidden_states(nxt, caches)[:, -1, :])
-            else:
-                # past block_size every position shifts by one, so the cached keys are stale: recompute the window
-                logits = self.lm_head(self.hidden_states(window)[:, -1, :])
+            if done.all():
+                return
+            idx = torch.cat([idx, nxt], dim=1)
+            if attention_mask is not None:
+                attention_mask = torch.cat([attention_mask, torch.ones_like(nxt)], dim=1)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
-                 eos_token_id=None, generator=None):
+                 eos_token_id=None, generator=None, attention_mask=None):
         """Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete the sequence
         max_new_tokens times, feeding the predictions back into the model each time. Most likely you'll want
         to make sure to be in model.eval() mode of operation for this."""
-        steps = list(self.generate_stream(idx, max_new_tokens, temperature, do_sample, top_k, top_p,
-                                          eos_token_id, generator))
-        return torch.cat([idx] + steps, dim=1)
+        steps = self.generate_stream(idx, max_new_tokens, temperature, do_sample, top_k, top_p, eos_token_id,
+                                     generator, attention_mask)
+        return torch.cat([idx, *steps], dim=1)  # a padded prompt as given, each row's new tokens after it
 
-    # ---- GPT-2 weights in Hugging Face's layout: the names map one to one, four matrices are transposed ----
+    # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 
     @classmethod
     def from_pretrained(cls, name_or_path):
         """GPT-2 with its trained weights: a hub id ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl'), downloaded
         once into the cache, or a directory in Hugging Face's layout (config.json plus model.safetensors or
-        pytorch_model.bin, e.g. written by save_pretrained). Sizes come from config.json. Returned in eval mode."""
-        config_path, weights_path = _hf_files(name_or_path)
-        model = cls(_config_from_hf(cls.get_default_config(), config_path))
-        _load_hf_weights(model, weights_path)
-        return model.eval()
+        pytorch_model.bin, e.g. written by save_pretrained). Returned in eval mode."""
+        from mingpt.pretrained import load_gpt2
+        return load_gpt2(cls, name_or_path)
 
     def save_pretrained(self, save_directory):
         """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
-        GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically."""
-        from safetensors.torch import save_file
-        c = self.config
-        hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
-                  n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
-                  activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
-                  embd_pdrop=c.embd_pdrop, resid_pdrop=c.resid_pdrop, attn_pdrop=c.attn_pdrop,
-                  tie_word_embeddings=True)
-        # GPT-2's vocabulary: <|endoftext|> begins and ends texts; another vocabulary has no such token we know of
-        eot = GPT2_EOT if c.vocab_size > GPT2_EOT else None
-        hf.update(bos_token_id=eot, eos_token_id=eot)
-        tensors = {k: (v.t() if k.endswith(HF_CONV1D) else v).detach().cpu().contiguous()
-                   for k, v in self.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
-        folder = Path(save_directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
-        atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
-        return folder
-
-
-HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
-HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
-HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
-HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
-GPT2_EOT = 50256
-
-
-def _hf_files(name_or_path):
-    """(config.json, weights file) for a hub id or a directory in Hugging Face's layout."""
-    folder = Path(name_or_path).expanduser()
-    if folder.is_dir():
-        weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).exists()]
-        if not (folder / 'config.json').exists() or not weights:
-            sharded = any(folder.glob('*.index.json')) * ' (sharded checkpoints, *.index.json, are not supported)'
-            raise FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json "
-                                    f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
-        return folder / 'config.json', weights[0]
-    if name_or_path in HF_MODELS:
-        return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f))
-                     for f in ('config.json', 'model.safetensors'))
-    raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
-                     "holding config.json and model.safetensors (or pytorch_model.bin); no such directory exists")
-
-
-def _config_from_hf(C, config_path):
-    """Our config from Hugging Face's GPT-2 config.json; refuses variants this model does not implement."""
-    hf = json.loads(Path(config_path).read_text())
-    if hf.get('model_type', 'gpt2') != 'gpt2':
-        raise ValueError(f"{config_path} describes a {hf['model_type']!r} model; only GPT-2 checkpoints load here")
-    missing = [k for k in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'n_positions') if k not in hf]
-    if missing:
-        raise ValueError(f"{config_path} lacks {', '.join(missing)}: not a GPT-2 config.json")
-    unsupported = {k: hf[k] for k, ok in [('activation_function', ('gelu_new', 'gelu_pytorch_tanh')),
-                                         ('n_inner', (None, 4 * hf['n_embd'])), ('layer_norm_epsilon', (1e-5,)),
-                                         ('scale_attn_weights', (True,)), ('scale_attn_by_inverse_layer_idx', (False,))]
-                   if k in hf and hf[k] not in ok}
-    if unsupported:
-        raise ValueError(f"{config_path} asks for a GPT-2 variant this model does not implement: {unsupported}")
-    C.model_type = None
-    C.n_layer, C.n_head, C.n_embd = hf['n_layer'], hf['n_head'], hf['n_embd']
-    C.vocab_size, C.block_size = hf['vocab_size'], hf['n_positions']
-    for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
-        setattr(C, k, hf.get(k, getattr(C, k)))
-    return C
-
-
-def _load_hf_weights(model, path):
-    """Copy a Hugging Face GPT-2 state dict into model. Accepts the hub's base-model keys ('h.0.attn...', with the
-    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied and usually omitted)."""
-    try:
-        if path.suffix == '.safetensors':
-            from safetensors.torch import load_file
-            weights = load_file(path)
-        else:
-            weights = torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as e:
-        raise ValueError(f"cannot read {path} ({type(e).__name__}: {str(e)[:200]}): the file is truncated or "
-                         "corrupt; delete it and download or save it again") from None
-    ours = model.state_dict()
-    done = {'lm_head.weight'}  # tied to transformer.wte.weight
-    for key, w in weights.items():
-        name = key if key.startswith('transformer.') or key == 'lm_head.weight' else 'transformer.' + key
-        if name.endswith(HF_BUFFERS):
-            continue
-        if name == 'lm_head.weight':
-            wte = weights.get('transformer.wte.weight', weights.get('wte.weight'))
-            if wte is not None and not torch.equal(w, wte):
-                raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied "
-                                 "head cannot be loaded")
-            continue
-        if name not in ours:
-            raise ValueError(f"{path}: unexpected key {key!r}; is this a GPT-2 checkpoint?")
-        if name.endswith(HF_CONV1D):
-            w = w.t()  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
-        if w.shape != ours[name].shape:
-            transposed = ' (transposed from Conv1D)' * name.endswith(HF_CONV1D)
-            raise ValueError(f"{path}: key {key!r} has shape {tuple(w.shape)}{transposed} but the model built from "
-                             f"config.json expects {tuple(ours[name].shape)}; the "
-                             "weights and config.json do not belong together")
-        with torch.no_grad():
-            ours[name].copy_(w)
-        done.add(name)
-    missing = sorted(set(ours) - done)
-    if missing:
-        raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
-                         "incomplete or not a GPT-2 checkpoint")
-
+        GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained."""
+        from mingpt.pretrained import save_gpt2
+        return save_gpt2(self, save_directory)

@@ -19,12 +19,23 @@ def top_p_filter(logits, p):
     return logits.masked_fill(drop, float('-inf'))
 
 
+def check_sampling(temperature=1.0, top_k=None, top_p=None):
+    """Reject settings that would leave no token to sample, naming the option and its range."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 when sampling (got {temperature}); use do_sample=False for greedy")
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a whole number >= 1 (the k most probable tokens), got {top_k!r}; "
+                         "None keeps every token")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {top_p!r}; None or 1 keeps "
+                         "every token")
+
+
 def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):
     """Pick the next token of each row from logits (B, V): the argmax, or a sample after temperature/top-k/top-p."""
     if not do_sample:
         return logits.argmax(dim=-1, keepdim=True)
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 when sampling (got {temperature}); use do_sample=False for greedy")
+    check_sampling(temperature, top_k, top_p)
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
@@ -34,70 +45,70 @@ def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None
 
 
 @torch.no_grad()
-def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length_penalty=0.0):
+def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length_penalty=0.0, attention_mask=None):
     """The num_beams most probable continuations of one prompt idx (1, T), by the sum of their tokens' log-probs.
 
     At each step every kept sequence is extended by every token; of those candidates the num_beams with the highest
     total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id is finished and stops growing
     (it still competes for the final ranking). Finished sequences are ranked by sum / (new tokens ** length_penalty):
-    0 (the default) is the plain sum, larger values favour longer outputs.
+    0 (the default) is the plain sum, larger values favour longer outputs. attention_mask (1, T) marks a padded
+    prompt's real tokens (1) and padding (0), as in generate.
 
     Returns (sequences, scores): (n, T + max_new_tokens) with the prompt, best first, shorter ones padded with
     eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer sequences exist.
     """
     if idx.dim() != 2 or idx.size(0) != 1:
         raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
-    if num_beams < 1:
-        raise ValueError(f"num_beams must be at least 1, got {num_beams}")
-    T, block_size = idx.size(1), model.block_size
-    if T > block_size:
-        raise ValueError(f"the prompt has {T} tokens but the model's context (block_size) is {block_size}; "
-                         f"shorten it, e.g. idx[:, -{block_size}:]")
-    seqs, scores = idx, torch.zeros(1, device=idx.device)
+    if not isinstance(num_beams, int) or num_beams < 1:
+        raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
+    prompt, mask = model.check_prompt(idx, attention_mask)
+    T = idx.size(1)
+    seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)
-    caches = model.new_caches(1)
-    logits = model.lm_head(model.hidden_states(idx, caches)[:, -1])
+    caches = model.new_caches(1, min(T + max_new_tokens, model.block_size))
     for step in range(max_new_tokens):
-        logprobs = logits.float().log_softmax(dim=-1)  # (n, V)
-        V = logprobs.size(-1)
-        candidates = (scores[:, None] + logprobs).view(-1)
-        top_scores, top = candidates.topk(min(2 * num_beams, candidates.numel()))  # enough to refill after eos
-        rows, tokens, kept = [], [], []
-        for rank, (s, i) in enumerate(zip(top_scores.tolist(), top.tolist())):
-            if s == float('-inf') or len(rows) == num_beams:
-                break
-            row, token = divmod(i, V)
-            if token == eos_token_id:
-                if rank < num_beams:  # finishing is only kept if it ranks among the best num_beams candidates
-                    finished.append((s / (step + 1) ** length_penalty, torch.cat([seqs[row], top.new_tensor([token])])))
-                continue
-            rows.append(row)
-            tokens.append(token)
-            kept.append(s)
+        logprobs = model.next_token_logits(seqs, caches, mask).float().log_softmax(dim=-1)  # (n, V)
+        rows, tokens, kept, ended = best_extensions(scores, logprobs, num_beams, eos_token_id)
+        finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_tensor([token])]))
+                     for row, token, s in ended]
         if not rows:
             break
         rows_t, tokens_t = torch.tensor(rows, device=idx.device), torch.tensor(tokens, device=idx.device)
         seqs = torch.cat([seqs[rows_t], tokens_t[:, None]], dim=1)
         scores = torch.tensor(kept, device=idx.device)
+        if mask is not None:
+            mask = torch.cat([mask[rows_t], mask.new_ones(len(rows), 1)], dim=1)
+        for cache in caches:
+            cache.select(rows_t)  # each kept sequence continues from its parent's keys and values
         if len(finished) >= num_beams and length_penalty == 0 and \
                 sorted(f[0] for f in finished)[-num_beams] >= scores.max().item():
             break  # log-probs only decrease: no live sequence can beat the finished ones any more
-        if step == max_new_tokens - 1:
-            break
-        if caches[0].len < block_size:
-            for cache in caches:
-                cache.select(rows_t)
-            logits = model.lm_head(model.hidden_states(tokens_t[:, None], caches)[:, -1])
-        else:  # past block_size the window slides: recompute it without the cache
-            logits = model.lm_head(model.hidden_states(seqs[:, -block_size:])[:, -1])
     n = seqs.size(1) - T
     finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
     finished.sort(key=lambda f: -f[0])
     best = finished[:num_beams]
-    width = T + max_new_tokens
     pad = eos_token_id if eos_token_id is not None else 0
-    out = idx.new_full((len(best), width), pad)
+    out = idx.new_full((len(best), T + max_new_tokens), pad)
     for r, (_, seq) in enumerate(best):
         out[r, :seq.numel()] = seq
     return out, torch.tensor([s for s, _ in best])
 
+
+def best_extensions(scores, logprobs, num_beams, eos_token_id):
+    """The num_beams best extensions of the live sequences that do not end in eos, as lists of rows, tokens and
+    scores; and the eos extensions that rank among the best num_beams, as (row, token, score): they finish."""
+    candidates = (scores[:, None] + logprobs).view(-1)
+    top_scores, top = candidates.topk(min(2 * num_beams, candidates.numel()))  # enough to refill after eos
+    rows, tokens, kept, ended = [], [], [], []
+    for rank, (s, i) in enumerate(zip(top_scores.tolist(), top.tolist())):
+        if s == float('-inf') or len(rows) == num_beams:
+            break
+        row, token = divmod(i, logprobs.size(-1))
+        if token == eos_token_id:
+            if rank < num_beams:  # finishing is only kept if it ranks among the best num_beams candidates
+                ended.append((row, token, s))
+            continue
+        rows.append(row)
+        tokens.append(token)
+        kept.append(s)
+    return rows, tokens, kept, ended

@@ -1,10 +1,11 @@
+import math
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from mingpt.model import GPT, Dropout, Linear
-from mingpt.sampling import sample_next, top_k_filter, top_p_filter
+from mingpt.model import GPT, CausalSelfAttention, sinusoidal_positions
+from mingpt.sampling import beam_search, sample_next, top_k_filter, top_p_filter
 from mingpt.utils import ConfigError
 
 
@@ -53,6 +54,13 @@ def test_config_errors_are_clear():
         GPT(config(vocab_size=None))
     with pytest.raises(ConfigError, match="multiple of n_head"):
         GPT(config(n_head=3))
+    for key, bad, says in [('block_size', 0, 'whole number >= 1'), ('block_size', -4, 'whole number >= 1'),
+                           ('n_layer', 0, 'whole number >= 1'), ('embd_pdrop', -0.5, r'\[0, 1\)'),
+                           ('attn_pdrop', 1.0, r'\[0, 1\)'), ('norm', 'pst', "'pre', 'post'"),
+                           ('pos_embd', 'rope', "'learned', 'sinusoidal'"), ('activation', 'tanh', "'gelu', 'relu'"),
+                           ('attn_impl', 'flash', "'sdpa', 'explicit'")]:
+        with pytest.raises(ConfigError, match=f"model.{key} .*{says}"):
+            GPT(config(**{key: bad}))
     # a preset config can be used twice (the sizes it filled in agree with the preset)
     C = config(model_type='gpt-nano', n_layer=None, n_head=None, n_embd=None)
     GPT(C)
@@ -106,63 +114,102 @@ def test_causality(impl):
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
-@pytest.mark.parametrize('threads', [2, 3, 5])  # 5 does not divide the 24 input features: F.linear itself
-@pytest.mark.parametrize('shape, out, bias', [((1, 1, 24), 11, False), ((2, 3, 24), 12, True), ((5, 24), 7, True),
-                                              ((4, 20, 24), 9, True)])  # the last has 80 rows: F.linear itself
-def test_few_rows_linear_equals_nn_linear(threads, shape, out, bias):
-    torch.manual_seed(0)
-    ours, ref = Linear(24, out, bias=bias), torch.nn.Linear(24, out, bias=bias)
-    ref.load_state_dict(ours.state_dict())
-    ours.eval()  # on CPU eval() lays the weight out as (in, out), which the few-row path needs
-    assert ours.weight.t().is_contiguous() and torch.equal(ours.weight, ref.weight)
-    x = torch.randn(shape, requires_grad=True)
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)  # each thread takes 24 / threads input features
-    try:
-        y = ours(x)
-        with torch.autocast('cpu', dtype=torch.bfloat16):  # mixed precision: the same dtype out as nn.Linear
-            assert ours(x).dtype == ref(x).dtype == torch.bfloat16
-    finally:
-        torch.set_num_threads(old)
-    torch.testing.assert_close(y, ref(x), atol=1e-6, rtol=1e-5)
-    y.square().sum().backward()
-    gx, x.grad = x.grad, None
-    ref(x).square().sum().backward()
-    torch.testing.assert_close(gx, x.grad, atol=1e-5, rtol=1e-5)
-
-
-def test_eval_relays_weights_in_place_and_train_restores_them():
-    torch.manual_seed(0)
+def test_train_and_eval_leave_parameters_where_they_are():
     m = GPT(config())
-    opt = m.configure_optimizers(SimpleNamespace(learning_rate=1e-3, betas=(0.9, 0.95), weight_decay=0.1))
-    idx = torch.randint(0, 11, (2, 8))
-    w, before = m.lm_head.weight, m.lm_head.weight.detach().clone()
-    m.eval()
-    # the same Parameter (the optimizer and the tied embedding still hold it), the same values, (in, out) memory
-    assert m.lm_head.weight is w and m.transformer.wte.weight is w and w in opt.param_groups[0]['params']
-    assert w.t().is_contiguous() and torch.equal(w, before)
-    assert all(l.weight.t().is_contiguous() for l in m.modules() if isinstance(l, Linear))
-    logits = m(idx)[0]
-    m.train()
-    assert all(p.is_contiguous() for p in m.parameters()) and torch.equal(w, before)
-    m.eval()
-    torch.testing.assert_close(m(idx)[0], logits)
+    layout = {n: (p.data_ptr(), p.stride()) for n, p in m.named_parameters()}
+    for mode in (m.eval, m.train, m.eval):
+        mode()
+        assert {n: (p.data_ptr(), p.stride()) for n, p in m.named_parameters()} == layout
+        m.transformer.wte.weight.view(-1)  # a probe that needs contiguous memory works in either mode
 
 
-def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
+def test_three_token_attention_by_hand():
+    """One head, q = k = v = x for x1 = [1, 0], x2 = [0, 1], x3 = [1, 1] (d = 2), worked on paper:
+    token 3's scores x3.x1 = 1, x3.x2 = 1, x3.x3 = 2, scaled by 1/sqrt(2): 0.7071, 0.7071, 1.4142;
+    softmax: e^0.7071 = 2.0281, e^1.4142 = 4.1133, sum 8.1695 -> 0.2483, 0.2483, 0.5035;
+    output 0.2483 x1 + 0.2483 x2 + 0.5035 x3 = [0.7517, 0.7517]. Token 2 sees x1, x2: scores 0, 0.7071 ->
+    weights 1/3.0281 = 0.3302, 0.6698 -> [0.3302, 0.6698]. Token 1 sees only itself: [1, 0]."""
+    C = config(n_layer=1, n_head=1, n_embd=2, attn_impl='explicit')
+    attn = CausalSelfAttention(C)
+    with torch.no_grad():
+        attn.c_attn.weight.copy_(torch.eye(2).repeat(3, 1))  # query, key and value are all x itself
+        attn.c_attn.bias.zero_()
+        attn.c_proj.weight.copy_(torch.eye(2))
+        attn.c_proj.bias.zero_()
+    attn.keep_weights = True
+    y = attn(torch.tensor([[[1., 0.], [0., 1.], [1., 1.]]]))
+    torch.testing.assert_close(attn.weights[0, 0], torch.tensor([[1, 0, 0], [0.3302, 0.6698, 0],
+                                                                 [0.2483, 0.2483, 0.5035]]), atol=1e-4, rtol=0)
+    torch.testing.assert_close(y[0], torch.tensor([[1., 0.], [0.3302, 0.6698], [0.7517, 0.7517]]), atol=1e-4, rtol=0)
+
+
+def test_layer_norm_by_hand():
+    """"The" = [0.5, 0.1, 0.3]: mean 0.3, variance (0.04 + 0.04 + 0) / 3 = 0.02667, std 0.1633;
+    (x - mean) / std = [1.2247, -1.2247, 0] (the notes round to [1.23, -1.23, 0])."""
+    ln = torch.nn.LayerNorm(3, eps=0.0)  # GPT's layer norms start with gain 1 and bias 0
+    torch.testing.assert_close(ln(torch.tensor([0.5, 0.1, 0.3])), torch.tensor([1.2247, -1.2247, 0.]),
+                               atol=1e-4, rtol=0)
+
+
+def test_sinusoidal_positions_by_hand():
+    pe = sinusoidal_positions(50, 6)  # d = 6: wavelengths 10000^(0/6), 10000^(2/6), 10000^(4/6) times 2 pi
+    for pos in (0, 1, 7, 49):
+        for i in range(3):
+            angle = pos / 10000 ** (2 * i / 6)
+            assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert sinusoidal_positions(4, 5).shape == (4, 5)  # an odd width ends with a sine
+
+
+def test_sinusoidal_model_uses_the_table_and_saves_no_positions():
+    m = model(pos_embd='sinusoidal')
+    assert 'transformer.wpe.table' not in m.state_dict()  # fixed, not learned: nothing to save
+    assert not any('wpe' in n for n, _ in m.named_parameters())
+    idx = torch.randint(0, 11, (1, 8))
+    wte = m.transformer.wte(idx)
+    x = wte + sinusoidal_positions(8, 16)
+    for block in m.transformer.h:
+        x = block(x)
+    torch.testing.assert_close(m(idx)[0], m.lm_head(m.transformer.ln_f(x)))
+
+
+def test_post_norm_block_is_add_and_norm():
+    m = model(norm='post', activation='relu')
+    block = m.transformer.h[0]
+    x = torch.randn(2, 8, 16)
+    # written out: LN(x + attention(x)), then LN(h + W2 relu(W1 h))
+    h = block.ln_1(x + block.attn(x))
+    mlp = block.mlp.c_proj(torch.relu(block.mlp.c_fc(h)))
+    torch.testing.assert_close(block(x), block.ln_2(h + mlp))
+    assert isinstance(m.transformer.ln_f, torch.nn.Identity)
+    pre = model().transformer.h[0]
+    h = x + pre.attn(pre.ln_1(x))  # GPT-2: x + f(LN(x))
+    torch.testing.assert_close(pre(x), h + pre.mlp(pre.ln_2(h)))
+
+
+@pytest.mark.parametrize('switch', [dict(), dict(norm='post'), dict(activation='relu'), dict(pos_embd='sinusoidal')])
+def test_each_variant_learns(switch):
     torch.manual_seed(0)
-    d = Dropout(0.1)
-    x = torch.rand(1000, 1000) + 1.0  # never 0, so a 0 in the output is a dropped element
-    x.requires_grad_(True)
-    y = d(x)
-    dropped = y == 0
-    assert abs(dropped.float().mean().item() - 0.1) < 0.003  # 10 standard deviations of the binomial
-    torch.testing.assert_close(y[~dropped], x[~dropped] / 0.9)
-    y.sum().backward()
-    torch.testing.assert_close(x.grad, (~dropped).float() / 0.9)  # the gradient passes where the value did
-    d.eval()
-    assert d(x) is x
-    assert torch.equal(Dropout(1.0)(x), torch.zeros_like(x))
+    m = GPT(config(**switch))
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    idx = torch.randint(0, 11, (4, 8))
+    losses = []
+    for _ in range(60):
+        loss = m(idx[:, :-1], idx[:, 1:])[1]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]  # random tokens: 60 steps memorise a good part of them
+
+
+def test_old_configs_get_the_gpt2_defaults():
+    C = config()
+    for key in ('pos_embd', 'norm', 'activation', 'attn_impl'):
+        delattr(C, key)  # a config from minGPT's get_default_config, or an older checkpoint
+    m = GPT(C)
+    assert (C.pos_embd, C.norm, C.activation) == ('learned', 'pre', 'gelu')
+    assert isinstance(m.transformer.wpe, torch.nn.Embedding)
 
 
 def test_sdpa_equals_explicit_attention():
@@ -178,6 +225,18 @@ def test_sdpa_equals_explicit_attention():
     ls.backward()
     le.backward()
     torch.testing.assert_close(sd.transformer.wte.weight.grad, ex.transformer.wte.weight.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize('new', [1, 3])
+def test_explicit_equals_sdpa_with_a_cache(new):
+    sd, ex = model(), model(attn_impl='explicit')
+    idx = torch.randint(0, 11, (2, 8))
+    full = sd.hidden_states(idx)
+    for m in (sd, ex):
+        caches = m.new_caches(2)
+        m.hidden_states(idx[:, :8 - new], caches)
+        torch.testing.assert_close(m.hidden_states(idx[:, 8 - new:], caches), full[:, 8 - new:],
+                                   atol=1e-5, rtol=1e-5)
 
 
 def test_attention_maps_are_causal_distributions():
@@ -282,3 +341,44 @@ def test_tiny_model_overfits_a_fixed_batch():
         loss.backward()
         opt.step()
     assert loss.item() < 0.05  # from ln(11) = 2.4
+
+
+def padded(rows, side, pad=0):
+    """Rows of different lengths as one (B, T) batch and its attention_mask (1 on real tokens)."""
+    T = max(len(r) for r in rows)
+    idx = torch.full((len(rows), T), pad)
+    mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for i, r in enumerate(rows):
+        sl = slice(T - len(r), T) if side == 'left' else slice(0, len(r))
+        idx[i, sl], mask[i, sl] = torch.tensor(r), 1
+    return idx, mask
+
+
+@pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
+@pytest.mark.parametrize('side', ['left', 'right'])
+@pytest.mark.parametrize('new', [3, 10])  # 10 slides the window past block_size 8
+def test_ragged_batch_equals_each_row_alone(side, new, impl):
+    m = model(attn_impl=impl)
+    rows = [[1, 2, 3, 4, 5], [6], [7, 8, 9]]
+    idx, mask = padded(rows, side, pad=10)
+    out = m.generate(idx, new, attention_mask=mask)[:, idx.size(1):]
+    for row, got in zip(rows, out):
+        alone = m.generate(torch.tensor([row]), new)[0, len(row):]
+        assert got.tolist() == alone.tolist()
+
+
+def test_padding_tokens_change_nothing():
+    m = model()
+    idx, mask = padded([[1, 2, 3], [4, 5]], 'left')
+    other = idx.masked_fill(mask == 0, 9)  # another padding token
+    a, b = m.generate(idx, 4, attention_mask=mask), m.generate(other, 4, attention_mask=mask)
+    assert torch.equal(a[:, 3:], b[:, 3:])
+
+
+def test_beam_search_with_a_padded_prompt():
+    m = model()
+    idx, mask = padded([[1, 2, 3], [4]], 'left')
+    seqs, scores = beam_search(m, idx[1:], 4, num_beams=3, attention_mask=mask[1:])
+    ref, ref_scores = beam_search(m, torch.tensor([[4]]), 4, num_beams=3)
+    assert torch.equal(seqs[:, 3:], ref[:, 1:])
+    torch.testing.assert_close(scores, ref_scores)

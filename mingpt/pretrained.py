@@ -1,0 +1,132 @@
+"""GPT-2's released weights in Hugging Face's layout: load them into a GPT (GPT.from_pretrained) and write a GPT
+back (GPT.save_pretrained). The parameter names map one to one; four matrices are transposed, because GPT-2
+stores them as Conv1D (in, out) where nn.Linear keeps (out, in)."""
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from mingpt.bpe import ENDOFTEXT_ID
+from mingpt.data import fetch
+from mingpt.utils import atomic_write
+
+HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
+HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
+HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
+HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
+
+
+def load_gpt2(cls, name_or_path):
+    """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory; sizes from config.json."""
+    config_path, weights_path = _hf_files(name_or_path)
+    model = cls(_config_from_hf(cls.get_default_config(), config_path))
+    _load_hf_weights(model, weights_path)
+    return model.eval()
+
+
+def _hf_files(name_or_path):
+    """(config.json, weights file) for a hub id or a directory in Hugging Face's layout."""
+    folder = Path(name_or_path).expanduser()
+    if folder.is_dir():
+        weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).exists()]
+        if not (folder / 'config.json').exists() or not weights:
+            sharded = ' (sharded checkpoints, *.index.json, are not supported)' if any(folder.glob('*.index.json')) else ''
+            raise FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json "
+                                    f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
+        return folder / 'config.json', weights[0]
+    if name_or_path in HF_MODELS:
+        return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f))
+                     for f in ('config.json', 'model.safetensors'))
+    raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
+                     "holding config.json and model.safetensors (or pytorch_model.bin); no such directory exists")
+
+
+def _config_from_hf(C, config_path):
+    """Our config from Hugging Face's GPT-2 config.json; refuses variants this model does not implement."""
+    hf = json.loads(Path(config_path).read_text())
+    if hf.get('model_type', 'gpt2') != 'gpt2':
+        raise ValueError(f"{config_path} describes a {hf['model_type']!r} model; only GPT-2 checkpoints load here")
+    missing = [k for k in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'n_positions') if k not in hf]
+    if missing:
+        raise ValueError(f"{config_path} lacks {', '.join(missing)}: not a GPT-2 config.json")
+    unsupported = {k: hf[k] for k, ok in [('activation_function', ('gelu_new', 'gelu_pytorch_tanh')),
+                                         ('n_inner', (None, 4 * hf['n_embd'])), ('layer_norm_epsilon', (1e-5,)),
+                                         ('scale_attn_weights', (True,)), ('scale_attn_by_inverse_layer_idx', (False,))]
+                   if k in hf and hf[k] not in ok}
+    if unsupported:
+        raise ValueError(f"{config_path} asks for a GPT-2 variant this model does not implement: {unsupported}")
+    C.model_type = None
+    C.n_layer, C.n_head, C.n_embd = hf['n_layer'], hf['n_head'], hf['n_embd']
+    C.vocab_size, C.block_size = hf['vocab_size'], hf['n_positions']
+    for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
+        setattr(C, k, hf.get(k, getattr(C, k)))
+    return C
+
+
+def _load_hf_weights(model, path):
+    """Copy a Hugging Face GPT-2 state dict into model. Accepts the hub's base-model keys ('h.0.attn...', with the
+    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied and usually omitted)."""
+    try:
+        if path.suffix == '.safetensors':
+            from safetensors.torch import load_file
+            weights = load_file(path)
+        else:
+            weights = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:
+        raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
+                         "corrupt; delete it and download or save it again") from None
+    ours = model.state_dict()
+    done = {'lm_head.weight'}  # tied to transformer.wte.weight
+    for key, w in weights.items():
+        name = key if key.startswith('transformer.') or key == 'lm_head.weight' else 'transformer.' + key
+        if name.endswith(HF_BUFFERS):
+            continue
+        if name == 'lm_head.weight':
+            wte = weights.get('transformer.wte.weight', weights.get('wte.weight'))
+            if wte is not None and not torch.equal(w, wte):
+                raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied "
+                                 "head cannot be loaded")
+            continue
+        if name not in ours:
+            raise ValueError(f"{path}: unexpected key {key!r}; is this a GPT-2 checkpoint?")
+        if name.endswith(HF_CONV1D):
+            w = w.t()  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
+        if w.shape != ours[name].shape:
+            transposed = ' (transposed from Conv1D)' if name.endswith(HF_CONV1D) else ''
+            raise ValueError(f"{path}: key {key!r} has shape {tuple(w.shape)}{transposed} but the model built from "
+                             f"config.json expects {tuple(ours[name].shape)}; the "
+                             "weights and config.json do not belong together")
+        with torch.no_grad():
+            ours[name].copy_(w)
+        done.add(name)
+    missing = sorted(set(ours) - done)
+    if missing:
+        raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
+                         "incomplete or not a GPT-2 checkpoint")
+
+
+def save_gpt2(model, save_directory):
+    """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
+    GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically."""
+    from safetensors.torch import save_file
+    c = model.config
+    variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
+    if variant:
+        raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
+                         "save it with the trainer's checkpoint (mingpt.utils.save_checkpoint) instead")
+    hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
+              n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
+              activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
+              embd_pdrop=c.embd_pdrop, resid_pdrop=c.resid_pdrop, attn_pdrop=c.attn_pdrop,
+              tie_word_embeddings=True)
+    # GPT-2's vocabulary: <|endoftext|> begins and ends texts; another vocabulary has no such token we know of
+    eot = ENDOFTEXT_ID if c.vocab_size > ENDOFTEXT_ID else None
+    hf.update(bos_token_id=eot, eos_token_id=eot)
+    tensors = {k: (v.t() if k.endswith(HF_CONV1D) else v).detach().cpu().contiguous()
+               for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
+    folder = Path(save_directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
+    atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
+    return folder
