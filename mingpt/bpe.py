@@ -1,4 +1,5 @@
-r"""GPT-2's byte-level BPE tokenizer, exact to OpenAI's ids (tested against tiktoken), written to be read.
+r"""GPT-2's byte-level BPE tokenizer, exact to OpenAI's ids (tested against tiktoken), written to be read, and
+training a new vocabulary of the same kind (train_bpe, or `python -m mingpt.bpe train FILE --vocab-size N --out DIR`).
 
 How GPT-2 turns text into ids:
 1. The text's UTF-8 bytes are the alphabet, so any string can be encoded. Each of the 256 byte values is shown
@@ -12,19 +13,33 @@ Speed: most pre-tokens are a single vocabulary entry, so we look the whole word 
 loop, and we remember every word's ids, so a text costs one regex pass, one dict look-up per word and one merge
 loop per distinct word.
 
+Training (train_bpe), the slides' algorithm: start from the 256 bytes, count every adjacent pair of symbols in
+the text, merge the most frequent pair into a new symbol, repeat until the vocabulary is full. The merges in order
+are vocab.bpe, the symbols encoder.json. BPETrainer keeps the counts up to date merge by merge instead of
+recounting: a merge touches only the words that contain its pair.
+
 Unicode versions: \p{L}, \p{N} and \s come from the `regex` package's Unicode tables. For characters assigned
 after GPT-2 was trained that is a choice, not a fact: e.g. regex 2026.x knows Unicode 17 (CJK Extension J,
 U+323B0..U+3347F, is letters) while tiktoken 0.14's Rust engine knows Unicode 16 (the same code points are
 symbols), so text containing them splits differently. On every other character the ids are tiktoken's.
 """
+import argparse
 import functools
+import heapq
 import json
+import os
+import warnings
+from collections import Counter, defaultdict
 from itertools import chain, repeat
+from pathlib import Path
 
+import numpy as np
 import regex
 import torch
+from tqdm.auto import tqdm
 
 from mingpt.data import fetch
+from mingpt.utils import atomic_write
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -37,7 +52,6 @@ VOCAB_BPE_SHA256 = '1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = '<|endoftext|>'
 ENDOFTEXT_ID = 50256
-NO_MERGE = 1 << 62  # the rank of a pair that vocab.bpe does not list
 
 
 def bytes_to_unicode():
@@ -54,33 +68,53 @@ def bytes_to_unicode():
     return table
 
 
-def _allows_endoftext(allowed_special):
+def _allowed_specials(allowed_special, special_tokens):
+    """The special tokens that encode() should honour, from its allowed_special argument."""
     if allowed_special is True or allowed_special == 'all':
-        return True
+        return frozenset(special_tokens)
     if allowed_special is False or allowed_special is None:
-        return False
+        return frozenset()
     if isinstance(allowed_special, (set, frozenset, list, tuple)):
-        return ENDOFTEXT in allowed_special
+        unknown = set(allowed_special).difference(special_tokens)
+        if unknown:
+            raise ValueError(f"allowed_special names {sorted(unknown)}, which this vocabulary does not have; its "
+                             f"special tokens are {sorted(special_tokens)}")
+        return frozenset(allowed_special)
     raise ValueError(f"allowed_special must be False, True, 'all' or a set of special tokens, got {allowed_special!r}")
 
 
-class Encoder:
-    """Text <-> GPT-2 ids. `encoder` maps token strings (in the bytes_to_unicode alphabet) to ids; `bpe_merges`
-    is the list of merges (first, second) in rank order, as read from vocab.bpe."""
+@functools.lru_cache(maxsize=16)
+def _special_splitter(specials):
+    """A regex that splits text around the given special tokens and keeps them (at odd indices of its split); the
+    longest is tried first, so a special token that contains another one wins."""
+    alternatives = sorted(specials, key=len, reverse=True)
+    return regex.compile('(' + '|'.join(map(regex.escape, alternatives)) + ')')
 
-    def __init__(self, encoder, bpe_merges, cache_size=1_000_000):
+
+class Encoder:
+    """Text <-> ids. `encoder` maps token strings (in the bytes_to_unicode alphabet) to ids; `bpe_merges` is the
+    list of merges (first, second) in rank order, as read from vocab.bpe. The special tokens ('<|endoftext|>' in
+    GPT-2) are the entries of `encoder` that are neither a byte nor made by a merge; their key is their own text.
+    `pattern` is the pre-tokeniser: GPT-2's regex, or None to merge the whole text as one word (the vocabulary of
+    train_bpe(..., pretokenize=False))."""
+
+    def __init__(self, encoder, bpe_merges, cache_size=1_000_000, pattern=GPT2_PATTERN):
         self.byte_encoder = bytes_to_unicode()
         self.byte_decoder = {v: k for k, v in self.byte_encoder.items()}
         self.encoder = encoder
         self.decoder = {v: k for k, v in encoder.items()}
-        self.bpe_ranks = {tuple(pair): rank for rank, pair in enumerate(bpe_merges)}
-        self.pat = regex.compile(GPT2_PATTERN)
+        self.bpe_merges = [tuple(pair) for pair in bpe_merges]
+        self.bpe_ranks = {pair: rank for rank, pair in enumerate(self.bpe_merges)}
+        made = set(self.byte_decoder).union(a + b for a, b in self.bpe_merges)
+        self.special_tokens = {s: i for s, i in encoder.items() if s not in made}
+        self.pat = regex.compile(pattern) if pattern else None
         self.cache = {}  # pre-token (plain text) -> tuple of ids
         self.cache_size = cache_size
-        # id -> its bytes, for decode
+        # id -> its bytes, for decode (a special token is written as itself, not in the byte alphabet)
         self._id_bytes = [b''] * (max(self.decoder) + 1)
         for i, s in self.decoder.items():
-            self._id_bytes[i] = bytes(self.byte_decoder[c] for c in s)
+            special = s in self.special_tokens
+            self._id_bytes[i] = s.encode('utf-8') if special else bytes(map(self.byte_decoder.__getitem__, s))
 
     def bpe(self, token):
         """Merge a pre-token (already in the bytes_to_unicode alphabet) into vocabulary symbols; returns them
@@ -88,24 +122,31 @@ class Encoder:
         return ' '.join(self._merge(token))
 
     def _merge(self, token):
+        """The symbols of one pre-token: the adjacent pair with the lowest rank merges first (the leftmost of two
+        equal ones), again and again. A heap of (rank, position) finds that pair; an entry whose pair has changed
+        since it was pushed is skipped when popped. So a long word (a whole text, without pre-tokenising) costs
+        n log n, not n^2."""
         if token in self.encoder:
             return [token]
         parts = list(token)
+        right = list(range(1, len(parts))) + [-1]  # the position of the next symbol still alive, -1 at the end
+        left = list(range(-1, len(parts) - 1))
         rank = self.bpe_ranks.get
-        # ranks[i]: the merge rank of the pair (parts[i], parts[i + 1]), NO_MERGE if vocab.bpe does not list it
-        ranks = list(map(rank, zip(parts, parts[1:]), repeat(NO_MERGE)))
-        while ranks:
-            best = min(ranks)
-            if best == NO_MERGE:
-                break
-            i = ranks.index(best)  # the lowest-ranked pair merges first (the leftmost one if it occurs twice)
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
-            del ranks[i]  # only the two pairs around the new symbol change
-            if i > 0:
-                ranks[i - 1] = rank((parts[i - 1], parts[i]), NO_MERGE)
-            if i < len(ranks):
-                ranks[i] = rank((parts[i], parts[i + 1]), NO_MERGE)
-        return parts
+        heap = [(r, i) for i, r in enumerate(map(rank, zip(parts, parts[1:]))) if r is not None]
+        heapq.heapify(heap)
+        while heap:
+            r, i = heapq.heappop(heap)
+            j = right[i]
+            if parts[i] is None or j < 0 or rank((parts[i], parts[j])) != r:
+                continue  # stale: this position's pair was merged or changed
+            parts[i], parts[j] = parts[i] + parts[j], None
+            k = right[i] = right[j]
+            for h, m in ((left[i], i), (i, k)):  # the two pairs around the new symbol
+                if h >= 0 and m >= 0 and (r := rank((parts[h], parts[m]))) is not None:
+                    heapq.heappush(heap, (r, h))
+            if k >= 0:
+                left[k] = i
+        return [p for p in parts if p is not None]
 
     def _encode_word(self, word):
         # bytes -> alphabet in one C call: latin-1 gives one char per byte, translate maps its ordinal to the table
@@ -117,6 +158,8 @@ class Encoder:
 
     def encode_ordinary(self, text):
         """Ids of `text`, with every character treated as text (so '<|endoftext|>' is 7 ordinary tokens)."""
+        if self.pat is None:  # no pre-tokeniser: the whole text is one word
+            return list(self._encode_word(text)) if text else []
         words = self.pat.findall(text)
         cache = self.cache
         new = set(words).difference(cache)
@@ -128,18 +171,21 @@ class Encoder:
         return list(chain.from_iterable(map(cache.__getitem__, words)))
 
     def encode(self, text, allowed_special=False):
-        """Ids of `text`. By default '<|endoftext|>' is plain text, like tiktoken's encode_ordinary; with
-        allowed_special=True (or 'all', or a set containing '<|endoftext|>') it becomes the single id 50256."""
+        """Ids of `text`. By default special tokens are plain text, like tiktoken's encode_ordinary; with
+        allowed_special=True (or 'all') each special token becomes its single id (50256 for '<|endoftext|>' in
+        GPT-2); a set allows only the special tokens it names."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}; decode bytes to str first")
-        if _allows_endoftext(allowed_special):
-            ids = []
-            for k, piece in enumerate(text.split(ENDOFTEXT)):
-                if k:
-                    ids.append(self.encoder[ENDOFTEXT])
+        allowed = _allowed_specials(allowed_special, self.special_tokens)
+        if not allowed:
+            return self.encode_ordinary(text)
+        ids = []
+        for k, piece in enumerate(_special_splitter(allowed).split(text)):
+            if k % 2:
+                ids.append(self.special_tokens[piece])
+            else:
                 ids.extend(self.encode_ordinary(piece))
-            return ids
-        return self.encode_ordinary(text)
+        return ids
 
     def decode_bytes(self, ids):
         """The raw bytes of a list of ids (a token may end in the middle of a UTF-8 character: when streaming,
@@ -150,31 +196,57 @@ class Encoder:
             return b''.join(map(self._id_bytes.__getitem__, ids))
         except (IndexError, TypeError):
             bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(self._id_bytes)]
-            raise ValueError(f"cannot decode ids {bad[:5]}: GPT-2 ids are ints in 0..{len(self._id_bytes) - 1}"
-                             ) from None
+            raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are ints in "
+                             f"0..{len(self._id_bytes) - 1}") from None
 
     def decode(self, ids):
         """Text of a list of ids; bytes that are not valid UTF-8 become U+FFFD, as in GPT-2."""
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
+    def save(self, directory):
+        """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
+        BPETokenizer(directory=...) read them back). The files hold the tokens and the merges, not the
+        pre-tokeniser: they are always read back with GPT-2's."""
+        directory = Path(directory)
+        merges = '\n'.join(['#version: 0.2'] + [f'{a} {b}' for a, b in self.bpe_merges]) + '\n'
+        for name, body in (('encoder.json', json.dumps(self.encoder)), ('vocab.bpe', merges)):
+            atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
+        return directory
+
+
+def _read_vocab(encoder_path, vocab_path):
+    """(encoder, merges) from encoder.json and vocab.bpe. Cached; the key holds each file's size and modification
+    time, so a vocabulary saved again to the same place is read again."""
+    stamps = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, (encoder_path, vocab_path)))
+    return _read_vocab_files(encoder_path, vocab_path, stamps)
+
 
 @functools.lru_cache(maxsize=4)
-def _read_vocab(encoder_path, vocab_path):
+def _read_vocab_files(encoder_path, vocab_path, stamps):
     try:
         with open(encoder_path, encoding='utf-8') as f:
             encoder = json.load(f)
         with open(vocab_path, encoding='utf-8') as f:
             lines = f.read().split('\n')
     except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read the GPT-2 vocabulary ({encoder_path}, {vocab_path}): {e}. Delete the "
-                         "damaged file so that it is fetched again") from None
+        raise ValueError(f"cannot read the BPE vocabulary ({encoder_path}, {vocab_path}): {e}. Delete the "
+                         "damaged file so that it is fetched (or trained) again") from None
     merges = [tuple(line.split()) for line in lines[1:] if line]
     return encoder, merges
 
 
-def get_encoder(encoder_path=None, vocab_path=None):
-    """A new Encoder for GPT-2's vocabulary. Files come from the given paths, else $MINGPT_DATA_DIR/gpt2/, else
-    the cache, else OpenAI's site (downloaded once, sha256-checked)."""
+def get_encoder(encoder_path=None, vocab_path=None, directory=None):
+    """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them). Else
+    GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache, else OpenAI's
+    site (downloaded once, sha256-checked)."""
+    if directory is not None:
+        if encoder_path or vocab_path:
+            raise ValueError("pass either directory or encoder_path/vocab_path, not both")
+        encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))
+        for path in (encoder_path, vocab_path):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
+                                        f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
     enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256)
     bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256)
     encoder, merges = _read_vocab(str(enc), str(bpe))
@@ -184,18 +256,20 @@ def get_encoder(encoder_path=None, vocab_path=None):
 class BPETokenizer:
     """minGPT's tokenizer interface: tok("text") -> (1, T) LongTensor; tok.decode(ids) -> str.
 
+    GPT-2's vocabulary by default; `directory` loads one saved by Encoder.save (e.g. trained with train_bpe).
     A list of strings gives a (B, T) LongTensor, where T is the longest row: shorter rows are right-padded with
-    `pad_token_id` (default 50256, '<|endoftext|>': GPT-2 has no pad token). Pass return_lengths=True to get
-    (ids, lengths) as well, lengths a (B,) LongTensor of the real row lengths (the mask is
-    `torch.arange(T) < lengths[:, None]`). Decoding a padded row gives back the padding as text; cut rows to
+    `pad_token_id` (default: the id of '<|endoftext|>', 50256 in GPT-2, which has no pad token). Pass
+    return_lengths=True to get (ids, lengths) as well, lengths a (B,) LongTensor of the real row lengths (the mask
+    is `torch.arange(T) < lengths[:, None]`). Decoding a padded row gives back the padding as text; cut rows to
     their lengths first.
     """
 
-    def __init__(self, allowed_special=False, pad_token_id=ENDOFTEXT_ID, encoder_path=None, vocab_path=None):
-        self.encoder = get_encoder(encoder_path, vocab_path)
+    def __init__(self, allowed_special=False, pad_token_id=None, encoder_path=None, vocab_path=None,
+                 directory=None):
+        self.encoder = get_encoder(encoder_path, vocab_path, directory)
         self.allowed_special = allowed_special
-        self.pad_token_id = pad_token_id
-        self.eot_token_id = ENDOFTEXT_ID
+        self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
+        self.pad_token_id = self.eot_token_id if pad_token_id is None else pad_token_id
         self.vocab_size = len(self.encoder.encoder)
 
     def __call__(self, text, return_tensors='pt', return_lengths=False):
@@ -210,6 +284,9 @@ class BPETokenizer:
                             f"got {type(text).__name__}{'' if isinstance(text, str) else ': ' + repr(text)[:60]}")
         lengths = [len(r) for r in rows]
         width = max(lengths)
+        if self.pad_token_id is None and min(lengths) < width:
+            raise ValueError(f"rows of different lengths need padding and this vocabulary has no {ENDOFTEXT}; "
+                             "pass pad_token_id= to BPETokenizer")
         out = torch.tensor([r + [self.pad_token_id] * (width - len(r)) for r in rows], dtype=torch.long)
         out = out.view(len(rows), width)  # (1, 0) for an empty string
         if return_lengths:
@@ -225,3 +302,305 @@ class BPETokenizer:
         if ids and isinstance(ids[0], (list, tuple)):
             return [self.encoder.decode(list(row)) for row in ids]
         return self.encoder.decode(list(ids))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training a vocabulary: the slides' algorithm, made fast by updating the pair counts instead of recounting them
+
+
+class BPETrainer:
+    """Byte-pair encoding training, one merge at a time (train_bpe drives it).
+
+    The distinct words of the text, each with how often it occurs, lie end to end: position p holds a symbol id,
+    `next`/`prev` link the symbols of one word (-1 at its ends), and a symbol merged into its left neighbour becomes
+    -1. `counts[pair]` is how often the pair of adjacent symbols occurs in the text, `where[pair]` the positions of
+    its left symbol. So a merge visits only the words that hold the pair and updates only the pairs beside each
+    occurrence. A heap of (-count, first position, pair) gives the next pair; entries go stale when a count
+    changes and are skipped when popped (lazy deletion).
+
+    Ties: among pairs of equal count, the one whose earliest occurrence in the text, as segmented now, comes first
+    (the text position of its left symbol). Words are laid out in the order of their first occurrence and a word's
+    first occurrence ends before the next new word begins, so the smallest position in `where[pair]` is that
+    earliest occurrence. `first[pair]` is a lower bound of it (merges only remove occurrences of an existing pair),
+    checked when the pair reaches the top of the heap.
+    """
+
+    def __init__(self, words):
+        """words: (bytes, count) for each distinct word, in the order of their first occurrence in the text."""
+        self.vocab = [bytes([b]) for b in range(256)]  # id -> bytes
+        self.symbols, self.next, self.prev, self.weight, self.starts = [], [], [], [], []
+        for word, count in words:
+            start = len(self.symbols)
+            self.starts.append(start)
+            self.symbols.extend(word)
+            self.weight.extend(repeat(count, len(word)))
+            self.next.extend([*range(start + 1, start + len(word)), -1])
+            self.prev.extend([-1, *range(start, start + len(word) - 1)])
+        self.counts, self.where, self.first, self.changed = {}, defaultdict(set), {}, set()
+        for i, j in enumerate(self.next):
+            if j >= 0:
+                self._add((self.symbols[i], self.symbols[j]), i, self.weight[i])
+        self.heap = [(-count, self.first[pair], pair) for pair, count in self.counts.items()]
+        heapq.heapify(self.heap)
+
+    def merge(self):
+        """Merge the most frequent pair everywhere into a new symbol, id len(vocab). Returns (first id, second id,
+        count), or None when no pair is left."""
+        best = self._pop_best()
+        if best is None:
+            return None
+        (a, b), count = best
+        self.vocab.append(self.vocab[a] + self.vocab[b])
+        self._replace((a, b), len(self.vocab) - 1)
+        return a, b, count
+
+    def word_symbols(self, w):
+        """The ids of distinct word number w as it is segmented now."""
+        i, out = self.starts[w], []
+        while i >= 0:
+            out.append(self.symbols[i])
+            i = self.next[i]
+        return out
+
+    def _pop_best(self):
+        heap, counts, first = self.heap, self.counts, self.first
+        while heap:
+            negative_count, position, pair = heapq.heappop(heap)
+            if counts.get(pair) != -negative_count or first[pair] != position:
+                continue  # stale: the pair's count or position changed after this entry was pushed
+            earliest = min(self.where[pair])
+            if earliest != position:  # its first occurrence was merged away: queue it again where it is now
+                first[pair] = earliest
+                heapq.heappush(heap, (negative_count, earliest, pair))
+                continue
+            return pair, -negative_count
+        return None
+
+    def _replace(self, pair, new):
+        """Rewrite each occurrence of pair as the symbol `new`, left to right (so 'aaa' becomes 'aa' 'a'), and update
+        the counts of the pairs beside it."""
+        a, b = pair
+        symbols, next_, prev = self.symbols, self.next, self.prev
+        for i in sorted(self.where.pop(pair)):
+            j = next_[i]
+            if symbols[i] != a or j < 0 or symbols[j] != b:
+                continue  # an overlapping occurrence just to the left took one of these symbols
+            w, h, k = self.weight[i], prev[i], next_[j]
+            if h >= 0:
+                self._remove((symbols[h], a), h, w)
+                self._add((symbols[h], new), h, w)
+            if k >= 0:
+                self._remove((b, symbols[k]), j, w)
+                self._add((new, symbols[k]), i, w)
+                prev[k] = i
+            symbols[i], symbols[j], next_[i] = new, -1, k
+        for p in (self.counts, self.first, self.where):
+            p.pop(pair, None)
+        for p in self.changed:
+            if p in self.counts:
+                heapq.heappush(self.heap, (-self.counts[p], self.first[p], p))
+        self.changed.clear()
+
+    def _add(self, pair, i, weight):
+        self.counts[pair] = self.counts.get(pair, 0) + weight
+        self.where[pair].add(i)
+        if i < self.first.get(pair, i + 1):
+            self.first[pair] = i
+        self.changed.add(pair)
+
+    def _remove(self, pair, i, weight):
+        self.counts[pair] -= weight
+        self.where[pair].discard(i)
+        self.changed.add(pair)
+        if not self.counts[pair]:
+            del self.counts[pair], self.where[pair], self.first[pair]
+
+
+def _check_special_tokens(special_tokens, vocab_size):
+    specials = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
+    if not all(isinstance(s, str) and s for s in specials) or len(set(specials)) < len(specials):
+        raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
+    if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
+        raise ValueError(f"vocab_size={vocab_size!r} is too small: it counts the 256 byte tokens, the merges and the "
+                         f"{len(specials)} special tokens, so it must be an int of at least {256 + len(specials)}")
+    return specials
+
+
+def _cut(text, specials, pretokenize):
+    """The text as training sees it: a list whose even items are lists of words (str) and odd items the special
+    tokens between them. Special tokens are cut out first; then GPT-2's regex cuts words, or (pretokenize=False)
+    each piece between special tokens is one word."""
+    pieces = _special_splitter(frozenset(specials)).split(text) if specials else [text]
+    words = regex.compile(GPT2_PATTERN).findall if pretokenize else lambda piece: [piece] if piece else []
+    return [piece if k % 2 else words(piece) for k, piece in enumerate(pieces)]
+
+
+def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), progress=False, show=False):
+    """Learn a byte-level BPE vocabulary of `vocab_size` tokens from `text`; returns an Encoder (write it with
+    .save(directory)). The slides' algorithm: start from the 256 bytes, count adjacent pairs, merge the most
+    frequent pair, repeat.
+
+    - vocab_size counts the 256 byte tokens, the merges and the special tokens. Ids: the bytes by value (0..255),
+      then the merges in order, then the special tokens.
+    - pretokenize=True: GPT-2's regex cuts the text first and pairs never cross a cut. False: the plain algorithm on
+      the raw bytes (spaces merge too), and the Encoder it returns does not pre-tokenise either.
+    - Ties go to the pair that occurs first in the text as it is segmented at that step (see BPETrainer).
+    - Special tokens are cut out of the text first, so they are never split or merged; they get the last ids.
+    - If no pair is left, training stops early with a warning and the vocabulary is smaller.
+    progress: a tqdm bar over merges. show: print each merge, its count and the start of the text after it.
+    """
+    specials = _check_special_tokens(special_tokens, vocab_size)
+    parts = _cut(text, specials, pretokenize)
+    words = Counter(chain.from_iterable(parts[::2]))  # in the order of first occurrence
+    trainer = BPETrainer((word.encode('utf-8'), count) for word, count in words.items())
+    layout = _show_layout(parts, words) if show else None
+    merges, n_tokens = [], vocab_size - len(specials)
+    with tqdm(total=n_tokens - 256, desc='BPE merges', unit='merge', disable=not progress) as bar:
+        if show:
+            tqdm.write(f'start: {_render(trainer, layout)}')
+        while len(trainer.vocab) < n_tokens:
+            step = trainer.merge()
+            if step is None:
+                warnings.warn(f"no pair of symbols is left after {len(merges)} merges: the vocabulary has "
+                              f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
+                break
+            merges.append(step[:2])
+            bar.update()
+            if show:
+                a, b, count = (trainer.vocab[i].decode('utf-8', 'replace') if k < 2 else i for k, i in enumerate(step))
+                tqdm.write(f'merge {len(merges)}: {a!r} + {b!r} -> {a + b!r} (count {count})\n'
+                           f'  {_render(trainer, layout)}')
+    return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
+
+
+def _show_layout(parts, words, limit=400):
+    """The start of the text (about `limit` characters) as a list of distinct-word numbers and special tokens."""
+    index = {word: k for k, word in enumerate(words)}
+    layout, size = [], 0
+    for k, part in enumerate(parts):
+        for item in (part if k % 2 == 0 else [part]):
+            if size >= limit:
+                return layout + ['…']
+            layout.append(index[item] if k % 2 == 0 else item)
+            size += len(item)
+    return layout
+
+
+def _render(trainer, layout):
+    """The text as segmented now, tokens separated by '|'."""
+    tokens = []
+    for item in layout:
+        tokens += [trainer.vocab[i].decode('utf-8', 'replace') for i in trainer.word_symbols(item)] \
+            if isinstance(item, int) else [item]
+    return '|'.join(tokens).replace('\n', '\\n').replace('\r', '\\r').replace('\t', '\\t')
+
+
+def _encoder_from(vocab, merges, specials, pattern):
+    """An Encoder from the trainer's tokens (bytes, by id) and merges (id pairs): strings in GPT-2's alphabet."""
+    alphabet = bytes_to_unicode()
+
+    def spell(token):
+        return token.decode('latin-1').translate(alphabet)
+    encoder = {spell(token): i for i, token in enumerate(vocab)}
+    for s in specials:
+        if s in encoder:
+            raise ValueError(f"the special token {s!r} is also a learned token's spelling; rename it")
+        encoder[s] = len(encoder)
+    return Encoder(encoder, [(spell(vocab[a]), spell(vocab[b])) for a, b in merges], pattern=pattern)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command line: python -m mingpt.bpe train FILE --vocab-size N --out DIR
+
+
+def _report_bytes_per_token(text, encoder):
+    """Print bytes per token on `text` for this vocabulary and, when its files can be had, for GPT-2's."""
+    contenders = [('this vocabulary', encoder)]
+    try:
+        contenders.append(("GPT-2's vocabulary", get_encoder()))
+    except (OSError, RuntimeError, ValueError) as e:
+        print(f"GPT-2's vocabulary is not available ({str(e)[:150]}...): skipping the comparison with it")
+    nbytes = len(text.encode('utf-8'))
+    for name, enc in contenders:
+        n = len(enc.encode(text, allowed_special='all'))
+        print(f"{name} ({len(enc.encoder)} tokens): {n:,} tokens for {nbytes:,} bytes, "
+              f"{nbytes / max(n, 1):.2f} bytes per token")
+
+
+def _figure():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("--curve draws with matplotlib, which is not installed: pip install matplotlib") from None
+    return Figure(figsize=(7, 4.5))
+
+
+def _first_seen_counts(items, ends, at):
+    """How many distinct items occur among those that end at or before each offset in `at` (ends ascending)."""
+    first = {}
+    for k, item in enumerate(items):
+        first.setdefault(item, k)
+    return np.searchsorted(np.sort(ends[list(first.values())]), at, side='right')
+
+
+def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
+    """Vocabulary size against corpus length (Heaps' law), log-log: distinct words (whitespace-split types) keep
+    growing roughly as K * n^beta, while the BPE tokens in use level off below the vocabulary size."""
+    data = text.encode('utf-8')
+    matches = list(regex.finditer(rb'\S+', data))
+    words, word_ends = [m.group() for m in matches], np.array([m.end() for m in matches])
+    ids = encoder.encode(text, allowed_special='all')
+    token_ends = np.cumsum([len(encoder._id_bytes[i]) for i in ids])
+    n = np.unique(np.geomspace(1, len(words), points).astype(int))  # corpus lengths, in words
+    at = word_ends[n - 1]
+    types, tokens = _first_seen_counts(words, word_ends, at), _first_seen_counts(ids, token_ends, at)
+    fit = n >= max(100, n[-1] // 100)  # fit the law away from the first few words
+    beta, log_k = np.polyfit(np.log(n[fit]), np.log(types[fit]), 1)
+    ax = fig.subplots()
+    ax.loglog(n, types, 'o-', ms=3, label='distinct words (whitespace-split types)')
+    law = f"${np.exp(log_k):.1f}\\,n^{{{beta:.2f}}}$"
+    ax.loglog(n, np.exp(log_k) * n ** beta, ':', color='gray', label=f"Heaps' law fit: {law}")
+    ax.loglog(n, tokens, 's-', ms=3, label='distinct BPE tokens used')
+    ax.axhline(len(encoder.encoder), ls='--', color='C1', lw=1, label=f'BPE vocabulary size ({len(encoder.encoder)})')
+    ax.set(xlabel='corpus length n (words)', ylabel='vocabulary size (distinct types)',
+           title='Vocabulary size against corpus length')
+    ax.grid(True, which='both', alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format='png', dpi=120))
+    print(f"wrote {path}: Heaps' law fit V = {np.exp(log_k):.1f} n^{beta:.2f} on {len(words):,} words; "
+          f"{types[-1]:,} distinct words, {tokens[-1]:,} distinct BPE tokens")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog='python -m mingpt.bpe', description='Byte-level BPE vocabularies.')
+    commands = parser.add_subparsers(dest='command', required=True)
+    train = commands.add_parser('train', help='learn a vocabulary from a text file, save it in GPT-2 format',
+                                description=train_bpe.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument('file', help='UTF-8 text to learn from')
+    train.add_argument('--vocab-size', type=int, required=True, help='256 bytes + merges + special tokens')
+    train.add_argument('--out', required=True, help='directory for encoder.json and vocab.bpe')
+    train.add_argument('--no-pretokenize', action='store_true',
+                       help="merge across GPT-2's word boundaries too: the plain algorithm on the raw bytes")
+    train.add_argument('--special-tokens', nargs='*', default=[ENDOFTEXT], metavar='TOKEN',
+                       help=f'(default: {ENDOFTEXT}; give the option alone for none)')
+    train.add_argument('--show', action='store_true', help='print each merge, its count and the text after it')
+    train.add_argument('--curve', metavar='PNG', help='draw vocabulary size against corpus length into PNG')
+    args = parser.parse_args(argv)
+    fig = _figure() if args.curve else None  # fail before training if matplotlib is missing
+    try:
+        text = Path(args.file).read_text(encoding='utf-8')
+    except (OSError, UnicodeDecodeError) as e:
+        parser.error(f'cannot read {args.file} as UTF-8 text: {e}')
+    encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,
+                        show=args.show)
+    encoder.save(args.out)
+    print(f"wrote {Path(args.out) / 'encoder.json'} and vocab.bpe: {len(encoder.encoder)} tokens, "
+          f"{len(encoder.bpe_merges)} merges")
+    _report_bytes_per_token(text, encoder)
+    if args.curve:
+        _plot_vocabulary_curve(text, encoder, args.curve, fig)
+
+
+if __name__ == '__main__':
+    main()

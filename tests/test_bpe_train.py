@@ -1,0 +1,281 @@
+"""Training a byte-level BPE (mingpt.bpe.train_bpe): merge for merge equal to a naive recount-per-merge
+reference, the lecture's woodchuck walk-through, round trips, save/load, special tokens and the command line."""
+import hashlib
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import regex
+from conftest import data_dir
+
+from mingpt import bpe
+from mingpt.bpe import GPT2_PATTERN, BPETokenizer, BPETrainer, Encoder, get_encoder, train_bpe
+
+ROOT = Path(__file__).resolve().parents[1]
+EOT = '<|endoftext|>'
+
+
+def naive_bpe(text, n_merges, pretokenize=True, specials=(EOT,)):
+    """The slides' algorithm, as plainly as possible: symbols are bytes objects; before every merge, count every
+    adjacent pair in every word of the text (each occurrence, nothing deduplicated), merge the most frequent one
+    everywhere, left to right. Ties: a dict keeps insertion order and max() returns the first of equal maxima,
+    so the pair met first when reading the text as it is segmented now wins. Returns [(first, second, count)]."""
+    pieces = regex.split('|'.join(map(regex.escape, specials)), text) if specials else [text]
+    words = [[bytes([b]) for b in w.encode('utf-8')]
+             for piece in pieces for w in (regex.findall(GPT2_PATTERN, piece) if pretokenize else [piece]) if w]
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for w in words:
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + 1
+        if not counts:
+            break
+        best = max(counts, key=counts.get)
+        merges.append((*best, counts[best]))
+        for w in words:
+            i, out = 0, []
+            while i < len(w):
+                if (w[i], w[i + 1] if i + 1 < len(w) else None) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            w[:] = out
+    return merges
+
+
+def fast_bpe(text, n_merges, pretokenize=True, specials=(EOT,)):
+    """BPETrainer's merges as (first bytes, second bytes, count), driven like train_bpe."""
+    parts = bpe._cut(text, list(specials), pretokenize)
+    words = {}
+    for word in (w for part in parts[::2] for w in part):
+        words[word] = words.get(word, 0) + 1
+    trainer = BPETrainer((w.encode('utf-8'), c) for w, c in words.items())
+    merges = []
+    while len(merges) < n_merges and (step := trainer.merge()):
+        merges.append((trainer.vocab[step[0]], trainer.vocab[step[1]], step[2]))
+    return merges
+
+
+def merge_bytes(encoder):
+    """An Encoder's merges as pairs of bytes (vocab.bpe spells them in GPT-2's alphabet)."""
+    return [tuple(bytes(map(encoder.byte_decoder.__getitem__, s)) for s in pair) for pair in encoder.bpe_merges]
+
+
+def test_woodchuck_walkthrough():
+    # "would a woodchuck chuck wood", counted by hand. 'wo' occurs 3 times (would, woodchuck, wood): merge 1.
+    # Then ' wo', 'wo'+'o', 'o'+'d', 'c'+'h', 'h'+'u', 'u'+'c', 'c'+'k' all occur twice; the tie goes to the pair
+    # that comes first in the text: ' wo' (the space before "woodchuck", position 7). Merging it leaves
+    # ' wo'+'o' first among the pairs of count 2 (position 7 again), then ' woo'+'d'. Now ' wood' is followed by
+    # 'chuck' once and ends the text once, so the next pair of count 2 is 'c'+'h' (position 12), then 'ch'+'u',
+    # 'chu'+'c', 'chuc'+'k'. After 8 merges every pair occurs once and ties go left to right: 'wo'+'u', ...
+    # The raw-byte algorithm gives the same 11 merges (spaces are ordinary bytes; 'k'+' ' occurs only once,
+    # since the space before "wood" went into ' wo'), then continues across the space: 'would'+' '.
+    text = 'would a woodchuck chuck wood'
+    expected = [(b'w', b'o', 3), (b' ', b'wo', 2), (b' wo', b'o', 2), (b' woo', b'd', 2), (b'c', b'h', 2),
+                (b'ch', b'u', 2), (b'chu', b'c', 2), (b'chuc', b'k', 2), (b'wo', b'u', 1), (b'wou', b'l', 1),
+                (b'woul', b'd', 1)]
+    for pretokenize in (True, False):
+        assert fast_bpe(text, 11, pretokenize) == naive_bpe(text, 11, pretokenize) == expected
+        encoder = train_bpe(text, 256 + 11 + 1, pretokenize=pretokenize)
+        assert merge_bytes(encoder) == [m[:2] for m in expected]
+    assert fast_bpe(text, 12, pretokenize=False)[11] == (b'would', b' ', 1)
+    encoder = train_bpe(text, 256 + 8, pretokenize=False, special_tokens=())
+    assert [encoder.decode([i]) for i in encoder.encode(text)] == ['wo', 'u', 'l', 'd', ' ', 'a', ' wood', 'chuck',
+                                                                  ' ', 'chuck', ' wood']
+
+
+def random_corpus(seed, n):
+    """Small texts that tie often: few letters, repeats and overlaps ('aaaa'), a special token, some UTF-8."""
+    rng = random.Random(seed)
+    alphabet = rng.choice(['ab ', 'aab c\n', 'abc  xy\t.', 'ab é🙂 '])
+    pieces = [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(n)]
+    return ''.join(p + (EOT if rng.random() < 0.1 else '') for p in pieces)
+
+
+CORPORA = ['would a woodchuck chuck wood', 'aaaa aaa aa a aaaaaaa', 'abababab bababa', 'x' * 37,
+           'the cat sat on the mat. the mat sat on the cat!', 'é🙂é🙂🙂 éé 🙂🙂', '']
+CORPORA += [random_corpus(seed, n) for seed, n in enumerate([5, 20, 40, 80, 160, 300])]
+
+
+@pytest.mark.parametrize('pretokenize', [True, False])
+@pytest.mark.parametrize('text', CORPORA, ids=range(len(CORPORA)))
+def test_equals_naive_reference_merge_for_merge(text, pretokenize):
+    expected = naive_bpe(text, 10_000, pretokenize)  # until no pair is left
+    assert fast_bpe(text, 10_000, pretokenize) == expected
+    encoder = train_bpe(text, 256 + len(expected) + 1, pretokenize=pretokenize)  # every merge: no early stop
+    assert merge_bytes(encoder) == [m[:2] for m in expected]
+
+
+def test_ties_go_to_the_first_occurrence_in_the_current_segmentation():
+    # 'b'+'c' (4 times) merges first. That takes the first 'c'+'d' (in "bcd"), so 'c'+'d' (now 2) ties with
+    # 'e'+'f' (2): in the text as first written 'c'+'d' came first, in the text as it is now 'e'+'f' does.
+    text = EOT.join(['bcd', 'ef', 'bc', 'bc', 'bc', 'cd', 'ef', 'cd'])
+    for pretokenize in (True, False):
+        merges = naive_bpe(text, 4, pretokenize)
+        assert merges == [(b'b', b'c', 4), (b'e', b'f', 2), (b'c', b'd', 2), (b'bc', b'd', 1)]
+        assert fast_bpe(text, 4, pretokenize) == merges
+
+
+def shakespeare_sample(n=60_000):
+    return data_dir('tinyshakespeare', 'input.txt').read_text(encoding='utf-8')[:n]
+
+
+def test_equals_naive_reference_on_real_text():
+    text = shakespeare_sample(6_000)
+    assert fast_bpe(text, 150) == naive_bpe(text, 150)
+    assert fast_bpe(text[:2_000], 100, pretokenize=False) == naive_bpe(text[:2_000], 100, pretokenize=False)
+
+
+UNICODE_SAMPLES = ['', 'hello world', 'naïve café', 'e\u0301\u0301 a\u0308', '日本語のテキスト、中文字符',
+                   '👨\u200d👩\u200d👧 🏳️\u200d🌈 🙂🙂', 'Ελληνικά и кириллица', 'مرحبا بالعالم', '\x00\x01\x7f\t\n\r\n  ',
+                   '\U0001d518\U0010fffd\ufffd', "it's 'll 're 123 4.5e-6 $$$", EOT + 'x' + EOT]
+
+
+@pytest.mark.parametrize('pretokenize', [True, False])
+def test_round_trip_any_unicode(pretokenize):
+    text = 'would a woodchuck chuck wood? 日本語 naïve 🙂 ' * 20 + EOT + 'Ελληνικά'
+    encoder = train_bpe(text, 300, pretokenize=pretokenize)
+    rng = random.Random(0)
+    randoms = [''.join(chr(rng.choice([rng.randint(0, 0xD7FF), rng.randint(0xE000, 0x10FFFF)]))
+                       for _ in range(rng.randint(1, 30))) for _ in range(50)]
+    for s in UNICODE_SAMPLES + randoms:
+        for allowed in (False, True):
+            assert encoder.decode(encoder.encode(s, allowed_special=allowed)) == s, repr(s)
+    assert encoder.encode(EOT + 'x' + EOT, allowed_special=True) == [encoder.encoder[EOT], ord('x'),
+                                                                     encoder.encoder[EOT]]
+
+
+def test_raw_encoder_merges_a_long_text_like_the_lowest_rank_rule():
+    # without pre-tokenising the whole text is one word: the heap-based merge must equal the plain rule
+    # "merge the lowest-ranked adjacent pair, the leftmost of equals, until none has a rank"
+    text = shakespeare_sample(1_500)
+    encoder = train_bpe(text[:1_000], 500, pretokenize=False, special_tokens=())
+    parts = list(text.encode('utf-8').decode('latin-1').translate(encoder.byte_encoder))
+    while True:
+        ranks = [encoder.bpe_ranks.get(pair, float('inf')) for pair in zip(parts, parts[1:])]
+        if not ranks or min(ranks) == float('inf'):
+            break
+        i = ranks.index(min(ranks))
+        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+    assert encoder.encode(text) == [encoder.encoder[p] for p in parts]
+
+
+def test_special_tokens_never_split_or_merged():
+    specials = (EOT, '<|pad|>', '<|endoftext|>!')  # one contains another: the longest wins
+    text = ('<|endoftext|>hello<|endoftext|>! world<|pad|><|pad|>hello ' * 30)
+    encoder = train_bpe(text, 265, special_tokens=specials)
+    n = len(encoder.encoder)
+    assert {encoder.encoder[s] for s in specials} == {n - 3, n - 2, n - 1}  # the last ids, in order
+    assert [encoder.encoder[s] for s in specials] == [n - 3, n - 2, n - 1]
+    for a, b in encoder.bpe_merges:  # no merge reaches into a special token
+        assert '|' not in a + b and '<' not in a + b, (a, b)
+    ids = encoder.encode(text, allowed_special='all')
+    assert ids.count(n - 3) == 30 and ids.count(n - 1) == 30 and ids.count(n - 2) == 60
+    assert encoder.decode(ids) == text
+    assert n - 3 not in encoder.encode(text)  # not allowed: plain text
+    assert encoder.encode('<|pad|>', allowed_special={'<|pad|>'}) == [n - 2]
+    with pytest.raises(ValueError, match='does not have'):
+        encoder.encode('x', allowed_special={'<|unknown|>'})
+
+
+def test_vocab_size_accounting():
+    text = shakespeare_sample(20_000)
+    for specials in ((), (EOT,), (EOT, '<|pad|>')):
+        for vocab_size in (256 + len(specials), 300, 1000):
+            encoder = train_bpe(text, vocab_size, special_tokens=specials)
+            assert len(encoder.encoder) == vocab_size == max(encoder.encoder.values()) + 1
+            assert len(encoder.special_tokens) == len(specials)
+    for bad in (255, 256, 0, '300', 300.0):
+        with pytest.raises(ValueError, match='vocab_size.*at least 257'):
+            train_bpe(text, bad)
+    with pytest.raises(ValueError, match='distinct non-empty'):
+        train_bpe(text, 300, special_tokens=(EOT, EOT))
+    with pytest.warns(UserWarning, match='no pair of symbols is left after 3 merges'):
+        small = train_bpe('abcd', 400)
+    assert len(small.encoder) == 256 + 3 + 1
+
+
+def test_save_then_load(tmp_path):
+    text = shakespeare_sample()
+    encoder = train_bpe(text, 600)
+    encoder.save(tmp_path / 'vocab')
+    assert sorted(p.name for p in (tmp_path / 'vocab').iterdir()) == ['encoder.json', 'vocab.bpe']
+    lines = (tmp_path / 'vocab' / 'vocab.bpe').read_text(encoding='utf-8').split('\n')
+    assert lines[0] == '#version: 0.2' and lines[-1] == '' and len(lines) == 2 + 600 - 257
+    loaded = get_encoder(directory=tmp_path / 'vocab')
+    assert loaded.encoder == encoder.encoder and loaded.bpe_merges == encoder.bpe_merges
+    assert loaded.special_tokens == {EOT: 599}
+    sample = text[-5_000:] + EOT + ' 🙂 naïve'
+    assert loaded.encode(sample, allowed_special=True) == encoder.encode(sample, allowed_special=True)
+    tok = BPETokenizer(directory=tmp_path / 'vocab', allowed_special=True)
+    assert tok.vocab_size == 600 and tok.eot_token_id == tok.pad_token_id == 599
+    assert tok(sample)[0].tolist() == encoder.encode(sample, allowed_special=True)
+    batch, lengths = tok(['hi', 'hello there'], return_lengths=True)
+    assert tok.decode(batch[0, :lengths[0]]) == 'hi' and batch[0, lengths[0]:].eq(599).all()
+    encoder2 = train_bpe(text, 400)  # saved again to the same place: read again, not from a cache
+    encoder2.save(tmp_path / 'vocab')
+    assert len(get_encoder(directory=tmp_path / 'vocab').encoder) == 400
+    with pytest.raises(FileNotFoundError, match='python -m mingpt.bpe train'):
+        get_encoder(directory=tmp_path / 'nothing here')
+
+
+def test_no_endoftext_means_padding_must_be_given(tmp_path):
+    train_bpe('hello world ' * 10, 265, special_tokens=()).save(tmp_path)
+    tok = BPETokenizer(directory=tmp_path)
+    assert tok.eot_token_id is None and tok('hello').shape[0] == 1
+    with pytest.raises(ValueError, match='pad_token_id'):
+        tok(['hello', 'hello world'])
+    assert BPETokenizer(directory=tmp_path, pad_token_id=0)(['hello', 'hello world'])[0, -1].item() == 0
+
+
+def test_saving_gpt2_gives_back_its_files(tmp_path):
+    gpt2 = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
+    assert gpt2.special_tokens == {EOT: 50256}
+    gpt2.save(tmp_path)
+    for name, sha in (('encoder.json', bpe.ENCODER_JSON_SHA256), ('vocab.bpe', bpe.VOCAB_BPE_SHA256)):
+        assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == sha, name
+
+
+def test_command_line_trains_shows_and_saves(tmp_path):
+    corpus = tmp_path / 'woodchuck.txt'
+    corpus.write_text('would a woodchuck chuck wood\n' * 3, encoding='utf-8')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MINGPT_CACHE_DIR=str(tmp_path / 'cache'))
+    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '270',
+                          '--out', str(tmp_path / 'tok'), '--show'], capture_output=True, text=True, env=env,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "merge 1: 'w' + 'o' -> 'wo' (count 9)" in out.stdout
+    assert "merge 2: ' ' + 'wo' -> ' wo' (count 6)" in out.stdout
+    assert 'bytes per token' in out.stdout
+    encoder = get_encoder(directory=tmp_path / 'tok')
+    assert len(encoder.encoder) == 270 and encoder.decode(encoder.encode(corpus.read_text())) == corpus.read_text()
+
+
+def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypatch, capsys):
+    corpus = tmp_path / 'c.txt'
+    corpus.write_text(shakespeare_sample(5_000), encoding='utf-8')
+
+    def offline(*args, **kwargs):
+        raise RuntimeError('could not download encoder.json')
+    monkeypatch.setattr(bpe, 'get_encoder', offline)
+    bpe.main(['train', str(corpus), '--vocab-size', '300', '--out', str(tmp_path / 'tok')])
+    out = capsys.readouterr().out
+    assert "GPT-2's vocabulary is not available" in out and 'skipping' in out
+    assert 'this vocabulary (300 tokens)' in out
+
+
+def test_vocabulary_curve_png(tmp_path, capsys):
+    pytest.importorskip('matplotlib')
+    corpus = tmp_path / 'c.txt'
+    corpus.write_text(shakespeare_sample(), encoding='utf-8')
+    bpe.main(['train', str(corpus), '--vocab-size', '400', '--out', str(tmp_path / 'tok'),
+              '--curve', str(tmp_path / 'curve.png')])
+    png = (tmp_path / 'curve.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+    assert 'Heaps' in capsys.readouterr().out
