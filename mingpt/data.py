@@ -90,21 +90,36 @@ def fetch(relpath, url=None, path=None, sha256=None):
     return download(url, cache_dir() / relpath, sha256=sha256)
 
 
-class CharTokenizer:
-    """A character-level vocabulary: each distinct character of the training text is one token."""
+def read_text(path):
+    """The contents of a UTF-8 text file; any other encoding is a ValueError that names the file."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text (byte {e.start} cannot be decoded: {e.reason}); give a UTF-8 "
+                         "file, e.g. converted with iconv -t utf-8") from None
 
-    def __init__(self, chars):
+
+class CharTokenizer:
+    """A character-level vocabulary: each distinct character of the training text is one token. (Any hashable
+    symbols work, e.g. the ids of a larger vocabulary to renumber.) With unknown=True one more id, len(chars),
+    stands for every symbol outside the vocabulary, where encode would otherwise refuse the text."""
+
+    def __init__(self, chars, unknown=False):
         self.chars = list(chars)
         self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.unknown = unknown
 
     @classmethod
     def from_text(cls, text):
         return cls(sorted(set(text)))
 
     def __len__(self):
-        return len(self.chars)
+        return len(self.chars) + 1 if self.unknown else len(self.chars)
 
     def encode(self, text):
+        if self.unknown:
+            return [self.stoi.get(c, len(self.chars)) for c in text]
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
             raise ValueError(f"characters {''.join(unknown)!r} are not in the vocabulary of this model "

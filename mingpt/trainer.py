@@ -350,6 +350,12 @@ class Trainer:
         if max_iters is not None and max_iters <= held:
             raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
                               "nothing is left to train; raise --trainer.max_iters to train on")
+        for key in self.must_match:
+            if ckpt.get(key) != self.checkpoint_extras.get(key):
+                raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
+                                  f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
+                                  "model was trained on other data or another tokenizer; resume with what it was "
+                                  "trained on, or start a new run in another work_dir")
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()
@@ -358,12 +364,6 @@ class Trainer:
                 raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
                                   f"({'; '.join(diff)}); give the model the settings it was trained with, or start "
                                   "a new run in another work_dir")
-        for key in self.must_match:
-            if ckpt.get(key) != self.checkpoint_extras.get(key):
-                raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
-                                  f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
-                                  "model was trained on other data or another tokenizer; resume with what it was "
-                                  "trained on, or start a new run in another work_dir")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop
@@ -519,9 +519,7 @@ def describe_difference(saved, now):
         if len(saved) != len(now):
             return f"{len(saved)} entries there, {len(now)} here"
         return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
-    if saved is None or now is None:
-        return "the checkpoint has none" if saved is None else "this run has none"
-    return "not the same"
+    return "the checkpoint has none" if saved is None else "not the same"
 
 
 class StepSampler:

@@ -4,16 +4,16 @@ the order in which a person carries: each digit then depends only on digits the 
 
     python projects/adder.py                      # 2-digit addition
     python projects/adder.py --data.ndigit=3
+    python projects/adder.py --trainer.resume=True  # continue from out/adder/ckpt.pt
 """
 import os
-import sys
 
 import torch
 from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, save_checkpoint, set_seed, setup_logging
+from mingpt.utils import CfgNode as CN, check_range, run_cli, save_checkpoint, set_seed
 
 
 def get_config():
@@ -28,6 +28,7 @@ def get_config():
     C.trainer.learning_rate = 5e-4  # the model is tiny, so we can go a bit faster
     C.trainer.max_iters = 3000  # 2 digits: >= 99% held-out accuracy by about 2000 iterations (~2 CPU minutes)
     C.trainer.num_workers = 0  # the examples are made on the fly in microseconds: workers would only cost
+    C.trainer.checkpoint_interval = 500  # ckpt.pt, to resume from
     C.eval = CN()
     C.eval.interval = 500  # iterations between accuracy checks (the best model is saved at each)
     C.eval.mistakes = 5  # how many wrong answers to print at each check
@@ -49,6 +50,7 @@ class AdditionDataset(Dataset):
         return C
 
     def __init__(self, config, split):
+        check_range('data.ndigit', config.ndigit, 1, 4, integer=True)  # all (10^ndigit)^2 problems are listed
         self.config = config
         self.split = split
         num = (10 ** config.ndigit) ** 2
@@ -106,9 +108,9 @@ def eval_split(model, dataset, device, max_mistakes=0, batch_size=500):
 
 def main(argv):
     config = get_config()
-    config.merge_from_args(argv)
-    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
-    setup_logging(config)
+    config.merge_from_args(argv, usage=__doc__)
+    check_range('eval.interval', config.eval.interval, 1, integer=True)
+    check_range('eval.mistakes', config.eval.mistakes, 0, integer=True)
     set_seed(config.system.seed)
 
     train_dataset = AdditionDataset(config.data, split='train')
@@ -116,8 +118,8 @@ def main(argv):
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = train_dataset.get_block_size()
     model = GPT(config.model)
-    trainer = Trainer(config.trainer, model, train_dataset)
-    ckpt_path = os.path.join(config.system.work_dir, 'best.pt')  # model.pt is the trainer's
+    trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
+    ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's
     best = -1.0
 
     def batch_end_callback(trainer):
@@ -139,4 +141,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:])
+    run_cli(main)

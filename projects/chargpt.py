@@ -5,20 +5,24 @@ validation loss as it learns, and saves a checkpoint that can be sampled later w
     python projects/chargpt.py                                   # train
     python projects/chargpt.py --trainer.resume=True             # continue from out/chargpt/ckpt.pt
     python projects/chargpt.py --sample.checkpoint=out/chargpt/model.pt --sample.prompt="ROMEO:"   # sample
+    python projects/chargpt.py --data.tokenizer=DIR              # tokens of a byte-level BPE vocabulary instead
 
 The trainer does the evaluation and the files (--help lists its options): every trainer.eval_interval iterations
 it measures the val loss (this script then prints it and a sample), keeps the best model in work_dir/model.pt, and
 writes work_dir/ckpt.pt (everything needed to resume) every trainer.checkpoint_interval iterations and
-work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png).
+work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png). A work_dir
+that holds a run is never overwritten: resume it, choose another work_dir, or pass --trainer.overwrite=True.
+A resume refuses a checkpoint trained with another model config, text vocabulary or tokenizer.
 """
-import sys
+import os
 
 import torch
 
-from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, fetch
+from mingpt.bpe import Encoder, get_encoder
+from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, set_seed, setup_logging
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_seed
 
 
 def get_config():
@@ -28,6 +32,9 @@ def get_config():
     C.system.work_dir = './out/chargpt'
     C.data = CN()
     C.data.path = None  # a text file; default: Tiny Shakespeare ($MINGPT_DATA_DIR, the cache, or downloaded once)
+    # None: one token per character of the text; or a directory holding a byte-level BPE vocabulary in GPT-2's
+    # format (encoder.json and vocab.bpe, e.g. gpt2/ or one trained with mingpt.bpe)
+    C.data.tokenizer = None
     C.data.block_size = 128
     C.data.val_fraction = 0.1  # the last 10% of the text is held out for the validation loss
     C.model = GPT.get_default_config()
@@ -38,7 +45,6 @@ def get_config():
     C.trainer.eval_interval = 500  # every this many iterations: val loss, a sample, model.pt if the best so far
     C.trainer.eval_iters = 10  # batches averaged for the val loss
     C.trainer.checkpoint_interval = 500
-    C.trainer.work_dir = None  # default: system.work_dir
     C.sample = CN()
     C.sample.prompt = "O God, O God!"
     C.sample.length = 500
@@ -46,44 +52,91 @@ def get_config():
     return C
 
 
-def sample(model, tokenizer, prompt, length, device):
-    idx = torch.tensor([tokenizer.encode(prompt)], dtype=torch.long, device=device)
+def bpe_tokenizer(directory):
+    """(encoder, what a checkpoint records of it) for a byte-level BPE vocabulary: directory/encoder.json and
+    directory/vocab.bpe. The record holds the whole vocabulary, so a checkpoint alone can be sampled from."""
+    encoder = get_encoder(os.path.join(directory, 'encoder.json'), os.path.join(directory, 'vocab.bpe'))
+    merges = sorted(encoder.bpe_ranks, key=encoder.bpe_ranks.get)
+    return encoder, {'kind': 'bpe', 'encoder': encoder.encoder, 'merges': merges}
+
+
+def tokenizer_of(ckpt):
+    """The tokenizer a checkpoint of this project was trained with."""
+    if 'vocab' in ckpt:
+        return CharTokenizer(ckpt['vocab'])
+    return Encoder(ckpt['tokenizer']['encoder'], ckpt['tokenizer']['merges'])
+
+
+def split(seq, val_fraction, block_size):
+    """(train, val): the last val_fraction of seq (characters or token ids) is held out."""
+    n_val = int(len(seq) * val_fraction)
+    if min(n_val, len(seq) - n_val) <= block_size:
+        raise ConfigError(f"data.val_fraction={val_fraction} splits the text's {len(seq):,} tokens into "
+                          f"{len(seq) - n_val:,} to train on and {n_val:,} to validate on, and each part needs more "
+                          f"than data.block_size={block_size}; use more text, another val_fraction or a smaller "
+                          "block_size")
+    return seq[:len(seq) - n_val], seq[len(seq) - n_val:]
+
+
+def prompt_ids(tokenizer, prompt, block_size):
+    """The prompt's ids, checked at start-up: not after an hour of training, at the first sample."""
+    ids = tokenizer.encode(prompt)
+    if not 1 <= len(ids) <= block_size:
+        raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to data.block_size={block_size} "
+                          "tokens (the model's context): shorten it, or raise --data.block_size")
+    return ids
+
+
+def sample(model, tokenizer, ids, length, device):
+    idx = torch.tensor([ids], dtype=torch.long, device=device)
     model.eval()
-    print(prompt, end='', flush=True)
-    for tok in model.generate_stream(idx, length, temperature=1.0, do_sample=True, top_k=10):
-        print(tokenizer.decode(tok[0]), end='', flush=True)
-    print()
+    out = model.generate(idx, length, temperature=1.0, do_sample=True, top_k=10)
+    print(tokenizer.decode(out[0].tolist()))
 
 
 def main(argv):
     config = get_config()
-    config.merge_from_args(argv)
-    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
+    config.merge_from_args(argv, usage=__doc__)
+    D, S = config.data, config.sample
+    check_range('data.block_size', D.block_size, 1, integer=True)
+    check_range('data.val_fraction', D.val_fraction, 0, 1, low_open=True, high_open=True)
+    check_range('sample.length', S.length, 0, integer=True)
     set_seed(config.system.seed)
 
-    if config.sample.checkpoint:
-        model, ckpt = GPT.from_checkpoint(config.sample.checkpoint)
-        sample(model, CharTokenizer(ckpt['vocab']), config.sample.prompt, config.sample.length, 'cpu')
+    if S.checkpoint:
+        model, ckpt = GPT.from_checkpoint(S.checkpoint)
+        tokenizer = tokenizer_of(ckpt)
+        sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return
 
-    setup_logging(config)
-    text = open(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, config.data.path), encoding='utf-8').read()
-    tokenizer = CharTokenizer.from_text(text)
-    n_val = int(len(text) * config.data.val_fraction)
-    train_dataset = CharDataset(text[:-n_val], config.data.block_size, tokenizer)
-    val_dataset = CharDataset(text[-n_val:], config.data.block_size, tokenizer)
-    tokenizer.encode(config.sample.prompt)  # fail now, not after an hour of training, if the prompt can't be read
+    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path))
+    if D.tokenizer:
+        tokenizer, record = bpe_tokenizer(D.tokenizer)
+        identity = {'tokenizer': record}
+        train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
+        vocab_size = len(tokenizer.encoder)
+        train_dataset = TokenDataset(train_ids, D.block_size, vocab_size)
+        val_dataset = TokenDataset(val_ids, D.block_size, vocab_size)
+    else:
+        tokenizer = CharTokenizer.from_text(text)
+        identity = {'vocab': tokenizer.chars}
+        train_text, val_text = split(text, D.val_fraction, D.block_size)
+        train_dataset = CharDataset(train_text, D.block_size, tokenizer)
+        val_dataset = CharDataset(val_text, D.block_size, tokenizer)
+    ids = prompt_ids(tokenizer, S.prompt, D.block_size)
 
     config.model.vocab_size = train_dataset.get_vocab_size()
-    config.model.block_size = train_dataset.get_block_size()
+    config.model.block_size = D.block_size
     model = GPT(config.model)
-    # the vocabulary and the whole config go into every checkpoint, so a checkpoint alone can be sampled from
-    trainer = Trainer(config.trainer, model, train_dataset, val_dataset=val_dataset,
-                      checkpoint_extras={'vocab': tokenizer.chars, 'config': config.to_dict()})
+    # the vocabulary (or tokenizer) and the whole config go into every checkpoint, so a checkpoint alone can be
+    # sampled from, and a resume on other text or with another tokenizer is refused
+    trainer = Trainer(config.trainer, model, train_dataset, val_dataset=val_dataset, checkpoint_extras=identity,
+                      run_config=config, must_match=identity)
 
     def eval_end_callback(trainer):
         print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}")
-        sample(model, tokenizer, config.sample.prompt, config.sample.length, trainer.device)
+        if S.length:
+            sample(model, tokenizer, ids, S.length, trainer.device)
         model.train()
 
     trainer.set_callback('on_eval_end', eval_end_callback)
@@ -91,4 +144,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:])
+    run_cli(main)

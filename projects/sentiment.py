@@ -33,24 +33,24 @@ the full GPT-2 vocabulary (forced when starting from GPT-2 weights); `char` is o
 import json
 import os
 import re
-import sys
 import zipfile
-from collections import Counter
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.data import TokenDataset, cache_dir, download, fetch
+from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
+from mingpt.data import CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, set_seed, setup_logging
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, resolve_device,
+                          run_cli, set_seed)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
 LABELS = ('negative', 'positive')
-ENDOFTEXT = '<|endoftext|>'
+TOKENIZERS = ('bpe', 'gpt2', 'char')
 
 
 def get_config(stage='finetune'):
@@ -92,7 +92,6 @@ def get_config(stage='finetune'):
     C.trainer.learning_rate = 1e-3
     C.trainer.lr_schedule = 'cosine'
     C.trainer.eval_iters = 10
-    C.trainer.work_dir = None  # default: system.work_dir
     if stage == 'pretrain':
         C.trainer.max_iters = 800
         C.trainer.warmup_iters = 50
@@ -104,126 +103,6 @@ def get_config(stage='finetune'):
     C.predict = CN()
     C.predict.text = None  # predict: a sentence (or give the sentences after the stage on the command line)
     return C
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# data
-
-def sst2_path(split, sst2_dir=None):
-    """Path of SST-2's train.tsv, dev.tsv or test.tsv: sst2_dir, else $MINGPT_DATA_DIR/sentiment/sst2, else the cache, else
-    GLUE's SST-2.zip downloaded once into the cache and unpacked there (each file renamed into place when whole)."""
-    name = f'{split}.tsv'
-    if sst2_dir:
-        return fetch(name, path=Path(sst2_dir).expanduser() / name)
-    try:
-        return fetch(f'sentiment/sst2/{name}')
-    except FileNotFoundError:
-        pass
-    dest = cache_dir() / 'sentiment' / 'sst2'
-    archive = download(SST2_ZIP_URL, cache_dir() / 'sentiment' / 'SST-2.zip')
-    with zipfile.ZipFile(archive) as z:
-        for member in ('train.tsv', 'dev.tsv', 'test.tsv'):
-            atomic_write(dest / member, lambda tmp: Path(tmp).write_bytes(z.read(f'SST-2/{member}')))
-    return dest / name
-
-
-def read_sst2(path, limit=None):
-    """(sentences, labels) from an SST-2 tsv file: a 'sentence<TAB>label' header (train, dev), then one example per
-    line; or (sentences, None) from GLUE's unlabelled test file ('index<TAB>sentence')."""
-    with open(path, encoding='utf-8') as f:
-        lines = f.read().splitlines()
-    header = lines[0].split('\t') if lines else []
-    if header not in (['sentence', 'label'], ['index', 'sentence']):
-        raise ValueError(f"{path} is not an SST-2 file: its first line should be 'sentence<TAB>label' (train, dev) "
-                         f"or 'index<TAB>sentence' (test), got {lines[0][:60] if lines else '(empty file)'!r}")
-    rows = [line.split('\t') for line in lines[1:limit + 1 if limit else None]]
-    if header[0] == 'index':
-        return [row[-1].strip() for row in rows], None
-    for n, row in enumerate(rows, start=2):
-        if row[-1] not in ('0', '1'):
-            raise ValueError(f"{path}, line {n}: the label must be 0 or 1, got {row[-1]!r}")
-    return [row[0].strip() for row in rows], [int(row[-1]) for row in rows]
-
-
-def book_paragraphs(text, lowercase=True):
-    """The paragraphs of a plain-text book, hard line wraps joined; a Project Gutenberg header and licence dropped."""
-    text = text.lstrip('\ufeff').replace('\r\n', '\n')
-    start = re.search(r'^\*\*\* ?START OF.*$', text, re.M)
-    end = re.search(r'^\*\*\* ?END OF.*$', text, re.M)
-    if start and end:
-        text = text[start.end():end.start()]
-    paragraphs = [' '.join(p.split()) for p in re.split(r'\n\s*\n', text)]
-    return [p.lower() if lowercase else p for p in paragraphs if p]
-
-
-class Tokenizer:
-    """Text <-> ids. kind 'gpt2': GPT-2's ids as they are. 'bpe': GPT-2's BPE, each kept GPT-2 id renumbered
-    0..n-1, then <|unk|> and <|endoftext|>. 'char': one id per character, then <|unk|> and <|endoftext|>."""
-
-    def __init__(self, kind, tokens=None):
-        if kind not in ('gpt2', 'bpe', 'char'):
-            raise ConfigError(f"data.tokenizer must be 'bpe', 'gpt2' or 'char', not {kind!r}")
-        self.kind, self.tokens = kind, tokens
-        if kind != 'char':
-            from mingpt.bpe import get_encoder
-            self.bpe = get_encoder()
-        if kind == 'gpt2':
-            self.vocab_size, self.eot, self.unk = len(self.bpe.encoder), self.bpe.encoder[ENDOFTEXT], None
-        else:
-            self.index = {t: i for i, t in enumerate(tokens)}
-            self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
-
-    @classmethod
-    def build(cls, kind, texts):
-        """The tokenizer for `kind` whose vocabulary holds what occurs in texts."""
-        if kind == 'char':
-            return cls(kind, sorted(set(''.join(texts))))
-        if kind == 'bpe':
-            tok = cls('gpt2')
-            counts = Counter(i for t in texts for i in tok.bpe.encode(' ' + t))
-            return cls(kind, sorted(counts))
-        return cls(kind)
-
-    def state(self):
-        return {'kind': self.kind, 'tokens': self.tokens}
-
-    def encode(self, text):
-        """ids of text; the string <|endoftext|> in it is the special token."""
-        ids = []
-        for i, part in enumerate(text.split(ENDOFTEXT)):
-            if i:
-                ids.append(self.eot)
-            if self.kind == 'char':
-                ids += [self.index.get(c, self.unk) for c in part]
-            elif part:
-                gpt2_ids = self.bpe.encode(part)
-                ids += gpt2_ids if self.kind == 'gpt2' else [self.index.get(j, self.unk) for j in gpt2_ids]
-        return ids
-
-
-class SentenceDataset(torch.utils.data.Dataset):
-    """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label."""
-
-    def __init__(self, sentences, labels, tokenizer, suffix, block_size):
-        suffix_ids = tokenizer.encode(suffix)
-        room = block_size - len(suffix_ids)
-        if room < 1:
-            raise ConfigError(f"classifier.suffix {suffix!r} is {len(suffix_ids)} tokens: no room left in "
-                              f"block_size {block_size}")
-        self.x = torch.full((len(sentences), block_size), -1, dtype=torch.long)
-        self.cut = 0  # how many sentences were longer than block_size allows, and were cut
-        for n, s in enumerate(sentences):
-            ids = tokenizer.encode(' ' + s)
-            self.cut += len(ids) > room
-            ids = ids[:room] + suffix_ids
-            self.x[n, :len(ids)] = torch.tensor(ids)
-        self.y = torch.tensor(labels, dtype=torch.long)
-
-    def __len__(self):
-        return len(self.y)
-
-    def __getitem__(self, i):
-        return self.x[i], self.y[i]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -313,10 +192,114 @@ def evaluate(model, dataset, device, work_dir, **extra):
                                    'recall': tp / max(confusion[c].sum().item(), 1)}
     report['confusion_matrix'] = confusion.tolist()
     print(f"dev accuracy: {accuracy:.4f} (dev loss {loss:.4f})")
-    os.makedirs(work_dir, exist_ok=True)
-    with open(os.path.join(work_dir, 'eval.json'), 'w') as f:
-        json.dump(report, f, indent=2)
+    atomic_write(os.path.join(work_dir, 'eval.json'), lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2)))
     return report
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# tokens and data
+
+class Vocabulary:
+    """Text <-> ids, from the library's tokenizers. 'gpt2': GPT-2's BPE ids as they are. 'bpe': GPT-2's BPE, cut
+    down to the ids that occur in the training sentences and renumbered; 'char': one id per character of the
+    training sentences. The two cut vocabularies read every other token as one unknown id and end with
+    <|endoftext|>; in every kind the string <|endoftext|> in a text is that one token."""
+
+    def __init__(self, kind, tokens=None):
+        if kind not in TOKENIZERS:
+            raise ConfigError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, not {kind!r}")
+        self.kind, self.tokens = kind, tokens
+        self.bpe = get_encoder() if kind != 'char' else None
+        self.cut = None if kind == 'gpt2' else CharTokenizer(tokens, unknown=True)  # ids 0..n-1, then unknown: n
+        if self.cut is None:
+            self.vocab_size, self.eot, self.unk = len(self.bpe.encoder), ENDOFTEXT_ID, None
+        else:
+            self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
+
+    @classmethod
+    def build(cls, kind, texts):
+        """The vocabulary of `kind` that holds what occurs in texts."""
+        if kind == 'char':
+            return cls(kind, sorted(set(''.join(texts))))
+        if kind == 'bpe':
+            bpe = get_encoder()
+            return cls(kind, sorted({i for t in texts for i in bpe.encode(' ' + t)}))
+        return cls(kind)
+
+    def state(self):
+        return {'kind': self.kind, 'tokens': self.tokens}
+
+    def encode(self, text):
+        ids = []
+        for i, part in enumerate(text.split(ENDOFTEXT)):
+            if i:
+                ids.append(self.eot)
+            symbols = part if self.kind == 'char' else self.bpe.encode(part)
+            ids += symbols if self.cut is None else self.cut.encode(symbols)
+        return ids
+
+
+def read_sst2(split, sst2_dir=None, limit=None):
+    """(sentences, labels) of SST-2's train, dev or test split (test: labels None, GLUE keeps them). The file
+    <split>.tsv comes from sst2_dir, else $MINGPT_DATA_DIR/sentiment/sst2 or the cache, else from GLUE's SST-2.zip
+    (downloaded once into the cache)."""
+    name = f'{split}.tsv'
+    try:
+        source = fetch(f'sentiment/sst2/{name}', path=Path(sst2_dir).expanduser() / name if sst2_dir else None)
+        lines = source.read_text(encoding='utf-8').splitlines()
+    except FileNotFoundError:
+        if sst2_dir:
+            raise
+        source = fetch('sentiment/SST-2.zip', SST2_ZIP_URL)
+        with zipfile.ZipFile(source) as z:
+            lines = z.read(f'SST-2/{name}').decode('utf-8').splitlines()
+    header = lines[0].split('\t') if lines else []
+    if header not in (['sentence', 'label'], ['index', 'sentence']):
+        raise ValueError(f"{source} ({name}) is not an SST-2 file: its first line should be 'sentence<TAB>label' "
+                         f"or 'index<TAB>sentence', got {lines[0][:60] if lines else '(empty file)'!r}")
+    rows = [line.split('\t') for line in lines[1:limit + 1 if limit else None]]
+    if header[0] == 'index':
+        return [row[-1].strip() for row in rows], None
+    for n, row in enumerate(rows, start=2):
+        if row[-1] not in ('0', '1'):
+            raise ValueError(f"{source} ({name}), line {n}: the label must be 0 or 1, got {row[-1]!r}")
+    return [row[0].strip() for row in rows], [int(row[-1]) for row in rows]
+
+
+def book_paragraphs(text, lowercase=True):
+    """The paragraphs of a plain-text book, hard line wraps joined; a Project Gutenberg header and licence dropped."""
+    text = text.lstrip('\ufeff').replace('\r\n', '\n')
+    start = re.search(r'^\*\*\* ?START OF.*$', text, re.M)
+    end = re.search(r'^\*\*\* ?END OF.*$', text, re.M)
+    if start and end:
+        text = text[start.end():end.start()]
+    paragraphs = [' '.join(p.split()) for p in re.split(r'\n\s*\n', text)]
+    return [p.lower() if lowercase else p for p in paragraphs if p]
+
+
+class SentenceDataset(torch.utils.data.Dataset):
+    """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label."""
+
+    def __init__(self, sentences, labels, tokenizer, suffix, block_size):
+        suffix_ids = tokenizer.encode(suffix)
+        room = block_size - len(suffix_ids)
+        if room < 1:
+            raise ConfigError(f"classifier.suffix {suffix!r} is {len(suffix_ids)} tokens: no room left in "
+                              f"block_size {block_size}")
+        self.x = torch.full((len(sentences), block_size), -1, dtype=torch.long)
+        self.cut = 0  # how many sentences were longer than block_size allows, and were cut
+        for n, s in enumerate(sentences):
+            ids = tokenizer.encode(' ' + s)
+            self.cut += len(ids) > room
+            ids = ids[:room] + suffix_ids
+            self.x[n, :len(ids)] = torch.tensor(ids)
+        self.y = torch.tensor(labels, dtype=torch.long)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -336,15 +319,15 @@ def load_lm(config, tokenizer_texts):
             state = {k[len('gpt.'):]: v for k, v in state.items() if k.startswith('gpt.')}
         gpt.load_state_dict(state)
         print(f"starting from {init}")
-        return gpt, Tokenizer(**ckpt['tokenizer'])
+        return gpt, Vocabulary(**ckpt['tokenizer'])
     if init:  # a GPT-2 hub id or a Hugging Face directory
         gpt = GPT.from_pretrained(init)
         if config.data.tokenizer != 'gpt2':
             print(f"GPT-2 weights: using the full GPT-2 vocabulary (data.tokenizer 'gpt2', not "
                   f"{config.data.tokenizer!r})")
             config.data.tokenizer = 'gpt2'
-        return gpt, Tokenizer('gpt2')
-    tokenizer = Tokenizer.build(config.data.tokenizer, tokenizer_texts)
+        return gpt, Vocabulary('gpt2')
+    tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
     config.model.vocab_size = tokenizer.vocab_size
     config.model.block_size = config.data.block_size
     return GPT(config.model), tokenizer
@@ -357,30 +340,24 @@ def load_classifier(path, device):
                          "(python projects/sentiment.py finetune ...)")
     model = GPTClassifier(GPT(CN(**ckpt['model_config'])), len(LABELS), ckpt['classifier']['dropout'])
     model.load_state_dict(ckpt['model'])
-    return model.to(device).eval(), Tokenizer(**ckpt['tokenizer']), ckpt
-
-
-def device_of(trainer_config):
-    if trainer_config.device == 'auto':
-        return 'cuda' if torch.cuda.is_available() else 'cpu'
-    return trainer_config.device
+    return model.to(device).eval(), Vocabulary(**ckpt['tokenizer']), ckpt
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # the stages
 
 def pretrain(config):
-    sentences, _ = read_sst2(sst2_path('train', config.data.sst2_dir), config.data.train_limit)
+    D = config.data
+    sentences, _ = read_sst2('train', D.sst2_dir, D.train_limit)
     try:  # the LM's val text: GLUE's test sentences (unlabelled, never scored here), else the dev sentences
-        val_sentences, _ = read_sst2(sst2_path('test', config.data.sst2_dir), config.data.dev_limit)
+        val_sentences, _ = read_sst2('test', D.sst2_dir, D.dev_limit)
     except FileNotFoundError:
         print("no SST-2 test.tsv: the LM's val loss is on the dev sentences (their text only, not their labels)")
-        val_sentences, _ = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+        val_sentences, _ = read_sst2('dev', D.sst2_dir, D.dev_limit)
     gpt, tokenizer = load_lm(config, sentences)
-    if config.data.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
-        path = config.data.text if Path(config.data.text).expanduser().exists() else fetch(config.data.text)
-        with open(Path(path).expanduser(), encoding='utf-8') as f:
-            texts = book_paragraphs(f.read(), config.data.lowercase)
+    if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
+        path = Path(D.text).expanduser()
+        texts = book_paragraphs(read_text(path if path.exists() else fetch(D.text)), D.lowercase)
     else:
         texts = sentences
 
@@ -393,8 +370,8 @@ def pretrain(config):
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = TokenDataset(ids, block_size, tokenizer.vocab_size)
     val_set = TokenDataset(token_stream(val_sentences), block_size, tokenizer.vocab_size)
-    trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set,
-                      checkpoint_extras={'tokenizer': tokenizer.state(), 'config': config.to_dict()})
+    trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set, run_config=config,
+                      checkpoint_extras={'tokenizer': tokenizer.state()}, must_match=['tokenizer'])
     trainer.add_callback('on_eval_end', lambda trainer: print(
         f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}"))
     trainer.run()
@@ -407,8 +384,8 @@ def make_classifier(config, gpt, tokenizer):
         label_ids = [tokenizer.encode(w) for w in C.label_words]
         if len(label_ids) != len(LABELS) or any(len(i) != 1 or i[0] == tokenizer.unk for i in label_ids):
             raise ConfigError(f"classifier.label_words must be {len(LABELS)} words ({', '.join(LABELS)}) that are "
-                              f"one token each in the vocabulary; {C.label_words!r} encode to {label_ids}"
-                              f"{' (unknown: ' + str(tokenizer.unk) + ')' if tokenizer.unk is not None else ''}")
+                              f"one token each in the vocabulary; {C.label_words!r} encode to {label_ids} (the "
+                              f"unknown token's id: {tokenizer.unk})")
         label_ids = [i[0] for i in label_ids]
     elif C.head != 'linear':
         raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")
@@ -418,8 +395,8 @@ def make_classifier(config, gpt, tokenizer):
 
 
 def finetune(config):
-    train_sentences, train_labels = read_sst2(sst2_path('train', config.data.sst2_dir), config.data.train_limit)
-    dev_sentences, dev_labels = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    train_sentences, train_labels = read_sst2('train', config.data.sst2_dir, config.data.train_limit)
+    dev_sentences, dev_labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     gpt, tokenizer = load_lm(config, train_sentences)
     model = make_classifier(config, gpt, tokenizer)
     block_size = min(config.data.block_size, gpt.block_size)
@@ -429,8 +406,8 @@ def finetune(config):
         print(f"note: {dev_set.cut} dev sentences are longer than block_size {block_size} and were cut")
     # no val_dataset: the trainer would keep the model of lowest dev loss, and choosing a model by the set we report
     # on flatters it. model.pt is the latest (written every checkpoint_interval iterations and at the end).
-    trainer = Trainer(config.trainer, model, train_set, checkpoint_extras={
-        'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state(), 'config': config.to_dict()})
+    trainer = Trainer(config.trainer, model, train_set, run_config=config, must_match=['tokenizer', 'classifier'],
+                      checkpoint_extras={'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state()})
 
     def on_batch_end(trainer):
         T = config.trainer
@@ -443,9 +420,9 @@ def finetune(config):
 
 
 def run_evaluate(config):
-    device = device_of(config.trainer)
+    device = resolve_device(config.trainer.device)
     model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
-    sentences, labels = read_sst2(sst2_path('dev', config.data.sst2_dir), config.data.dev_limit)
+    sentences, labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     block_size = min(config.data.block_size, model.gpt.block_size)
     dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], block_size)
     return evaluate(model, dataset, device, config.system.work_dir, checkpoint=str(config.system.checkpoint),
@@ -453,13 +430,24 @@ def run_evaluate(config):
 
 
 def run_predict(config, sentences):
-    device = device_of(config.trainer)
+    device = resolve_device(config.trainer.device)
     model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
     block_size = min(config.data.block_size, model.gpt.block_size)
     dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'], block_size)
     for s, p in zip(sentences, predict_proba(model, dataset, device)):
         c = int(p.argmax())
         print(f"{LABELS[c]} ({p[c]:.3f})\t{s}")
+
+
+def check_options(config):
+    """The project's own numbers, checked before any data is read (the trainer checks its own)."""
+    D, C = config.data, config.classifier
+    check_range('data.block_size', D.block_size, 2, integer=True)  # at least one token of a sentence, and the suffix
+    check_range('data.train_limit', D.train_limit, 1, integer=True, none_ok=True)
+    check_range('data.dev_limit', D.dev_limit, 1, integer=True, none_ok=True)
+    check_range('classifier.dropout', C.dropout, 0, 1, high_open=True)
+    check_range('classifier.lm_loss_weight', C.lm_loss_weight, 0)
+    check_range('classifier.trainable_blocks', C.trainable_blocks, -1, integer=True)
 
 
 def main(argv):
@@ -472,11 +460,10 @@ def main(argv):
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)} (the first argument, "
                           "or --system.stage=...)")
-    if '--help' in argv or '-h' in argv:
-        print(__doc__)
-        print(f"Defaults below are the {stage} stage's (e.g. python projects/sentiment.py pretrain --help).")
     config = get_config(stage)
-    config.merge_from_args(argv)
+    config.merge_from_args(argv, usage=f"{__doc__}\nDefaults below are the {stage} stage's (e.g. python "
+                                       "projects/sentiment.py pretrain --help).")
+    check_options(config)
     if config.predict.text:
         positional.insert(0, config.predict.text)
     if positional and stage != 'predict':
@@ -486,11 +473,9 @@ def main(argv):
         raise ConfigError('predict needs a sentence: python projects/sentiment.py predict "what a lovely film ."')
     config.system.work_dir = config.system.work_dir or os.path.join('out', 'sentiment', stage)
     config.system.checkpoint = config.system.checkpoint or os.path.join('out', 'sentiment', 'finetune', 'model.pt')
-    config.trainer.work_dir = config.trainer.work_dir or config.system.work_dir
     set_seed(config.system.seed)
     if stage == 'predict':
         return run_predict(config, positional)
-    setup_logging(config)
     if stage == 'pretrain':
         return pretrain(config)
     if stage == 'finetune':
@@ -499,4 +484,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:])
+    run_cli(main)

@@ -6,6 +6,7 @@ import zipfile
 import pytest
 import torch
 
+import mingpt.data
 from conftest import data_dir, load_project
 from mingpt.model import GPT
 from mingpt.utils import ConfigError
@@ -83,43 +84,54 @@ def test_freezing(blocks, trainable):
 
 
 def test_read_sst2_and_its_errors(tmp_path):
-    good = tmp_path / 'dev.tsv'
-    good.write_text('sentence\tlabel\nit \'s a charming journey . \t1\ndull . \t0\n')
-    assert sentiment.read_sst2(good) == (["it 's a charming journey .", 'dull .'], [1, 0])
-    test = tmp_path / 'test.tsv'
-    test.write_text('index\tsentence\n0\tno label here . \n')
-    assert sentiment.read_sst2(test) == (['no label here .'], None)
-    bad = tmp_path / 'bad.tsv'
-    bad.write_text('text\tlabel\nsomething\t1\n')
+    (tmp_path / 'dev.tsv').write_text('sentence\tlabel\nit \'s a charming journey . \t1\ndull . \t0\n')
+    assert sentiment.read_sst2('dev', tmp_path) == (["it 's a charming journey .", 'dull .'], [1, 0])
+    assert sentiment.read_sst2('dev', tmp_path, limit=1) == (["it 's a charming journey ."], [1])
+    (tmp_path / 'test.tsv').write_text('index\tsentence\n0\tno label here . \n')
+    assert sentiment.read_sst2('test', tmp_path) == (['no label here .'], None)
+    (tmp_path / 'train.tsv').write_text('text\tlabel\nsomething\t1\n')
     with pytest.raises(ValueError, match="sentence<TAB>label"):
-        sentiment.read_sst2(bad)
-    bad.write_text('sentence\tlabel\nfine . \tpositive\n')
-    with pytest.raises(ValueError, match='line 2'):
-        sentiment.read_sst2(bad)
+        sentiment.read_sst2('train', tmp_path)
+    (tmp_path / 'train.tsv').write_text('sentence\tlabel\nfine . \tpositive\n')
+    with pytest.raises(ValueError, match='train.tsv\\), line 2'):
+        sentiment.read_sst2('train', tmp_path)
+    with pytest.raises(FileNotFoundError):
+        sentiment.read_sst2('dev', tmp_path / 'nowhere')
 
 
 def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
-    """No SST-2 anywhere: GLUE's zip is downloaded (here: faked) into the cache and unpacked there once."""
+    """No SST-2 anywhere: GLUE's zip is downloaded (here: faked) into the cache once, and read from there."""
     monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
     downloads = []
 
     def fake_download(url, dest, sha256=None, quiet=False):
         downloads.append(url)
+        dest.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(dest, 'w') as z:
             for split in ('train', 'dev', 'test'):
                 z.writestr(f'SST-2/{split}.tsv', f'sentence\tlabel\n{split} sentence . \t1\n')
         return dest
 
-    monkeypatch.setattr(sentiment, 'download', fake_download)
-    (tmp_path / 'cache' / 'sentiment').mkdir(parents=True)
-    path = sentiment.sst2_path('dev')
-    assert path == tmp_path / 'cache' / 'sentiment' / 'sst2' / 'dev.tsv'
-    assert sentiment.read_sst2(path) == (['dev sentence .'], [1])
-    assert sentiment.read_sst2(sentiment.sst2_path('train')) == (['train sentence .'], [1])
-    assert downloads == [sentiment.SST2_ZIP_URL]  # the second file came from the cache
-    assert sorted(p.name for p in (tmp_path / 'cache' / 'sentiment' / 'sst2').iterdir()) == \
-        ['dev.tsv', 'test.tsv', 'train.tsv']
+    monkeypatch.setattr(mingpt.data, 'download', fake_download)
+    assert sentiment.read_sst2('dev') == (['dev sentence .'], [1])
+    assert sentiment.read_sst2('train') == (['train sentence .'], [1])
+    assert downloads == [sentiment.SST2_ZIP_URL]  # the second split came from the cached zip
+    assert (tmp_path / 'cache' / 'sentiment' / 'SST-2.zip').exists()
+
+
+def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
+    data_dir('gpt2', 'encoder.json')
+    chars = sentiment.Vocabulary.build('char', ['ab', 'ba c'])
+    assert chars.tokens == [' ', 'a', 'b', 'c'] and (chars.unk, chars.eot, chars.vocab_size) == (4, 5, 6)
+    assert chars.encode('cab!<|endoftext|>a') == [3, 1, 2, 4, 5, 1]
+    bpe = sentiment.Vocabulary.build('bpe', ['a good film'])
+    gpt2 = sentiment.Vocabulary('gpt2')
+    full = gpt2.encode(' a good film')
+    assert bpe.tokens == sorted(full) and bpe.encode(' a good film') == [bpe.tokens.index(i) for i in full]
+    assert bpe.encode(' bad<|endoftext|>') == [bpe.unk, bpe.eot]
+    assert gpt2.encode('<|endoftext|>') == [gpt2.eot] and gpt2.vocab_size == gpt2.eot + 1
+    assert sentiment.Vocabulary(**bpe.state()).encode(' film') == bpe.encode(' film')
 
 
 def test_command_line_errors():

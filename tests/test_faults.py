@@ -1,0 +1,298 @@
+"""No run is ever lost (issue 13): chargpt killed with SIGKILL at random moments, and during checkpoint writes, then
+resumed, trains exactly the uninterrupted run; stopping and extending is the same run; evaluation and sampling
+never change the training; and every bad input is refused with a message that names it, before any file in
+work_dir changes. Tiny models on a made-up text, so offline and fast."""
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import load_project
+from mingpt.utils import ConfigError, run_cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+chargpt = load_project('chargpt')
+TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--model.n_embd=16',
+        '--data.block_size=16', '--trainer.batch_size=4', '--trainer.eval_iters=2', '--trainer.quiet=True',
+        '--sample.prompt=o god']
+
+
+@pytest.fixture(scope='module')
+def text(tmp_path_factory):
+    """27 KB of words drawn at random: 20 characters, lowercase, spaces and newlines."""
+    rng = np.random.default_rng(0)
+    words = 'the king shall not be moved and yet love is blind o god fair'.split()
+    path = tmp_path_factory.mktemp('data') / 'text.txt'
+    path.write_text('\n'.join(' '.join(rng.choice(words, size=8)) for _ in range(800)))
+    return path
+
+
+def metrics(work_dir):
+    """metrics.jsonl without the timings, which differ from run to run."""
+    with open(os.path.join(work_dir, 'metrics.jsonl')) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in ('tokens_per_s', 'mfu')} for line in f]
+
+
+def temp_files(work_dir):
+    return [n for n in os.listdir(work_dir) if re.fullmatch(r'.+\.tmp\d+', n)] if work_dir.exists() else []
+
+
+def progress(work_dir):
+    """The last iteration in metrics.jsonl (-1 for none), read while a run may be writing it."""
+    try:
+        with open(work_dir / 'metrics.jsonl') as f:
+            return max((json.loads(line)['iter'] for line in f if line.endswith('\n')), default=-1)
+    except FileNotFoundError:
+        return -1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# killed and resumed
+
+# the victim's fsync waits a little, so that the test can see a checkpoint's temporary file and kill the run then
+SLOW_FSYNC = ("import os, runpy, sys, time\n"
+              "fsync = os.fsync\n"
+              "os.fsync = lambda fd: (time.sleep(0.05), fsync(fd))[1]\n"
+              "sys.argv = sys.argv[1:]\n"
+              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+
+def test_sigkill_at_random_moments_and_during_writes_then_resume_equals_the_straight_run(tmp_path, text):
+    args = [os.path.join(ROOT, 'projects', 'chargpt.py'), f'--data.path={text}', *TINY, '--trainer.max_iters=24',
+            '--trainer.eval_interval=5', '--trainer.checkpoint_interval=2', '--sample.length=30']
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+
+    def start(work_dir, *extra):
+        return subprocess.Popen([sys.executable, '-c', SLOW_FSYNC, *args, f'--system.work_dir={work_dir}', *extra],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    straight = start(tmp_path / 'straight')
+    work_dir = tmp_path / 'killed'
+    rng = random.Random(0)
+    kills = 0
+    for moment in ('write', 'random', 'write', 'random', 'write', None):
+        go_on = '--trainer.resume=True' if (work_dir / 'ckpt.pt').exists() else '--trainer.overwrite=True'
+        victim = start(work_dir, go_on)
+        seen = progress(work_dir)
+        deadline = time.time() + 60
+        while moment and victim.poll() is None and time.time() < deadline:
+            if moment == 'write' and temp_files(work_dir):
+                break  # a checkpoint (or model.pt, metrics, args, config) is being written
+            if moment == 'random' and progress(work_dir) > seen:
+                time.sleep(rng.uniform(0, 0.3))  # somewhere in training, once this run has made progress
+                break
+            time.sleep(0.002)
+        if moment and victim.poll() is None:
+            os.kill(victim.pid, signal.SIGKILL)
+            kills += 1
+            if moment == 'write':
+                assert temp_files(work_dir), 'the kill was meant to land during a write'
+        _, err = victim.communicate(timeout=120)
+        if moment is None:
+            assert victim.returncode == 0, err
+    _, err = straight.communicate(timeout=120)
+    assert straight.returncode == 0, err
+    assert kills >= 4
+    expected = metrics(tmp_path / 'straight')
+    assert [r['iter'] for r in expected] == list(range(24))
+    assert metrics(work_dir) == expected  # every iteration once, the same losses, val losses and rates, bit for bit
+    assert not temp_files(work_dir)
+    a, b = (torch.load(d / 'ckpt.pt', weights_only=True) for d in (tmp_path / 'straight', work_dir))
+    assert all(torch.equal(a['model'][k], b['model'][k]) for k in a['model'])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# evaluation and sampling never change the training
+
+def train(work_dir, text, *extra):
+    chargpt.main([f'--data.path={text}', f'--system.work_dir={work_dir}', *TINY, '--trainer.checkpoint_interval=3',
+                  *extra])
+    return metrics(work_dir)
+
+
+def test_stop_at_n_then_extend_to_2n_equals_2n_straight_with_sampling_on(tmp_path, text):
+    # chargpt's sampling after every evaluation is on (shortened from 500 characters to 40); the stop at 6 also
+    # evaluates and samples
+    every = ['--trainer.eval_interval=4', '--sample.length=40']
+    straight = train(tmp_path / 'straight', text, '--trainer.max_iters=12', *every)
+    train(tmp_path / 'extended', text, '--trainer.max_iters=6', *every)
+    extended = train(tmp_path / 'extended', text, '--trainer.max_iters=12', '--trainer.resume=True', *every)
+    def losses(records):
+        return [(r['iter'], r['loss'], r['lr']) for r in records]
+    assert losses(extended) == losses(straight)
+    # the evaluations of the straight run give the same val losses; the stop at 6 added one of its own
+    assert [r for r in straight if 'val_loss' in r] == [r for r in extended if 'val_loss' in r and r['iter'] != 5]
+    # and evaluation on or off trains the same model
+    quiet = train(tmp_path / 'no-eval', text, '--trainer.max_iters=12', '--trainer.eval_interval=0')
+    assert losses(quiet) == losses(straight)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bad input: a message naming it, and no file in work_dir changed
+
+@pytest.fixture(scope='module')
+def run_dir(tmp_path_factory, text):
+    """A finished chargpt run (ckpt.pt at iteration 4) that every bad input below must leave as it is."""
+    work_dir = tmp_path_factory.mktemp('run')
+    train(work_dir, text, '--trainer.max_iters=4', '--trainer.eval_interval=2', '--sample.length=0')
+    return work_dir
+
+
+def snapshot(work_dir):
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()) for p in work_dir.iterdir()}
+
+
+def refused(run_dir, args, match, error=ValueError):
+    """chargpt with args in run_dir raises error matching `match` and leaves every file of run_dir as it was."""
+    before = snapshot(run_dir)
+    with pytest.raises(error, match=match):
+        chargpt.main([f'--system.work_dir={run_dir}', *TINY, *args])
+    assert snapshot(run_dir) == before
+
+
+def test_a_fresh_run_never_overwrites_a_run(run_dir, text):
+    refused(run_dir, [f'--data.path={text}'],
+            re.escape(f"{run_dir} holds an earlier run (ckpt.pt: iteration 4) that this fresh run would overwrite; "
+                      "continue it with --trainer.resume=True, train in another work_dir (--trainer.work_dir=DIR), "
+                      "or replace it with --trainer.overwrite=True"), ConfigError)
+
+
+def test_overwrite_replaces_the_run(tmp_path, text):
+    train(tmp_path, text, '--trainer.max_iters=4', '--trainer.eval_interval=2', '--sample.length=0')
+    (tmp_path / 'ckpt.pt.tmp99999').write_bytes(b'left by a killed write')
+    train(tmp_path, text, '--trainer.max_iters=2', '--trainer.eval_interval=2', '--sample.length=0',
+          '--trainer.overwrite=True')
+    assert [r['iter'] for r in metrics(tmp_path)] == [0, 1]
+    assert torch.load(tmp_path / 'ckpt.pt', weights_only=True)['iter_num'] == 2
+    assert not temp_files(tmp_path)
+
+
+@pytest.mark.parametrize('args, match', [
+    # the trainer's options
+    (['--trainer.batch_size=0'], r"trainer.batch_size=0 is out of range: it must be an integer >= 1"),
+    (['--trainer.batch_size=-8'], r"trainer.batch_size=-8 is out of range: it must be an integer >= 1"),
+    (['--trainer.eval_iters=0'], r"trainer.eval_iters=0 is out of range: it must be an integer >= 1"),
+    (['--trainer.grad_accum_steps=0'], r"trainer.grad_accum_steps=0 is out of range: it must be an integer >= 1"),
+    (['--trainer.learning_rate=-1'], r"trainer.learning_rate=-1.0 is out of range: it must be a number > 0"),
+    (['--trainer.max_iters=0'], r"trainer.max_iters=0 is out of range: it must be None or an integer >= 1"),
+    (['--trainer.max_iters=-5'], r"trainer.max_iters=-5 is out of range: it must be None or an integer >= 1"),
+    (['--trainer.checkpoint_interval=-1'], r"trainer.checkpoint_interval=-1 is out of range: it must be None or "
+                                           r"an integer >= 1"),
+    (['--trainer.eval_interval=-3'], r"trainer.eval_interval=-3 is out of range"),
+    (['--trainer.log_interval=0'], r"trainer.log_interval=0 is out of range"),
+    (['--trainer.warmup_iters=-1'], r"trainer.warmup_iters=-1 is out of range"),
+    (['--trainer.weight_decay=-0.1'], r"trainer.weight_decay=-0.1 is out of range: it must be a number >= 0"),
+    (['--trainer.betas=(0.9, 1.5)'], r"trainer.betas=1.5 is out of range: it must be a number >= 0 and < 1"),
+    (['--trainer.num_workers=-1'], r"trainer.num_workers=-1 is out of range"),
+    (['--trainer.batch_size=6', '--trainer.grad_accum_steps=4'], r"must be a multiple of grad_accum_steps"),
+    (['--trainer.resume=True', '--trainer.overwrite=True'], r"give one of them"),
+    # chargpt's own
+    (['--data.val_fraction=-0.1'], r"data.val_fraction=-0.1 is out of range: it must be a number > 0 and < 1"),
+    (['--data.val_fraction=0'], r"data.val_fraction=0.0 is out of range"),
+    (['--data.val_fraction=1.5'], r"data.val_fraction=1.5 is out of range"),
+    (['--data.val_fraction=0.0001'], r"splits the text's [\d,]+ tokens into [\d,]+ to train on and 2 to validate"),
+    (['--data.block_size=0'], r"data.block_size=0 is out of range: it must be an integer >= 1"),
+    (['--data.block_size=-4'], r"data.block_size=-4 is out of range"),
+    (['--sample.length=-1'], r"sample.length=-1 is out of range"),
+    (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to data.block_size=16 "
+                                          r"tokens \(the model's context\): shorten it, or raise --data.block_size"),
+    (['--sample.prompt=O God'], r"characters 'GO' are not in the vocabulary"),
+    (['--sample.prompt='], r"sample.prompt is 0 tokens long"),
+])
+def test_bad_options_are_refused_by_name_value_and_range(run_dir, text, args, match):
+    refused(run_dir, [f'--data.path={text}', *args], match)
+
+
+def test_resume_refuses_a_checkpoint_of_other_text_model_or_tokenizer(run_dir, text, tmp_path):
+    other = tmp_path / 'other.txt'  # as many characters, one of them another: 4 of the 20 ids change meaning
+    other.write_text(text.read_text().replace('e', 'E'))
+    resume = ['--trainer.resume=True', '--trainer.max_iters=8']
+    refused(run_dir, [f'--data.path={other}', *resume],
+            r"cannot resume from .*ckpt.pt: its vocab is not this run's \(4 of 20 entries differ\)")
+    refused(run_dir, [f'--data.path={text}', *resume, '--model.n_layer=3'],
+            r"its model was built with other settings \(n_layer=2 there, 3 here\)")
+    refused(run_dir, [f'--data.path={text}', *resume, f'--data.tokenizer={bpe_dir(tmp_path)}'],
+            r"its tokenizer is not this run's \(the checkpoint has none\)")
+    refused(run_dir, [f'--data.path={text}', '--trainer.resume=True', '--trainer.max_iters=4'],
+            r"has trained 4 iterations already and trainer.max_iters=4: nothing is left to train")
+
+
+def test_unreadable_inputs_name_the_file(run_dir, text, tmp_path):
+    latin1 = tmp_path / 'latin1.txt'
+    latin1.write_bytes('caf\xe9 '.encode('latin-1') * 100)
+    refused(run_dir, [f'--data.path={latin1}'], re.escape(f"{latin1} is not UTF-8 text (byte 3 cannot be decoded"))
+    evil = tmp_path / 'evil.pt'
+    torch.save({'format': 'mingpt-checkpoint-1', 'x': Exploit()}, evil)
+    refused(run_dir, [f'--data.path={text}', f'--trainer.resume={evil}', '--trainer.max_iters=8'],
+            r"(?s)evil.pt could not be read.*it can result in arbitrary code execution. Do it only if you got the "
+            r"file from a trusted source.*unsupported GLOBAL posix.system")
+
+
+class Exploit:
+    def __reduce__(self):
+        return (os.system, ('echo pwned',))
+
+
+def bpe_dir(tmp_path, name='bpe', merges=(('t', 'h'), ('th', 'e'), ('Ġ', 'the'), ('i', 'n'), ('o', 'v'))):
+    """A tiny byte-level BPE vocabulary in GPT-2's format: the 256 bytes, then a few merges."""
+    from mingpt.bpe import bytes_to_unicode
+    alphabet = list(bytes_to_unicode().values())
+    encoder = {s: i for i, s in enumerate(alphabet + [a + b for a, b in merges])}
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    (folder / 'encoder.json').write_text(json.dumps(encoder))
+    (folder / 'vocab.bpe').write_text('#version: 0.2\n' + ''.join(f'{a} {b}\n' for a, b in merges))
+    return folder
+
+
+def test_bpe_tokenizer_trains_samples_and_guards_resume(tmp_path, text, capsys):
+    folder = bpe_dir(tmp_path)
+    work_dir = tmp_path / 'run'
+    records = train(work_dir, text, f'--data.tokenizer={folder}', '--trainer.max_iters=3', '--trainer.eval_interval=2',
+                    '--sample.length=10')
+    assert [r['iter'] for r in records] == [0, 1, 2]
+    from mingpt.bpe import get_encoder
+    encoder = get_encoder(folder / 'encoder.json', folder / 'vocab.bpe')
+    ckpt = torch.load(work_dir / 'model.pt', weights_only=True)
+    assert ckpt['model_config']['vocab_size'] == 261 and ckpt['tokenizer']['encoder'] == encoder.encoder
+    assert encoder.encode(' the') == [258]  # the merges apply: ' the' is one token
+    capsys.readouterr()
+    chargpt.main([f'--sample.checkpoint={work_dir / "model.pt"}', '--sample.prompt=the king', '--sample.length=12'])
+    assert capsys.readouterr().out.splitlines()[-1].startswith('the king')
+    # a resume with characters instead, or with another BPE vocabulary, is refused
+    refused(work_dir, [f'--data.path={text}', '--trainer.resume=True', '--trainer.max_iters=6'],
+            r"its vocab is not this run's \(the checkpoint has none\)")
+    other = bpe_dir(tmp_path, 'other', merges=(('t', 'h'), ('e', 'Ġ'), ('i', 'n'), ('o', 'v'), ('k', 'i')))
+    refused(work_dir, [f'--data.path={text}', f'--data.tokenizer={other}', '--trainer.resume=True',
+                       '--trainer.max_iters=6'], r"its tokenizer is not this run's \(not the same\)")
+
+
+@pytest.mark.parametrize('project, args, message', [
+    ('chargpt', ['--data.val_fraction=2'], 'data.val_fraction=2.0 is out of range: it must be a number > 0 and < 1'),
+    ('adder', ['--trainer.batch_size=0'], 'trainer.batch_size=0 is out of range: it must be an integer >= 1'),
+    ('sentiment', ['finetune', '--data.train_limit=0'], 'data.train_limit=0 is out of range'),
+])
+def test_every_project_prints_error_and_exits_2(project, args, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # their default work_dirs are relative: nothing may appear there
+    main = load_project(project).main
+    for debug in (False, True):
+        with pytest.raises(SystemExit) as e:
+            run_cli(main, args + (['--debug'] if debug else []))
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f'error: {message}' in err
+        assert ('Traceback' in err) == debug
+    monkeypatch.setenv('MINGPT_DEBUG', '1')
+    with pytest.raises(SystemExit):
+        run_cli(main, args)
+    assert 'Traceback' in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
