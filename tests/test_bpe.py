@@ -100,6 +100,14 @@ def test_random_unicode_matches_tiktoken(encoder, tiktoken_gpt2):
     assert encoder.encode('') == [] and encoder.decode([]) == ''
 
 
+def test_long_pretoken_matches_tiktoken(encoder, tiktoken_gpt2):
+    # one pre-token of 5,000 letters: the heap-based merge loop costs n log n (the list-based loop it replaced was
+    # quadratic) and must still give tiktoken's ids
+    rng = random.Random(1)
+    word = ''.join(rng.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(5000))
+    assert encoder.encode(word) == tiktoken_gpt2.encode_ordinary(word)
+
+
 def test_endoftext(encoder, tiktoken_gpt2):
     text = 'Hello<|endoftext|> world<|endoftext|><|endoftext|>'
     assert encoder.encode(text) == tiktoken_gpt2.encode_ordinary(text)  # plain text by default
