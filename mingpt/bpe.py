@@ -321,8 +321,9 @@ class BPETrainer:
     Ties: among pairs of equal count, the one whose earliest occurrence in the text, as segmented now, comes first
     (the text position of its left symbol). Words are laid out in the order of their first occurrence and a word's
     first occurrence ends before the next new word begins, so the smallest position in `where[pair]` is that
-    earliest occurrence. `first[pair]` is a lower bound of it (merges only remove occurrences of an existing pair),
-    checked when the pair reaches the top of the heap.
+    earliest occurrence. `first[pair]` keeps a lower bound of it, checked when the pair reaches the top of the heap:
+    a merge only removes occurrences of the pairs that existed before it (their earliest can only move right) and
+    adds occurrences only to pairs holding the new symbol.
     """
 
     def __init__(self, words):
@@ -417,7 +418,7 @@ class BPETrainer:
 
 
 def _check_special_tokens(special_tokens, vocab_size):
-    specials = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens)
+    specials = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens or ())
     if not all(isinstance(s, str) and s for s in specials) or len(set(specials)) < len(specials):
         raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
     if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
@@ -467,8 +468,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
             merges.append(step[:2])
             bar.update()
             if show:
-                a, b, count = (trainer.vocab[i].decode('utf-8', 'replace') if k < 2 else i for k, i in enumerate(step))
-                tqdm.write(f'merge {len(merges)}: {a!r} + {b!r} -> {a + b!r} (count {count})\n'
+                a, b, ab = (trainer.vocab[i].decode('utf-8', 'replace') for i in (step[0], step[1], -1))
+                tqdm.write(f'merge {len(merges)}: {a!r} + {b!r} -> {ab!r} (count {step[2]})\n'
                            f'  {_render(trainer, layout)}')
     return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
 
