@@ -28,7 +28,7 @@ BOOKS = ['text/gutenberg/2600-0.txt', 'text/gutenberg/2701-0.txt', 'text/gutenbe
 
 
 def train_mingpt(path, vocab_size):
-    text = Path(path).read_text(encoding='utf-8')
+    text = Path(path).read_bytes().decode('utf-8')  # as tokenizers reads it: no newline translation
     return list(train_bpe(text, vocab_size, special_tokens=(ENDOFTEXT,)).encoder)
 
 
@@ -61,12 +61,11 @@ def run_in_process(name, path, vocab_size):
 def corpus(args):
     """The text to train on, cut to --mb MB (10^6 bytes, at a character boundary), in a temporary file."""
     paths = [args.text] if args.text else [fetch(book) for book in BOOKS]
-    text = ''.join(Path(p).read_text(encoding='utf-8') for p in paths)
-    text = text.encode('utf-8')[:int(args.mb * 1e6)].decode('utf-8', errors='ignore')
-    f = tempfile.NamedTemporaryFile('w', encoding='utf-8', suffix='.txt', delete=False)
-    with f:
-        f.write(text)
-    return Path(f.name), len(text.encode('utf-8'))
+    data = b''.join(Path(p).read_bytes() for p in paths)[:int(args.mb * 1e6)]
+    data = data.decode('utf-8', errors='ignore').encode('utf-8')  # drop a character cut in half at the end
+    with tempfile.NamedTemporaryFile('wb', suffix='.txt', delete=False) as f:
+        f.write(data)
+    return Path(f.name), len(data)
 
 
 def main():

@@ -573,11 +573,19 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
           f"{types[-1]:,} distinct words, {tokens[-1]:,} distinct BPE tokens")
 
 
+TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE: start from the 256 bytes, count adjacent pairs, merge
+the most frequent pair, repeat until --vocab-size tokens (bytes + merges + special tokens). Writes
+OUT/encoder.json and OUT/vocab.bpe in GPT-2's format (load them with mingpt.bpe.get_encoder(directory=OUT) or
+BPETokenizer(directory=OUT)), then prints bytes per token on FILE for this vocabulary and for GPT-2's.
+
+example: python -m mingpt.bpe train input.txt --vocab-size 5000 --out my_tokenizer --curve vocab.png"""
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='python -m mingpt.bpe', description='Byte-level BPE vocabularies.')
     commands = parser.add_subparsers(dest='command', required=True)
     train = commands.add_parser('train', help='learn a vocabulary from a text file, save it in GPT-2 format',
-                                description=train_bpe.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     train.add_argument('file', help='UTF-8 text to learn from')
     train.add_argument('--vocab-size', type=int, required=True, help='256 bytes + merges + special tokens')
     train.add_argument('--out', required=True, help='directory for encoder.json and vocab.bpe')
@@ -590,7 +598,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     fig = _figure() if args.curve else None  # fail before training if matplotlib is missing
     try:
-        text = Path(args.file).read_text(encoding='utf-8')
+        text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
     except (OSError, UnicodeDecodeError) as e:
         parser.error(f'cannot read {args.file} as UTF-8 text: {e}')
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,

@@ -244,9 +244,10 @@ def test_saving_gpt2_gives_back_its_files(tmp_path):
 
 def test_command_line_trains_shows_and_saves(tmp_path):
     corpus = tmp_path / 'woodchuck.txt'
-    corpus.write_text('would a woodchuck chuck wood\n' * 3, encoding='utf-8')
+    corpus.write_bytes(b'would a woodchuck chuck wood\r\n' * 3)  # CRLF: read as bytes, not translated
     env = dict(os.environ, PYTHONPATH=str(ROOT), MINGPT_CACHE_DIR=str(tmp_path / 'cache'))
-    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '270',
+    # 272 = 256 bytes + 15 merges (after them every word is one token) + '<|endoftext|>'
+    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '272',
                           '--out', str(tmp_path / 'tok'), '--show'], capture_output=True, text=True, env=env,
                          timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -254,7 +255,9 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     assert "merge 2: ' ' + 'wo' -> ' wo' (count 6)" in out.stdout
     assert 'bytes per token' in out.stdout
     encoder = get_encoder(directory=tmp_path / 'tok')
-    assert len(encoder.encoder) == 270 and encoder.decode(encoder.encode(corpus.read_text())) == corpus.read_text()
+    text = corpus.read_bytes().decode('utf-8')
+    assert len(encoder.encoder) == 272 and encoder.decode(encoder.encode(text)) == text
+    assert 'čĊ' in encoder.encoder  # '\r\n' in GPT-2's byte alphabet
 
 
 def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypatch, capsys):
