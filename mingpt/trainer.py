@@ -241,7 +241,8 @@ class Trainer:
         evaluate = self.val_dataset is not None and bool(c.eval_interval) and (
             self.iter_num % c.eval_interval == 0 or last)
         record = self._measure(t0) if self.iter_num % c.log_interval == 0 or last or evaluate else None
-        with rng_kept():  # evaluation and callbacks (sampling) must not change the training's random numbers
+        busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
+        with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
             if evaluate:
                 self.val_loss = record['val_loss'] = self.evaluate()
                 if self.val_loss < self.best_val_loss:

@@ -14,8 +14,6 @@ work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.
 that holds a run is never overwritten: resume it, choose another work_dir, or pass --trainer.overwrite=True.
 A resume refuses a checkpoint trained with another model config, text vocabulary or tokenizer.
 """
-import os
-
 import torch
 
 from mingpt.bpe import Encoder, get_encoder
@@ -55,9 +53,8 @@ def get_config():
 def bpe_tokenizer(directory):
     """(encoder, what a checkpoint records of it) for a byte-level BPE vocabulary: directory/encoder.json and
     directory/vocab.bpe. The record holds the whole vocabulary, so a checkpoint alone can be sampled from."""
-    encoder = get_encoder(os.path.join(directory, 'encoder.json'), os.path.join(directory, 'vocab.bpe'))
-    merges = sorted(encoder.bpe_ranks, key=encoder.bpe_ranks.get)
-    return encoder, {'kind': 'bpe', 'encoder': encoder.encoder, 'merges': merges}
+    encoder = get_encoder(directory=directory)
+    return encoder, {'kind': 'bpe', 'encoder': encoder.encoder, 'merges': encoder.bpe_merges}
 
 
 def tokenizer_of(ckpt):
@@ -82,8 +79,8 @@ def prompt_ids(tokenizer, prompt, block_size):
     """The prompt's ids, checked at start-up: not after an hour of training, at the first sample."""
     ids = tokenizer.encode(prompt)
     if not 1 <= len(ids) <= block_size:
-        raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to data.block_size={block_size} "
-                          "tokens (the model's context): shorten it, or raise --data.block_size")
+        raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to {block_size} tokens, the "
+                          "model's context (block_size): shorten it, or train with a larger --data.block_size")
     return ids
 
 

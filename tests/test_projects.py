@@ -67,3 +67,16 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
     assert out.startswith('number of parameters') and out.splitlines()[1].startswith('ROMEO:')
     with pytest.raises(ValueError, match=r"characters '\{' are not in the vocabulary"):
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt={ROMEO'])
+
+
+@pytest.mark.parametrize('project, args, first_line', [
+    ('chargpt', ['--help'], 'Trains a character-level language model'),
+    ('adder', ['-h'], 'Trains a GPT to add n-digit numbers'),
+    ('sentiment', ['pretrain', '--help'], 'Sentiment classification with a GPT'),
+])
+def test_help_shows_the_projects_usage_then_its_options(project, args, first_line, capsys):
+    with pytest.raises(SystemExit) as e:
+        load_project(project).main(args)
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(first_line) and 'trainer:\n' in out and 'overwrite: False' in out

@@ -140,6 +140,29 @@ def test_compiled_model_saves_plain_names(tmp_path, monkeypatch):
     GPT.from_checkpoint(tmp_path / 'ckpt.pt')
 
 
+def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_path):
+    from mingpt.utils import CfgNode as CN
+    run_config = CN(system=CN(work_dir=str(tmp_path / 'run')), note=CN(text='hello'))
+    set_seed(0)
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict(dict(max_iters=2, batch_size=0, quiet=True))
+    trainer = Trainer(tc, tiny_gpt(), tokens(), val_dataset=tokens(500, seed=1), run_config=run_config)
+    assert tc.work_dir == str(tmp_path / 'run')  # the trainer's work_dir defaults to the project's
+    with pytest.raises(ConfigError, match='trainer.batch_size=0 is out of range'):
+        trainer.run()
+    assert not (tmp_path / 'run').exists()  # refused before any file
+    tc.batch_size, tc.eval_iters, tc.eval_interval = 8, 1, 1
+    trainer.run()
+    assert sorted(p.name for p in (tmp_path / 'run').iterdir()) == ['args.txt', 'config.json', 'metrics.jsonl',
+                                                                    'model.pt']
+    assert json.load(open(tmp_path / 'run' / 'config.json'))['note'] == {'text': 'hello'}
+    assert torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']['note'] == {'text': 'hello'}
+    # model.pt alone cannot be resumed, so the message offers the two other ways
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: iteration 2\) that this fresh run would "
+                                          r"overwrite; train in another work_dir"):
+        train(tmp_path / 'run')
+
+
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     data = (tmp_path / 'ckpt.pt').read_bytes()

@@ -1,8 +1,11 @@
 import json
+import re
 
 import pytest
+import torch
 
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint, setup_logging
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, remove_stale_temps, resolve_device,
+                          run_cli, save_checkpoint, setup_logging)
 
 
 def make():
@@ -93,10 +96,11 @@ def test_setup_logging(tmp_path):
     setup_logging(C)
     assert json.load(open(tmp_path / 'run' / 'config.json'))['x'] == {'a': 1}
     assert (tmp_path / 'run' / 'args.txt').exists()
+    setup_logging(C, tmp_path / 'elsewhere')
+    assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
 def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
-    import torch
     path = tmp_path / 'ck.pt'
     save_checkpoint({'model': {'w': torch.ones(3)}, 'vocab': ['a', 'b']}, path)
     assert load_checkpoint(path)['vocab'] == ['a', 'b']
@@ -110,3 +114,65 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'foreign.pt')
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / 'missing.pt')
+
+
+@pytest.mark.parametrize('value, kwargs, message', [
+    (0, dict(low=1, integer=True), "x=0 is out of range: it must be an integer >= 1"),
+    (2.5, dict(low=1, integer=True), "x=2.5 is out of range: it must be an integer >= 1"),
+    (1.0, dict(low=0, high=1, high_open=True), "x=1.0 is out of range: it must be a number >= 0 and < 1"),
+    (float('nan'), dict(low=0), "x=nan is out of range: it must be a number >= 0"),
+    (None, dict(low=1), "x=None is out of range: it must be a number >= 1"),
+    (-1, dict(low=1, none_ok=True), "x=-1 is out of range: it must be None or a number >= 1"),
+    (True, dict(low=0), "x=True is out of range"),
+])
+def test_check_range_names_option_value_and_range(value, kwargs, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_range('x', value, **kwargs)
+
+
+def test_check_range_accepts_the_range():
+    assert check_range('x', 0, low=0) == 0 and check_range('x', None, low=1, none_ok=True) is None
+    assert check_range('x', 4.0, low=1, integer=True) == 4.0 and check_range('x', 0.5, 0, 1, True, True) == 0.5
+
+
+def test_resolve_device():
+    assert resolve_device('cuda:1') == 'cuda:1' and resolve_device('cpu') == 'cpu'
+    expected = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
+    assert resolve_device('auto') == expected
+
+
+def test_remove_stale_temps_keeps_everything_else(tmp_path):
+    for name in ('ckpt.pt', 'ckpt.pt.tmp123', 'metrics.jsonl.tmp9', 'notes.tmp', 'data.tmp12x'):
+        (tmp_path / name).write_text('x')
+    assert sorted(remove_stale_temps(tmp_path)) == ['ckpt.pt.tmp123', 'metrics.jsonl.tmp9']
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['ckpt.pt', 'data.tmp12x', 'notes.tmp']
+    assert remove_stale_temps(tmp_path / 'missing') == []
+
+
+def test_run_cli_turns_user_errors_into_exit_2(capsys, monkeypatch):
+    monkeypatch.delenv('MINGPT_DEBUG', raising=False)
+
+    def main(argv):
+        assert '--debug' not in argv  # run_cli takes its own flag away
+        raise FileNotFoundError(f"no file {argv[0]}")
+    with pytest.raises(SystemExit) as e:
+        run_cli(main, ['a.txt'])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith('error: no file a.txt\n') and 'Traceback' not in err and '--debug' in err
+    with pytest.raises(SystemExit):
+        run_cli(main, ['a.txt', '--debug'])
+    assert 'Traceback' in capsys.readouterr().err
+    assert run_cli(lambda argv: argv, ['--x=1']) == ['--x=1']  # success: main's result, no exit
+
+    def bug(argv):
+        raise KeyError('a bug, not a user error')
+    with pytest.raises(KeyError):  # a programming error keeps its traceback
+        run_cli(bug, [])
+
+
+def test_help_prints_usage_first(capsys):
+    with pytest.raises(SystemExit):
+        make().merge_from_args(['-h'], usage='Trains a thing.\n')
+    out = capsys.readouterr().out
+    assert out.startswith('Trains a thing.\n') and 'batch_size: 64' in out
