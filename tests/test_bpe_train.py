@@ -12,7 +12,7 @@ import regex
 from conftest import data_dir
 
 from mingpt import bpe
-from mingpt.bpe import GPT2_PATTERN, BPETokenizer, BPETrainer, Encoder, get_encoder, train_bpe
+from mingpt.bpe import GPT2_PATTERN, BPETokenizer, BPETrainer, get_encoder, train_bpe
 
 ROOT = Path(__file__).resolve().parents[1]
 EOT = '<|endoftext|>'
@@ -245,7 +245,9 @@ def test_saving_gpt2_gives_back_its_files(tmp_path):
 def test_command_line_trains_shows_and_saves(tmp_path):
     corpus = tmp_path / 'woodchuck.txt'
     corpus.write_bytes(b'would a woodchuck chuck wood\r\n' * 3)  # CRLF: read as bytes, not translated
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MINGPT_CACHE_DIR=str(tmp_path / 'cache'))
+    # GPT-2's files come from $MINGPT_DATA_DIR when it is set; a dead proxy makes sure nothing is downloaded
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MINGPT_CACHE_DIR=str(tmp_path / 'cache'),
+               HTTPS_PROXY='http://127.0.0.1:9', HTTP_PROXY='http://127.0.0.1:9')
     # 272 = 256 bytes + 15 merges (after them every word is one token) + '<|endoftext|>'
     out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '272',
                           '--out', str(tmp_path / 'tok'), '--show'], capture_output=True, text=True, env=env,
@@ -253,7 +255,9 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "merge 1: 'w' + 'o' -> 'wo' (count 9)" in out.stdout
     assert "merge 2: ' ' + 'wo' -> ' wo' (count 6)" in out.stdout
-    assert 'bytes per token' in out.stdout
+    assert 'this vocabulary (272 tokens)' in out.stdout and 'bytes per token' in out.stdout
+    gpt2_line = "GPT-2's vocabulary (50257 tokens)" if os.environ.get('MINGPT_DATA_DIR') else 'skipping the comparison'
+    assert gpt2_line in out.stdout
     encoder = get_encoder(directory=tmp_path / 'tok')
     text = corpus.read_bytes().decode('utf-8')
     assert len(encoder.encoder) == 272 and encoder.decode(encoder.encode(text)) == text
