@@ -67,7 +67,7 @@ SLOW_FSYNC = ("import os, runpy, sys, time\n"
 
 
 def test_sigkill_at_random_moments_and_during_writes_then_resume_equals_the_straight_run(tmp_path, text):
-    args = [os.path.join(ROOT, 'projects', 'chargpt.py'), f'--data.path={text}', *TINY, '--trainer.max_iters=24',
+    args = [os.path.join(ROOT, 'projects', 'chargpt.py'), f'--data.path={text}', *TINY, '--trainer.max_iters=20',
             '--trainer.eval_interval=5', '--trainer.checkpoint_interval=2', '--sample.length=30']
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
 
@@ -79,7 +79,7 @@ def test_sigkill_at_random_moments_and_during_writes_then_resume_equals_the_stra
     work_dir = tmp_path / 'killed'
     rng = random.Random(0)
     kills = 0
-    for moment in ('write', 'random', 'write', 'random', 'write', None):
+    for moment in ('write', 'random', 'write', 'random', None):
         go_on = '--trainer.resume=True' if (work_dir / 'ckpt.pt').exists() else '--trainer.overwrite=True'
         victim = start(work_dir, go_on)
         seen = progress(work_dir)
@@ -101,9 +101,9 @@ def test_sigkill_at_random_moments_and_during_writes_then_resume_equals_the_stra
             assert victim.returncode == 0, err
     _, err = straight.communicate(timeout=120)
     assert straight.returncode == 0, err
-    assert kills >= 4
+    assert kills >= 3
     expected = metrics(tmp_path / 'straight')
-    assert [r['iter'] for r in expected] == list(range(24))
+    assert [r['iter'] for r in expected] == list(range(20))
     assert metrics(work_dir) == expected  # every iteration once, the same losses, val losses and rates, bit for bit
     assert not temp_files(work_dir)
     a, b = (torch.load(d / 'ckpt.pt', weights_only=True) for d in (tmp_path / 'straight', work_dir))
