@@ -1,0 +1,122 @@
+"""mingpt/engine.py: the fixed-size KV cache and the compiled decode step give model.generate's tokens, for GPT and a
+chargpt-style model, ragged batches included, and the step compiles once. Most tests compile with dynamo's
+'aot_eager' backend (the graph capture and its guards, which decide recompilation, without a C++ compiler); one
+compiles with inductor, the default, when a C++ compiler is found."""
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+from torch._dynamo.utils import counters
+
+from mingpt.engine import Engine
+from mingpt.model import GPT
+
+AOT_EAGER = dict(backend='aot_eager')
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles from scratch: dynamo keeps at most 8 compiled versions of decode_step, whatever made them."""
+    torch._dynamo.reset()
+
+
+def model(block_size=8, vocab_size=11, **kw):
+    C = GPT.get_default_config()
+    C.model_type = None
+    C.merge_from_dict({**dict(n_layer=2, n_head=2, n_embd=16, vocab_size=vocab_size, block_size=block_size,
+                              embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0), **kw})
+    torch.manual_seed(0)
+    return GPT(C).eval()
+
+
+def chargpt_model(block_size=32):
+    """chargpt's shape: a gpt-nano preset over Tiny Shakespeare's 65 characters."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=65, block_size=block_size))
+    torch.manual_seed(0)
+    return GPT(C).eval()
+
+
+def padded(rows, side, pad=0):
+    """Rows of different lengths as one (B, T) batch and its attention_mask (1 on real tokens)."""
+    T = max(len(r) for r in rows)
+    idx = torch.full((len(rows), T), pad)
+    mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for i, r in enumerate(rows):
+        sl = slice(T - len(r), T) if side == 'left' else slice(0, len(r))
+        idx[i, sl], mask[i, sl] = torch.tensor(r), 1
+    return idx, mask
+
+
+@pytest.mark.parametrize('kw', [{}, dict(attn_impl='explicit'), dict(pos_embd='sinusoidal', norm='post')])
+@pytest.mark.parametrize('prompt_len, new', [(1, 5), (3, 5), (3, 20), (8, 4)])
+def test_eager_engine_equals_generate(prompt_len, new, kw):
+    # block 8: (3, 20) and (8, 4) go past block_size, where the engine hands over to the sliding window
+    m = model(**kw)
+    idx = torch.randint(0, 11, (3, prompt_len))
+    assert torch.equal(Engine(m).generate(idx, new), m.generate(idx, new))
+
+
+@pytest.mark.parametrize('make, vocab', [(lambda: model(block_size=64), 11), (chargpt_model, 65)])
+def test_compiled_decode_equals_eager_and_compiles_once(make, vocab):
+    m = make()
+    counter = CompileCounter()
+    engine = Engine(m, compile=dict(backend=counter))
+    idx = torch.randint(0, vocab, (2, 5))
+    assert torch.equal(engine.generate(idx, 24), m.generate(idx, 24))  # 23 decode steps
+    assert counter.frame_count == 1  # compiled at the first step, never again
+    other = torch.randint(0, vocab, (2, 7))  # another prompt of the same shape bucket: the same compiled step
+    assert torch.equal(engine.generate(other, 20), m.generate(other, 20))
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize('make', [lambda: model(block_size=16), lambda: chargpt_model(block_size=16)])
+def test_ragged_batch_through_the_compiled_engine_equals_each_row_alone(make):
+    m = make()
+    rows = [[1, 2, 3, 4, 5, 6, 7], [8], [9, 10, 1]]
+    engine = Engine(m, compile=AOT_EAGER)
+    for side, new in (('left', 6), ('right', 6), ('left', 14), ('right', 14)):  # 14 goes past block_size 16
+        idx, mask = padded(rows, side, pad=3)
+        out = engine.generate(idx, new, attention_mask=mask)[:, idx.size(1):]
+        for row, got in zip(rows, out):
+            assert got.tolist() == m.generate(torch.tensor([row]), new)[0, len(row):].tolist(), (side, new)
+
+
+def test_sampling_and_eos_as_generate():
+    m = model(block_size=32)
+    idx, mask = padded([[1, 2, 3], [4]], 'left')
+    kw = dict(do_sample=True, temperature=0.9, top_k=5, top_p=0.9, attention_mask=mask)
+    a = m.generate(idx, 12, generator=torch.Generator().manual_seed(3), **kw)
+    b = Engine(m).generate(idx, 12, generator=torch.Generator().manual_seed(3), **kw)
+    assert torch.equal(a, b)
+    eos = a[0, 6].item()  # row 0's fourth new token
+    assert torch.equal(Engine(m).generate(idx, 12, eos_token_id=eos), m.generate(idx, 12, eos_token_id=eos))
+
+
+def inductor_missing():
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+        return None
+    except Exception as e:  # the error says which compilers were looked for
+        return f"torch.compile's inductor backend needs a C++ compiler on CPU (e.g. apt-get install g++): {e}"
+
+
+@pytest.mark.skipif(inductor_missing() is not None, reason=str(inductor_missing()))
+def test_inductor_compiled_decode_equals_eager():
+    import torch._inductor.config
+    m = model(block_size=32, n_layer=1)
+    idx = torch.randint(0, 11, (2, 4))
+    counters.clear()
+    with torch._inductor.config.patch(compile_threads=1):  # no pool of compile workers to start for two kernels
+        out = Engine(m, compile=True).generate(idx, 16)
+    assert torch.equal(out, m.generate(idx, 16))
+    assert counters['stats']['unique_graphs'] == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA graphs)")
+def test_cuda_graphs_decode_equals_eager():
+    m = model(block_size=64).cuda()
+    idx = torch.randint(0, 11, (2, 5), device='cuda')
+    counters.clear()
+    assert torch.equal(Engine(m, compile=True).generate(idx, 24), Engine(m).generate(idx, 24))
+    assert counters['stats']['unique_graphs'] == 1
