@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, load_checkpoint
 
 
 # ---- positional encoding ----
@@ -78,6 +78,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, context=None, mask=None, cache=None):
         """x (B, T, C) -> (B, T, C). `context` (B, S, C): the sequence keys and values come from (default x).
+        `context` may also be a pair (key, value) from context_keys_values, computed once and reused at every step.
         `mask` (B or 1, 1, T, S), True where a query may look at a key: padding and the causal mask together;
         None means the causal mask (or no mask, if not causal). `cache` holds the keys and values of earlier
         tokens; x is then only the new ones."""
@@ -85,10 +86,8 @@ class CausalSelfAttention(nn.Module):
         if context is None:
             q, k, v = self.c_attn(x).split(C, dim=2)
         else:  # cross-attention: the same stacked weights, the query read from x, key and value from context
-            w_q, w_kv = self.c_attn.weight.split([C, 2 * C])
-            b_q, b_kv = self.c_attn.bias.split([C, 2 * C])
-            q = F.linear(x, w_q, b_q)
-            k, v = F.linear(context, w_kv, b_kv).split(C, dim=2)
+            q = F.linear(x, self.c_attn.weight[:C], self.c_attn.bias[:C])
+            k, v = context if isinstance(context, tuple) else self.context_keys_values(context)
         # heads: split the channels into n_head independent attention problems of head_dim channels each
         q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hd)
         if cache is not None:
@@ -96,6 +95,12 @@ class CausalSelfAttention(nn.Module):
         y = self.attention(q, k, v, mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): the heads side by side again
         return self.resid_dropout(self.c_proj(y))
+
+    def context_keys_values(self, context):
+        """The keys and values (B, S, C) that cross-attention reads from context (B, S, C). A decoder computes them
+        once per source sentence and passes them as `context` at every step, instead of once per generated token."""
+        C = self.n_embd
+        return F.linear(context, self.c_attn.weight[C:], self.c_attn.bias[C:]).split(C, dim=2)
 
     def attention(self, q, k, v, mask):
         """Scaled dot-product attention, by the formula or by PyTorch's fused kernels (the same numbers). The formula
@@ -278,11 +283,9 @@ class GPT(nn.Module):
             raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
                               f"n_layer, n_head, n_embd (got n_layer={sizes[0]}, n_head={sizes[1]}, n_embd={sizes[2]})")
         for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
-            if not isinstance(getattr(config, key), int) or getattr(config, key) < 1:
-                raise ConfigError(f"model.{key} must be a whole number >= 1, got {getattr(config, key)!r}")
-        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
-            if not 0 <= getattr(config, key) < 1:
-                raise ConfigError(f"model.{key} is a dropout probability in [0, 1), got {getattr(config, key)!r}")
+            check_range(f'model.{key}', getattr(config, key), low=1, integer=True)
+        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
+            check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
         for key, choices in cls.CHOICES.items():
             if getattr(config, key) not in choices:
                 raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "

@@ -2,6 +2,8 @@
 search, which keeps the most probable whole sequences instead of choosing one token at a time."""
 import torch
 
+from mingpt.utils import check_range
+
 
 def top_k_filter(logits, k):
     """Keep the k largest logits of each row; the rest become -inf (never sampled)."""
@@ -21,14 +23,9 @@ def top_p_filter(logits, p):
 
 def check_sampling(temperature=1.0, top_k=None, top_p=None):
     """Reject settings that would leave no token to sample, naming the option and its range."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 when sampling (got {temperature}); use do_sample=False for greedy")
-    if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be a whole number >= 1 (the k most probable tokens), got {top_k!r}; "
-                         "None keeps every token")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1] (the probability mass kept), got {top_p!r}; None or 1 keeps "
-                         "every token")
+    check_range('temperature', temperature, low=0, low_open=True)  # for greedy decoding use do_sample=False
+    check_range('top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
+    check_range('top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
 
 
 def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):

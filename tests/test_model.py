@@ -54,12 +54,12 @@ def test_config_errors_are_clear():
         GPT(config(vocab_size=None))
     with pytest.raises(ConfigError, match="multiple of n_head"):
         GPT(config(n_head=3))
-    for key, bad, says in [('block_size', 0, 'whole number >= 1'), ('block_size', -4, 'whole number >= 1'),
-                           ('n_layer', 0, 'whole number >= 1'), ('embd_pdrop', -0.5, r'\[0, 1\)'),
-                           ('attn_pdrop', 1.0, r'\[0, 1\)'), ('norm', 'pst', "'pre', 'post'"),
+    for key, bad, says in [('block_size', 0, 'integer >= 1'), ('block_size', -4, 'integer >= 1'),
+                           ('n_layer', 0, 'integer >= 1'), ('embd_pdrop', -0.5, '>= 0 and < 1'),
+                           ('attn_pdrop', 1.0, '>= 0 and < 1'), ('norm', 'pst', "'pre', 'post'"),
                            ('pos_embd', 'rope', "'learned', 'sinusoidal'"), ('activation', 'tanh', "'gelu', 'relu'"),
                            ('attn_impl', 'flash', "'sdpa', 'explicit'")]:
-        with pytest.raises(ConfigError, match=f"model.{key} .*{says}"):
+        with pytest.raises(ConfigError, match=f"model.{key}.*{says}"):
             GPT(config(**{key: bad}))
     # a preset config can be used twice (the sizes it filled in agree with the preset)
     C = config(model_type='gpt-nano', n_layer=None, n_head=None, n_embd=None)
@@ -315,9 +315,16 @@ def test_top_k_and_top_p_never_pick_outside_allowed_set():
     assert (top_p_filter(logits, 1e-9) > float('-inf')).sum(-1).eq(1).all()  # always at least one token
 
 
-def test_temperature_must_be_positive_when_sampling():
-    with pytest.raises(ValueError, match="temperature"):
-        sample_next(torch.randn(1, 5), temperature=0, do_sample=True)
+@pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
+                                       (dict(top_k=0), 'top_k=0 .* integer >= 1'),
+                                       (dict(top_k=-1), 'top_k=-1 .* integer >= 1'),
+                                       (dict(top_p=0), 'top_p=0 .* > 0 and <= 1'),
+                                       (dict(top_p=1.5), 'top_p=1.5 .* > 0 and <= 1')])
+def test_sampling_options_are_checked(bad, says):
+    with pytest.raises(ValueError, match=says):
+        sample_next(torch.randn(1, 5), do_sample=True, **bad)
+    with pytest.raises(ValueError, match=says):
+        model().generate(torch.zeros(1, 1, dtype=torch.long), 2, do_sample=True, **bad)
 
 
 def test_configure_optimizers_decays_matrices_once():
