@@ -1,16 +1,47 @@
-"""Draw the loss curves of one or more runs from their metrics.jsonl (written by the trainer) to a PNG:
+"""Pictures for teaching and for watching training, drawn with matplotlib (optional: pip install -e '.[plot]'):
+
+- loss curves of one or more runs from their metrics.jsonl (written by the trainer), also as a command:
 
     python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png
     python -m mingpt.plot out/a/metrics.jsonl out/b/metrics.jsonl --smooth=0.9 -o compare.png
 
-Train loss is drawn thin (with an exponential moving average over it when --smooth > 0), val loss as a thicker
-line with points, in the same colour per run. Needs matplotlib: pip install -e '.[plot]'.
+  Train loss is drawn thin (with an exponential moving average over it when --smooth > 0), val loss as a thicker
+  line with points, in the same colour per run.
+- attention maps: every layer x head of a prompt as one grid, or one map large (projects/attention.py draws them
+  from a checkpoint or GPT-2);
+- positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
+
+Each picture is a function that returns a matplotlib Figure (look at it in a notebook, or test what it holds);
+save() writes one to a PNG. Figures are made without pyplot, so no display and no global backend are needed.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
+import numpy as np
+
+from mingpt.utils import atomic_write, run_cli
+
+
+def new_figure(width, height):
+    """A matplotlib Figure of width x height inches; a clear error when matplotlib is not installed."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise RuntimeError("drawing needs matplotlib, which is not installed: pip install -e '.[plot]' "
+                           "(or pip install matplotlib)") from None
+    return Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars
+
+
+def save(fig, path, dpi=100):
+    """Write fig to path as a PNG, atomically; returns path."""
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format='png', dpi=dpi))
+    return path
+
+
+# ---- loss curves ----
 
 def read_metrics(path):
     """The records of a metrics.jsonl; a line cut short (a run killed mid-write) is skipped."""
@@ -33,18 +64,14 @@ def ema(values, alpha):
     return out
 
 
-def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
-    try:
-        import matplotlib
-        matplotlib.use('Agg')  # files only, no display needed
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("drawing needs matplotlib: pip install -e '.[plot]' (or pip install matplotlib)") from None
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
+    """Train and val loss against iteration, one colour per metrics.jsonl in paths."""
+    fig = new_figure(7, 4.2)
+    ax = fig.subplots()
     for i, path in enumerate(paths):
         records = read_metrics(path)
         if not records:
-            raise SystemExit(f"{path} holds no metrics; is it a trainer's metrics.jsonl?")
+            raise ValueError(f"{path} holds no metrics; is it a trainer's metrics.jsonl?")
         name = labels[i] if labels else os.path.basename(os.path.dirname(os.path.abspath(path))) or path
         colour = f'C{i}'
         it = [r['iter'] for r in records]
@@ -65,12 +92,107 @@ def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
+    """Draw the loss curves of the metrics.jsonl files in paths into the PNG out; returns out."""
+    return save(loss_figure(paths, smooth, labels, title, logy), out, dpi=120)
+
+
+# ---- attention maps ----
+
+def readable(token):
+    """A token as a label one can see: a space as '␣', a newline as '↵', a tab as '⇥', other controls escaped."""
+    token = token.replace(' ', '\u2423').replace('\n', '\u21b5').replace('\t', '\u21e5')
+    return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in token)
+
+
+def _thinned(labels, panel_inches, fontsize):
+    """(positions, labels) for an axis: every token, or every k-th one when they would not fit at this font size."""
+    fits = max(1, int(panel_inches * 72 / (1.3 * fontsize)))  # 72 points per inch; 1.3: line spacing
+    ticks = list(range(0, len(labels), math.ceil(len(labels) / fits)))
+    return ticks, [labels[t] for t in ticks]
+
+
+def attention_figure(maps, tokens, title=None, layers=None, heads=None):
+    """Attention weights as a grid of heat maps, one row per layer and one column per head: maps is
+    (n_layer, n_head, T, T) (a tensor, an array, or a list of (n_head, T, T)), tokens the T strings of the prompt,
+    layers and heads the numbers to label the rows and columns with (default 0, 1, ...). Row i of a map is query
+    token i; its colours say how it spreads its attention over the keys j <= i (each row sums to 1). The future,
+    which the causal mask hides, is left blank. The colour scale is the square root of the weight, so that a
+    weight spread over many keys still shows. A single map is drawn large, every token labelled if they fit."""
+    from matplotlib.colors import PowerNorm
+    maps = np.stack([np.asarray(m, dtype=np.float64) for m in maps])  # (n_layer, n_head, T, T)
+    n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
+    if maps.shape[2:] != (T, T) or len(tokens) != T:
+        raise ValueError(f"attention maps of shape {maps.shape} do not fit {len(tokens)} tokens: give maps "
+                         "(n_layer, n_head, T, T) and T tokens")
+    layers, heads = layers or range(n_layer), heads or range(n_head)
+    one = n_layer * n_head == 1
+    panel = min(10.0, max(4.0, 0.16 * T)) if one else min(2.6, max(1.4, 10.0 / max(n_layer, n_head)))
+    fontsize = 8 if one else 6.5
+    fig = new_figure(n_head * panel + 1.6, n_layer * panel + 1.2)
+    axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True, sharey=True)
+    labels = [readable(t) for t in tokens]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    norm = PowerNorm(gamma=0.5, vmin=0, vmax=1)
+    for layer in range(n_layer):
+        for head in range(n_head):
+            ax = axes[layer, head]
+            image = ax.imshow(np.ma.masked_array(maps[layer, head], future), cmap='viridis', norm=norm,
+                              interpolation='nearest')
+            ax.tick_params(length=1.5, pad=1, labelsize=fontsize)
+            ax.tick_params(axis='x', labelrotation=90)
+            if one:
+                ax.set_title(f'layer {layers[0]}, head {heads[0]}', fontsize=9)
+            elif layer == 0:
+                ax.set_title(f'head {heads[head]}', fontsize=8)
+            if head == 0 and not one:
+                ax.set_ylabel(f'layer {layers[layer]}', fontsize=8)
+    ticks = _thinned(labels, panel, fontsize)
+    axes[0, 0].set_xticks(*ticks)  # the axes are shared: this labels every panel
+    axes[0, 0].set_yticks(*ticks)
+    bar = fig.colorbar(image, ax=axes, shrink=0.6, fraction=0.04, pad=0.02)
+    bar.set_ticks([0, 0.05, 0.2, 0.5, 1])
+    bar.set_label('attention weight (square-root colour scale)', fontsize=8)
+    fig.supylabel('query (the token attending) \u2192 down', fontsize=9)
+    fig.supxlabel('key (the token attended to) \u2192 right', fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+# ---- positional encodings ----
+
+def cosine_similarity(table):
+    """(n, n) cosine similarity between the rows of table (n, d): how alike the encodings of two positions are."""
+    table = np.asarray(table, dtype=np.float64)
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def positions_figure(sinusoidal, learned=None, title=None):
+    """Positional encodings side by side, one column per table (the sinusoidal one, and a model's learned wpe if
+    given): on top the table itself (position x dimension), below the cosine similarity between positions."""
+    tables = [('sinusoidal', np.asarray(sinusoidal))]
+    if learned is not None:
+        tables.append(('learned (wpe)', np.asarray(learned)))
+    fig = new_figure(5.0 * len(tables) + 0.4, 9.0)
+    axes = fig.subplots(2, len(tables), squeeze=False)
+    for col, (name, table) in enumerate(tables):
+        top, bottom = axes[0, col], axes[1, col]
+        limit = np.abs(table).max()
+        image = top.imshow(table, cmap='RdBu_r', vmin=-limit, vmax=limit, aspect='auto', interpolation='nearest')
+        fig.colorbar(image, ax=top, fraction=0.046, pad=0.03)
+        top.set(title=f'{name} table', xlabel='dimension', ylabel='position')
+        image = bottom.imshow(cosine_similarity(table), cmap='RdBu_r', vmin=-1, vmax=1, interpolation='nearest')
+        fig.colorbar(image, ax=bottom, fraction=0.046, pad=0.03)
+        bottom.set(title=f'{name}: cosine similarity', xlabel='position', ylabel='position')
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def main(argv=None):
@@ -91,4 +213,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1:])
+    run_cli(main, sys.argv[1:])

@@ -1,0 +1,135 @@
+"""
+An ablation anyone can rerun: trains projects/chargpt.py once per variant of the model, GPT-2's design against one
+switch each (post-norm "Add & Norm", ReLU, sinusoidal positions), with the same seed, data and iterations, then
+writes a val-loss table (work_dir/results.md) and the loss curves of every run (work_dir/loss.png):
+
+    python projects/ablation.py                    # 4 runs of gpt-nano, block 64, 300 iterations: minutes on 2 cores
+    python projects/ablation.py --model.model_type=gpt-micro --data.block_size=128 --trainer.max_iters=2000
+    python projects/ablation.py --variants="('gpt2', 'post-norm')" --seeds="(1, 2, 3)"
+
+Every option of chargpt applies to all runs (--help lists them). Each run lives in work_dir/<variant>/ (with
+several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone. One seed
+per variant tells little about a difference smaller than the spread between seeds: give several to measure it.
+Needs matplotlib for the plot: pip install -e '.[plot]'.
+"""
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mingpt.model import GPT
+from mingpt.plot import new_figure, plot, read_metrics
+from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, run_cli
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
+import chargpt  # noqa: E402
+
+# each variant: the model options it changes from GPT-2's (learned positions, pre-norm, GELU)
+VARIANTS = {
+    'gpt2': {},
+    'post-norm': {'model.norm': 'post'},
+    'relu': {'model.activation': 'relu'},
+    'sinusoidal': {'model.pos_embd': 'sinusoidal'},
+}
+
+
+def get_config():
+    C = chargpt.get_config()
+    C.system.work_dir = './out/ablation'
+    # small enough for a few minutes on 2 CPU cores; scale any of them up from the command line
+    C.model.model_type = 'gpt-nano'
+    C.data.block_size = 64
+    C.trainer.max_iters = 300
+    C.trainer.eval_interval = 50
+    C.sample.length = 0  # no samples while training: the table is the result
+    C.ablation = CN()
+    C.ablation.variants = tuple(VARIANTS)
+    C.ablation.seeds = (3407,)
+    return C
+
+
+def flat(config, prefix=''):
+    """{'section.key': value} for every setting of a config tree."""
+    out = {}
+    for key, value in config.to_dict().items() if isinstance(config, CN) else config.items():
+        out.update(flat(value, f'{prefix}{key}.') if isinstance(value, dict) else {prefix + key: value})
+    return out
+
+
+def chargpt_args(settings):
+    """The command-line options that turn chargpt's defaults into settings ({'section.key': value})."""
+    defaults = flat(chargpt.get_config())
+    return [f'--{key}={value}' for key, value in settings.items() if key in defaults and defaults[key] != value]
+
+
+def runs(config):
+    """(variant, name, chargpt options) of every variant and seed, in the order they run."""
+    A = config.ablation
+    unknown = [v for v in A.variants if v not in VARIANTS]
+    if unknown or not A.variants or not A.seeds:
+        raise ConfigError(f"ablation.variants must name some of {', '.join(VARIANTS)} (got {A.variants!r}) and "
+                          f"ablation.seeds hold at least one seed (got {A.seeds!r})")
+    for variant in A.variants:
+        for seed in A.seeds:
+            name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'
+            settings = {**flat(config), **VARIANTS[variant], 'system.seed': seed,
+                        'system.work_dir': os.path.join(config.system.work_dir, name)}
+            yield variant, name, chargpt_args(settings)
+
+
+def result_of(work_dir, seconds):
+    """What the table reports of a finished run: its last val loss, its size and its time."""
+    val = [r['val_loss'] for r in read_metrics(os.path.join(work_dir, 'metrics.jsonl')) if 'val_loss' in r]
+    model, _ = GPT.from_checkpoint(os.path.join(work_dir, 'model.pt'))
+    return {'val_loss': val[-1], 'params': model.num_parameters(), 'seconds': seconds}
+
+
+def table(config, results):
+    """The Markdown table: one row per variant, its val loss averaged over the seeds (range in brackets)."""
+    C, T = config, config.trainer
+    lines = [f"chargpt, {C.model.model_type}, block {C.data.block_size}, batch {T.batch_size}, {T.max_iters} "
+             f"iterations, seeds {', '.join(map(str, C.ablation.seeds))}; val loss: mean of {T.eval_iters} batches "
+             f"after the last iteration, nats per token (torch {torch.__version__}, {torch.get_num_threads()} "
+             "threads)", '',
+             '| variant | model options changed | parameters | val loss | vs gpt2 | time (s) |',
+             '| --- | --- | ---: | ---: | ---: | ---: |']
+    means = {variant: sum(r['val_loss'] for r in rows) / len(rows) for variant, rows in results.items()}
+    for variant, rows in results.items():
+        losses = [r['val_loss'] for r in rows]
+        spread = f' ({min(losses):.4f} to {max(losses):.4f})' if len(losses) > 1 else ''
+        change = ', '.join(f'{k.split(".")[-1]}={v}' for k, v in VARIANTS[variant].items()) or '(GPT-2)'
+        delta = f"{means[variant] - means['gpt2']:+.4f}" if 'gpt2' in means and variant != 'gpt2' else ''
+        seconds = sum(r['seconds'] for r in rows) / len(rows)
+        lines.append(f"| {variant} | {change} | {rows[0]['params']:,} | {means[variant]:.4f}{spread} | {delta} | "
+                     f"{seconds:.0f} |")
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv):
+    config = get_config()
+    config.merge_from_args(argv, usage=__doc__)
+    new_figure(1, 1)  # fail now, not after training, if matplotlib is missing
+    plan = list(runs(config))
+    results, start = {}, time.time()
+    for i, (variant, name, args) in enumerate(plan):
+        print(f"\n[{i + 1}/{len(plan)}] {name}: python projects/chargpt.py {shlex.join(args)}")
+        t0 = time.time()
+        chargpt.main(args)
+        work_dir = os.path.join(config.system.work_dir, name)
+        results.setdefault(variant, []).append(result_of(work_dir, time.time() - t0))
+
+    out = config.system.work_dir
+    text = table(config, results) + f"\nwall time of the whole ablation: {time.time() - start:.0f} s\n"
+    atomic_write(os.path.join(out, 'results.md'), lambda tmp: Path(tmp).write_text(text))
+    names = [name for _, name, _ in plan]
+    plot([os.path.join(out, name, 'metrics.jsonl') for name in names], os.path.join(out, 'loss.png'), smooth=0.9,
+         labels=names,
+         title=f'ablation: chargpt {config.model.model_type}, same seed, data and iterations')
+    print(f"\n{text}\nwrote {os.path.join(out, 'results.md')} and {os.path.join(out, 'loss.png')}")
+
+
+if __name__ == '__main__':
+    run_cli(main)

@@ -1,0 +1,105 @@
+"""
+Looks inside a GPT: for a prompt, draws the attention weights of every layer and head as one PNG grid (row i of a
+map is query token i, spreading its attention over the keys j <= i; each row sums to 1), or one map large. With
+--positions it draws the positional encodings instead: the sinusoidal table of "Attention is all you need" and the
+model's learned table (wpe) side by side, each with the cosine similarity between its positions.
+
+    python projects/attention.py --model=out/chargpt/model.pt --prompt="ROMEO: But soft, what light"
+    python projects/attention.py --model=out/chargpt/model.pt --layer=1 --head=2     # one map, large
+    python projects/attention.py --model=out/chargpt/model.pt --layer=1              # every head of one layer
+    python projects/attention.py --model=gpt2 --prompt="The cat sat on the mat because it" --out=gpt2.png
+    python projects/attention.py --model=out/chargpt/model.pt --positions --out=positions.png
+
+--model takes a checkpoint of projects/chargpt.py (model.pt or ckpt.pt; characters or a BPE vocabulary, as it
+records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
+merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e '.[plot]'.
+"""
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from mingpt.bpe import get_encoder
+from mingpt.model import GPT, sinusoidal_positions
+from mingpt.plot import attention_figure, positions_figure, readable, save
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
+from chargpt import tokenizer_of  # noqa: E402  (how a chargpt checkpoint records its tokenizer)
+
+
+def get_config():
+    C = CN()
+    # a chargpt checkpoint, a GPT-2 hub id or a Hugging Face GPT-2 directory
+    C.model = './out/chargpt/model.pt'
+    C.plot = CN()
+    C.plot.prompt = "ROMEO:\nBut soft, what light through yonder window breaks?"
+    C.plot.layer = None  # draw only this layer (a row of the grid); with head, one map
+    C.plot.head = None  # draw only this head (a column of the grid)
+    C.plot.positions = False  # draw the positional encodings instead of attention
+    C.plot.out = None  # the PNG to write; default attention.png (or positions.png)
+    return C
+
+
+def load(name):
+    """(model in eval mode, tokenizer) for a checkpoint file, or GPT-2 from the hub or a Hugging Face directory."""
+    if Path(name).is_file():
+        model, ckpt = GPT.from_checkpoint(name)
+        if 'vocab' in ckpt or 'tokenizer' in ckpt:
+            return model.eval(), tokenizer_of(ckpt)
+        tokenizer = get_encoder()  # a checkpoint with no tokenizer of its own: GPT-2's, if the sizes agree
+    else:
+        model = GPT.from_pretrained(name)
+        hf_vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
+        tokenizer = get_encoder(hf_vocab, Path(name) / 'merges.txt') if hf_vocab.is_file() else get_encoder()
+    if len(tokenizer.encoder) > model.config.vocab_size:
+        raise ValueError(f"{name} has a vocabulary of {model.config.vocab_size} tokens, fewer than the "
+                         f"{len(tokenizer.encoder)} of the tokenizer found for it; give a chargpt checkpoint (it "
+                         "records its tokenizer) or a Hugging Face directory with its vocab.json and merges.txt")
+    return model.eval(), tokenizer
+
+
+def draw_attention(model, tokenizer, P, name):
+    """The attention grid of the prompt, cut to the layer and head asked for."""
+    ids = tokenizer.encode(P.prompt)
+    if not 1 <= len(ids) <= model.block_size:
+        raise ConfigError(f"plot.prompt is {len(ids)} tokens long; it must be 1 to {model.block_size} tokens, the "
+                          "model's context (block_size)")
+    n_layer, n_head = model.config.n_layer, model.config.n_head
+    check_range('plot.layer', P.layer, 0, n_layer - 1, integer=True, none_ok=True)
+    check_range('plot.head', P.head, 0, n_head - 1, integer=True, none_ok=True)
+    maps = torch.cat(model.attention_maps(torch.tensor([ids])))  # (n_layer, n_head, T, T)
+    layers = range(n_layer) if P.layer is None else [P.layer]
+    heads = range(n_head) if P.head is None else [P.head]
+    tokens = [tokenizer.decode([i]) for i in ids]
+    title = f'attention in {name}, {len(ids)} tokens: "{readable(P.prompt)}"'
+    return attention_figure(maps[list(layers)][:, list(heads)], tokens, title, list(layers), list(heads))
+
+
+def draw_positions(model, name):
+    """The sinusoidal table of the model's size beside its learned one (if it has one: a sinusoidal model has none)."""
+    wpe = model.transformer.wpe
+    learned = wpe.weight.detach() if isinstance(wpe, torch.nn.Embedding) else None
+    if learned is None:
+        print(f"{name} uses sinusoidal positions: there is no learned table to draw beside them")
+    table = sinusoidal_positions(model.block_size, model.config.n_embd)
+    return positions_figure(table, learned, f'positional encodings, {model.block_size} positions x '
+                                            f'{model.config.n_embd} dimensions (learned: {name})')
+
+
+def main(argv):
+    config = get_config()
+    config.merge_from_args(argv, usage=__doc__)
+    P = config.plot
+    model, tokenizer = load(config.model)
+    if P.positions:
+        fig = draw_positions(model, config.model)
+    else:
+        fig = draw_attention(model, tokenizer, P, config.model)
+    out = P.out or ('positions.png' if P.positions else 'attention.png')
+    print(f"wrote {save(fig, out)}")
+
+
+if __name__ == '__main__':
+    run_cli(main)

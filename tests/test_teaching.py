@@ -1,0 +1,195 @@
+"""The teaching pictures (mingpt.plot, projects/attention.py) and the ablation (projects/ablation.py), on tiny
+models: what each figure holds is checked against numbers computed here by hand."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import load_project
+from mingpt.bpe import train_bpe
+from mingpt.model import GPT, sinusoidal_positions
+from mingpt.utils import ConfigError
+
+pytest.importorskip('matplotlib')
+from mingpt import plot  # noqa: E402
+
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+        "First Citizen:\nYou are all resolved rather to die than to famish?\n\n") * 40
+PROMPT = 'First Citizen:\nBefore we proceed any further, hear me'  # 52 characters, more than a grid panel labels
+
+
+def image_axes(fig):
+    """The heat-map panels of a figure (colour bars aside), in drawing order."""
+    return [ax for ax in fig.axes if ax.images and not ax.get_label() == '<colorbar>']
+
+
+def tiny_gpt(**kw):
+    torch.manual_seed(0)
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(model_type=None, n_layer=2, n_head=3, n_embd=24, vocab_size=40, block_size=64, **kw))
+    return GPT(config).eval()
+
+
+@pytest.fixture(scope='module')
+def ablation_dir(tmp_path_factory):
+    """The ablation, run once on tiny settings: four chargpt runs whose checkpoints the other tests draw too."""
+    tmp = tmp_path_factory.mktemp('ablation')
+    (tmp / 'text.txt').write_text(TEXT)
+    load_project('ablation').main([f'--system.work_dir={tmp}', f'--data.path={tmp / "text.txt"}',
+                                   '--data.block_size=64', '--trainer.batch_size=4', '--trainer.max_iters=3',
+                                   '--trainer.eval_interval=2', '--trainer.eval_iters=1', '--trainer.quiet=True',
+                                   '--sample.prompt=First'])
+    return tmp
+
+
+# ---- attention maps ----
+
+def test_readable_shows_spaces_newlines_and_controls():
+    assert plot.readable(' a\n\tb\x01') == '\u2423a\u21b5\u21e5b\\x01'
+
+
+def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
+    model = tiny_gpt()
+    tokens = [f't{i}' for i in range(40)]
+    maps = model.attention_maps(torch.randint(40, (1, 40)))  # 2 layers of (1, 3, 40, 40)
+    fig = plot.attention_figure([m[0] for m in maps], tokens, title='a title')
+    panels = image_axes(fig)
+    assert len(panels) == 2 * 3
+    assert [ax.get_title() for ax in panels[:3]] == ['head 0', 'head 1', 'head 2']
+    assert [panels[0].get_ylabel(), panels[3].get_ylabel()] == ['layer 0', 'layer 1']
+    bars = [ax for ax in fig.axes if ax.get_label() == '<colorbar>']
+    assert len(bars) == 1 and 'attention weight' in bars[0].get_ylabel()
+    fig.canvas.draw()  # tick labels are made when the figure is drawn
+    for axis in (panels[3].xaxis, panels[3].yaxis):  # the bottom-left panel: keys along x, queries along y
+        ticks = axis.get_ticklocs()
+        shown = [t.get_text() for t in axis.get_ticklabels()]
+        assert 10 < len(ticks) < 40 and ticks[0] == 0  # thinned, evenly: every k-th token
+        assert shown == [tokens[int(t)] for t in ticks]
+    assert all(t.get_rotation() == 90 for t in panels[3].get_xticklabels())
+
+
+def test_drawn_rows_sum_to_one_and_layer_0_matches_the_formula():
+    model = tiny_gpt()
+    idx = torch.randint(40, (1, 9))
+    maps = torch.cat(model.attention_maps(idx))  # (2, 3, 9, 9)
+    fig = plot.attention_figure(maps, list('abcdefghi'))
+    drawn = np.ma.stack([ax.images[0].get_array() for ax in image_axes(fig)])  # (6, 9, 9), the future masked
+    assert (np.ma.getmaskarray(drawn) == np.triu(np.ones((9, 9), bool), 1)).all()
+    np.testing.assert_allclose(drawn.filled(0).sum(-1), 1, atol=1e-6)
+    # layer 0 by hand: softmax(q k^T / sqrt(head size)) over the past, from the first block's own weights
+    h = model.transformer.h[0]
+    x = h.ln_1(model.transformer.wte(idx) + model.transformer.wpe(torch.arange(9)))[0]
+    q, k, _ = h.attn.c_attn(x).split(24, dim=1)
+    for head in range(3):
+        qh, kh = q[:, head * 8:(head + 1) * 8], k[:, head * 8:(head + 1) * 8]
+        scores = (qh @ kh.T / math.sqrt(8)).masked_fill(torch.ones(9, 9).triu(1).bool(), float('-inf'))
+        np.testing.assert_allclose(drawn[head].filled(0), scores.softmax(-1).detach().numpy(), atol=1e-5)
+
+
+def test_one_map_is_drawn_large_with_every_token():
+    tokens = list(PROMPT)
+    weights = torch.rand(len(tokens), len(tokens)).tril().softmax(-1)
+    fig = plot.attention_figure(weights[None, None], tokens, layers=[2], heads=[1])
+    (panel,) = image_axes(fig)
+    assert panel.get_title() == 'layer 2, head 1' and fig.get_figwidth() > 8
+    fig.canvas.draw()
+    assert [t.get_text() for t in panel.get_yticklabels()] == [plot.readable(t) for t in tokens]
+
+
+def test_maps_and_tokens_must_agree():
+    with pytest.raises(ValueError, match='do not fit 3 tokens'):
+        plot.attention_figure(torch.rand(1, 1, 4, 4), ['a', 'b', 'c'])
+
+
+# ---- positions ----
+
+def test_cosine_similarity_of_the_sinusoidal_table_by_hand():
+    n, d = 40, 16
+    sim = plot.cosine_similarity(sinusoidal_positions(n, d))
+    # sin(a)sin(b) + cos(a)cos(b) = cos(a - b), and each position's encoding has squared length d/2, so the
+    # similarity of positions p and q is the mean over the d/2 frequencies w_i = 1/10000^(2i/d) of cos((p - q) w_i)
+    w = [10000 ** (-2 * i / d) for i in range(d // 2)]
+    by_hand = np.array([[sum(math.cos((p - q) * wi) for wi in w) / (d / 2) for q in range(n)] for p in range(n)])
+    np.testing.assert_allclose(sim, by_hand, atol=1e-5)
+    np.testing.assert_allclose(np.diag(sim), 1, atol=1e-6)
+    np.testing.assert_allclose(sim, sim.T)
+    table = np.random.default_rng(0).normal(size=(5, 7))  # any table: the textbook dot / (norm * norm)
+    naive = [[a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) for b in table] for a in table]
+    np.testing.assert_allclose(plot.cosine_similarity(table), naive)
+
+
+def test_positions_figure_puts_the_tables_and_their_similarities_side_by_side():
+    sinusoidal, learned = sinusoidal_positions(32, 8), torch.randn(32, 8)
+    fig = plot.positions_figure(sinusoidal, learned)
+    panels = image_axes(fig)
+    assert [ax.get_title() for ax in panels] == ['sinusoidal table', 'learned (wpe) table',
+                                                 'sinusoidal: cosine similarity', 'learned (wpe): cosine similarity']
+    np.testing.assert_allclose(panels[0].images[0].get_array(), sinusoidal)
+    np.testing.assert_allclose(panels[3].images[0].get_array(), plot.cosine_similarity(learned))
+    assert len(image_axes(plot.positions_figure(sinusoidal))) == 2  # no learned table: one column
+
+
+# ---- projects/attention.py ----
+
+def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, capsys):
+    attention = load_project('attention')
+    model = str(ablation_dir / 'gpt2' / 'model.pt')
+    attention.main([f'--model={model}', f'--prompt={PROMPT}', f'--out={tmp_path / "grid.png"}'])
+    attention.main([f'--model={model}', f'--prompt={PROMPT}', '--layer=2', '--head=0', f'--out={tmp_path / "one.png"}'])
+    attention.main([f'--model={model}', '--positions', f'--out={tmp_path / "positions.png"}'])
+    for name in ('grid', 'one', 'positions'):
+        assert (tmp_path / f'{name}.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    with pytest.raises(ConfigError, match=r'plot.head=3 is out of range'):
+        attention.main([f'--model={model}', '--prompt=First', '--head=3'])  # gpt-nano has heads 0, 1, 2
+    with pytest.raises(ConfigError, match='1 to 64 tokens'):
+        attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
+    capsys.readouterr()
+    attention.main([f'--model={ablation_dir / "sinusoidal" / "model.pt"}', '--positions', f'--out={tmp_path / "s.png"}'])
+    assert 'no learned table' in capsys.readouterr().out
+
+
+def test_attention_project_draws_a_hugging_face_directory_with_its_tokenizer(tmp_path):
+    encoder = train_bpe(TEXT, 300)
+    encoder.save(tmp_path)  # GPT-2's files under Hugging Face's names: vocab.json and merges.txt
+    os.replace(tmp_path / 'encoder.json', tmp_path / 'vocab.json')
+    os.replace(tmp_path / 'vocab.bpe', tmp_path / 'merges.txt')
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=16, vocab_size=300, block_size=32))
+    GPT(config).save_pretrained(tmp_path)
+    attention = load_project('attention')
+    model, tokenizer = attention.load(str(tmp_path))
+    assert tokenizer.encoder == encoder.encoder and model.config.n_layer == 2
+    attention.main([f'--model={tmp_path}', '--prompt=Before we proceed', f'--out={tmp_path / "hf.png"}'])
+    assert (tmp_path / 'hf.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+# ---- projects/ablation.py ----
+
+def test_ablation_writes_one_row_per_variant_and_the_loss_curves(ablation_dir):
+    rows = [line.split('|')[1:-1] for line in (ablation_dir / 'results.md').read_text().splitlines()
+            if line.startswith('| ')][2:]  # under the header and its rule
+    assert [r[0].strip() for r in rows] == ['gpt2', 'post-norm', 'relu', 'sinusoidal']
+    params = {r[0].strip(): int(r[2].replace(',', '')) for r in rows}
+    # gpt-nano, n_embd 48: sinusoidal positions drop wpe (64 x 48), post-norm drops the final layer norm (2 x 48)
+    assert params['gpt2'] - params['sinusoidal'] == 64 * 48
+    assert params['gpt2'] - params['post-norm'] == 2 * 48 and params['relu'] == params['gpt2']
+    for variant, row, switch in zip(params, rows, [{}, {'norm': 'post'}, {'activation': 'relu'},
+                                                    {'pos_embd': 'sinusoidal'}]):
+        metrics = plot.read_metrics(ablation_dir / variant / 'metrics.jsonl')
+        assert float(row[3]) == pytest.approx([r['val_loss'] for r in metrics if 'val_loss' in r][-1], abs=1e-4)
+        assert [r['iter'] for r in metrics] == [0, 1, 2]  # the same iterations
+        config = json.loads((ablation_dir / variant / 'config.json').read_text())
+        assert config['system']['seed'] == 3407
+        assert {k: config['model'][k] for k in ('norm', 'activation', 'pos_embd')} == {
+            'norm': 'pre', 'activation': 'gelu', 'pos_embd': 'learned', **switch}
+    png = (ablation_dir / 'loss.png').read_bytes()
+    assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+
+
+def test_ablation_refuses_an_unknown_variant(tmp_path):
+    with pytest.raises(ConfigError, match='post-norm'):
+        load_project('ablation').main([f'--system.work_dir={tmp_path}', "--variants=('postnorm',)"])
+    assert not os.listdir(tmp_path)
