@@ -13,6 +13,7 @@ default and the plain path; the engine gives the same tokens.
 """
 import torch
 
+from mingpt.model import GPT
 from mingpt.sampling import sample_next
 
 SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of similar lengths share one compile
@@ -20,19 +21,19 @@ SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of
 
 class StaticKVCache:
     """One layer's keys and values in buffers of a fixed length, written at slot `at` (a (1,) tensor that all
-    layers share and the engine advances): the shapes never change, so neither does the compiled step."""
+    layers share): the shapes never change, so neither does the compiled step. `len` counts the slots in use."""
 
     def __init__(self, batch_size, n_head, length, head_dim, at, device, dtype):
         # zeros, not empty: a hidden slot gets attention weight 0, and 0 times a NaN left in memory is NaN
         self.k = torch.zeros(batch_size, n_head, length, head_dim, device=device, dtype=dtype)
         self.v = torch.zeros_like(self.k)
-        self.at = at
+        self.at, self.len = at, 0
         for buffer in (self.k, self.v):
             torch._dynamo.mark_static_address(buffer)  # a CUDA graph reads them in place instead of copying them
 
     def fill(self, prompt_cache):
         """Copy the prompt's keys and values (from GPT.new_caches' KVCache) into the first slots."""
-        T = prompt_cache.len
+        self.len = T = prompt_cache.len
         self.k[:, :, :T], self.v[:, :, :T] = prompt_cache.k[:, :, :T], prompt_cache.v[:, :, :T]
 
     def append(self, k, v):
@@ -55,11 +56,12 @@ def decode_step(model, token, caches, keep, n_pad):
 
 
 class Engine:
-    """Generation over a fixed-size KV cache. compile: False (eager), True (torch.compile; on CUDA with CUDA graphs),
-    or a dict of torch.compile's options (e.g. dict(backend='aot_eager'))."""
+    """GPT's own generation loop (GPT.generate_stream and GPT.generate, the same code) over this engine's
+    new_caches and next_token_logits: fixed-size buffers and one decode step per token. compile: False (eager),
+    True (torch.compile; on CUDA with CUDA graphs), or a dict of torch.compile's options (dict(backend='aot_eager'))."""
 
     def __init__(self, model, compile=False):
-        self.model = model
+        self.model, self.block_size, self.check_prompt = model, model.block_size, model.check_prompt
         self.step = decode_step
         self.cuda_graphs = False
         if compile:
@@ -69,81 +71,52 @@ class Engine:
             self.step = torch.compile(decode_step, fullgraph=True, dynamic=False, **options)
         self.caches = []
 
-    def buffers(self, batch_size, length):
-        """The per-layer StaticKVCaches for this shape, kept between calls: a CUDA graph records their addresses."""
+    generate_stream = GPT.generate_stream
+    generate = GPT.generate
+
+    def new_caches(self, batch_size, max_len):
+        """Empty StaticKVCaches for max_len tokens, rounded up to a multiple of SLOTS (at most block_size). The
+        buffers are kept from call to call while the shape stays: a CUDA graph records their addresses."""
         c, p = self.model.config, self.model.lm_head.weight
+        length = min(-(-max_len // SLOTS) * SLOTS, self.block_size)
         shape = (batch_size, c.n_head, length, c.n_embd // c.n_head)
         if not self.caches or self.caches[0].k.shape != shape or self.caches[0].k.dtype != p.dtype:
             at = torch.zeros(1, dtype=torch.long, device=p.device)
             self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
+        for cache in self.caches:
+            cache.len = 0
         return self.caches
 
-    def prefill(self, idx, attention_mask, length):
-        """Run the prompt (B, T) through the model, fill the buffers; return its next-token logits, keep and n_pad."""
+    def next_token_logits(self, seq, caches, attention_mask=None):
+        """GPT.next_token_logits for seq (B, T), the whole sequence so far: the prompt goes through the model and
+        fills the buffers, then each new token through one decode step. Past the buffers (only at block_size) the
+        model's sliding window takes over: every position shifts each step, and each window is a new shape."""
+        T, S = seq.size(1), caches[0].k.size(2)
+        if T > S:
+            return self.model.next_token_logits(seq, None, attention_mask)
+        if caches[0].len == 0:
+            return self.prefill(seq, caches, attention_mask)
+        caches[0].at.fill_(T - 1)
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
+        # contiguous: the last column's stride would be T, a new one each step, and dynamo guards on strides
+        return self.step(self.model, seq[:, -1:].contiguous(), caches, self.keep, self.n_pad)
+
+    def prefill(self, idx, caches, attention_mask):
+        """The prompt (B, T) through the model's own cached forward; its keys and values then fill the buffers."""
         B, T = idx.shape
         prompt_caches = self.model.new_caches(B, T)
         logits = self.model.next_token_logits(idx, prompt_caches, attention_mask)
-        caches = self.buffers(B, length)
         for cache, prompt_cache in zip(caches, prompt_caches):
             cache.fill(prompt_cache)
-        caches[0].at.fill_(T)
-        keep = torch.ones(B, length, dtype=torch.bool, device=idx.device)
-        if attention_mask is None:
-            return logits, keep, torch.zeros(B, 1, dtype=torch.long, device=idx.device)
-        keep[:, :T] = attention_mask.bool()
-        return logits, keep, T - attention_mask.sum(1, keepdim=True)
-
-    def next_tokens(self, idx, max_new_tokens, attention_mask, sampling):
-        """Each step's next tokens (B, 1): from the fixed buffers while the sequence fits the model's context, then
-        from GPT.generate_stream's sliding window."""
-        T, block_size = idx.size(1), self.model.block_size
-        if max_new_tokens < 1:
-            return
-        length = min(-(-(T + max_new_tokens - 1) // SLOTS) * SLOTS, block_size)  # the last token is never fed
-        logits, keep, n_pad = self.prefill(idx, attention_mask, length)
-        at = self.caches[0].at
-        new = []
-        for slot in range(T, T + max_new_tokens):
-            new.append(sample_next(logits.float(), **sampling))
-            yield new[-1]
-            if slot == T + max_new_tokens - 1 or slot == length:
-                break
-            if self.cuda_graphs:
-                torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
-            logits = self.step(self.model, new[-1], self.caches, keep, n_pad)
-            at += 1
-        rest = max_new_tokens - len(new)
-        if rest:  # past block_size: every position shifts each step, as in GPT.generate
-            seq = torch.cat([idx, *new], dim=1)[:, -block_size:]
-            if attention_mask is not None:
-                new_mask = attention_mask.new_ones(idx.size(0), len(new))
-                attention_mask = torch.cat([attention_mask, new_mask], dim=1)[:, -block_size:]
-            yield from self.model.generate_stream(seq, rest, attention_mask=attention_mask, **sampling)
-
-    @torch.no_grad()
-    def generate_stream(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
-                        eos_token_id=None, generator=None, attention_mask=None):
-        """GPT.generate_stream's tokens, one (B, 1) step at a time, through the fixed-size cache."""
-        idx, attention_mask = self.model.check_prompt(idx, attention_mask)
-        sampling = dict(temperature=temperature, do_sample=do_sample, top_k=top_k, top_p=top_p, generator=generator)
-        done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
-        for nxt in self.next_tokens(idx, max_new_tokens, attention_mask, sampling):
-            if eos_token_id is not None:
-                nxt = nxt.masked_fill(done, eos_token_id)
-                done |= nxt == eos_token_id
-            yield nxt
-            if done.all():
-                return
+        self.keep = torch.ones(B, caches[0].k.size(2), dtype=torch.bool, device=idx.device)
+        self.n_pad = torch.zeros(B, 1, dtype=torch.long, device=idx.device)
+        if attention_mask is not None:
+            self.keep[:, :T] = attention_mask.bool()
+            self.n_pad = T - attention_mask.sum(1, keepdim=True)
+        return logits
 
     def warm_up(self, idx, max_new_tokens, attention_mask=None):
         """Compile the step for this batch's shape (and on CUDA, record its graph) before anything is timed."""
         for _ in zip(range(4), self.generate_stream(idx, max_new_tokens, attention_mask=attention_mask)):
             pass
-
-    @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
-                 eos_token_id=None, generator=None, attention_mask=None):
-        """GPT.generate's result: the prompt as given, then each row's new tokens."""
-        steps = self.generate_stream(idx, max_new_tokens, temperature, do_sample, top_k, top_p, eos_token_id,
-                                     generator, attention_mask)
-        return torch.cat([idx, *steps], dim=1)

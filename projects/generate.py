@@ -1,169 +1,256 @@
 """
 Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory, or a checkpoint that
-projects/chargpt.py saved (then with its character vocabulary). The text is printed as it is generated.
+projects/chargpt.py saved (then with its own vocabulary: characters or a byte-level BPE).
 
     python projects/generate.py --prompt "The meaning of life is"
     python projects/generate.py --model=gpt2-medium --prompt "Once upon a time" --top_p=0.9 --num_samples=3
     python projects/generate.py --model=out/chargpt/model.pt --prompt "ROMEO:" --max_new_tokens=500
-    python projects/generate.py --prompt_file=prompt.txt --num_beams=5 --max_new_tokens=40
+    python projects/generate.py --prompt_file=prompts.txt --batch_size=8 --greedy --compile
+    python projects/generate.py --prompt "Hello, I am" --num_beams=5 --max_new_tokens=40
     python projects/generate.py --help
 
 Options are written --section.key=value as in every project; a key that is unique may be given alone
 (--prompt "..." is --sample.prompt="..."). Sampling is the default (temperature, top_k, top_p); --greedy picks the
 most probable token each step; --num_beams=k > 1 runs beam search (the k most probable sequences; printed at the
-end, since the best beam is known only then). Generated text goes to stdout, everything else to stderr.
+end, since the best beam is known only then).
+
+--prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
+different lengths, each row continuing as it would alone; each completion is printed under its prompt once its
+batch is done. A batch of one row prints its text as it is generated. --compile compiles the decode step
+(mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
+starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s
+and the time to the first token, to stderr.
 """
 import codecs
 import contextlib
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from mingpt.data import CharTokenizer
+from mingpt.bpe import ENDOFTEXT, Encoder, get_encoder
+from mingpt.data import CharTokenizer, read_text
+from mingpt.engine import Engine
 from mingpt.model import GPT
 from mingpt.sampling import beam_search
-from mingpt.utils import CfgNode as CN, ConfigError, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, resolve_device, run_cli, set_seed
+
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
 def get_config():
     C = CN()
     C.system = CN()
     C.system.seed = 1337
-    C.system.device = 'auto'  # 'auto' (cuda if available), 'cpu', 'cuda', 'cuda:1', 'mps'
+    C.system.device = 'auto'  # 'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
+    C.system.dtype = 'auto'  # 'auto' (bfloat16 on CUDA, else float32), 'float32', 'bfloat16', 'float16'
+    C.system.compile = False  # compile the decode step (torch.compile; CUDA graphs on CUDA)
     C.model = 'gpt2'  # a hub id (gpt2, gpt2-medium, gpt2-large, gpt2-xl), an HF directory, or a .pt checkpoint
     C.sample = CN()
     C.sample.prompt = ''  # empty: start from <|endoftext|> (GPT-2) or a newline (character models)
-    C.sample.prompt_file = None  # read the prompt from this file instead
+    C.sample.prompt_file = None  # a file of prompts, one per line, instead
+    C.sample.batch_size = 8  # rows generated together (prompts times samples)
     C.sample.max_new_tokens = 100
-    C.sample.num_samples = 1
+    C.sample.num_samples = 1  # per prompt
     C.sample.temperature = 1.0
     C.sample.top_k = None  # sample only among the k most probable tokens
     C.sample.top_p = None  # sample only among the most probable tokens that hold probability p (nucleus)
     C.sample.greedy = False  # always the most probable token (no randomness)
     C.sample.num_beams = 1  # > 1: beam search with this many beams
-    C.sample.stop_at_eos = True  # stop a sample when GPT-2 writes <|endoftext|>
+    C.sample.stop_at_eos = True  # stop a sample when the model writes <|endoftext|>
     return C
 
 
-class Tokens:
-    """The model's tokenizer behind one interface: text -> ids, and ids -> text for streaming, where a GPT-2 token
-    may hold part of a UTF-8 character (an emoji is often 2-3 tokens): bytes are held back until the character is
-    complete, so the stream never prints a replacement character that the finished text would not contain."""
-
-    def __init__(self, chars=None):
-        if chars is not None:
-            self.char = CharTokenizer(chars)
-            self.eos = None
-        else:
-            from mingpt.bpe import ENDOFTEXT_ID, get_encoder
-            self.bpe = get_encoder()
-            self.eos = ENDOFTEXT_ID
-        self.is_char = chars is not None
-
-    def encode(self, text):
-        return self.char.encode(text) if self.is_char else self.bpe.encode(text, allowed_special=True)
-
-    def start(self):
-        """The ids of an empty prompt."""
-        if not self.is_char:
-            return [self.eos]
-        if '\n' in self.char.stoi:
-            return [self.char.stoi['\n']]
-        raise ConfigError("this character model needs a prompt (--prompt=...): its vocabulary has no newline to "
-                          "start from")
-
-    def to_bytes(self, ids):
-        return self.char.decode(ids).encode('utf-8') if self.is_char else self.bpe.decode_bytes(ids)
-
-    def stream(self):
-        """A fresh incremental decoder: .decode(bytes) returns the complete characters so far."""
-        return codecs.getincrementaldecoder('utf-8')(errors='replace')
+def check(config):
+    S = config.sample
+    for key in ('batch_size', 'max_new_tokens', 'num_samples', 'num_beams'):
+        check_range(f'sample.{key}', getattr(S, key), 1, integer=True)
+    if not S.greedy and S.num_beams == 1:
+        check_range('sample.temperature', S.temperature, 0, low_open=True)
+        check_range('sample.top_k', S.top_k, 1, integer=True, none_ok=True)
+        check_range('sample.top_p', S.top_p, 0, 1, low_open=True, none_ok=True)
+    if config.system.dtype not in ('auto', *DTYPES):
+        raise ConfigError(f"system.dtype={config.system.dtype!r} is not one of: auto, {', '.join(DTYPES)}")
+    if config.system.compile and S.num_beams > 1:
+        raise ConfigError(f"system.compile=True compiles sampling and greedy decoding, not beam search "
+                          f"(sample.num_beams={S.num_beams}): drop one of the two")
 
 
-def load(name, device):
-    """(model, Tokens) for a hub id, a Hugging Face directory, or a mingpt checkpoint file."""
+def load(name, device, dtype):
+    """(model, tokenizer) for a hub id, a Hugging Face directory, or a mingpt checkpoint file. The tokenizer is
+    the checkpoint's own (chargpt's characters or BPE vocabulary) or GPT-2's."""
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the generated text
-        if Path(name).is_file():
-            model, ckpt = GPT.from_checkpoint(name)
-            if 'vocab' in ckpt:
-                tokens = Tokens(chars=ckpt['vocab'])
-            elif model.config.vocab_size == 50257:
-                tokens = Tokens()
-            else:
-                raise ValueError(f"{name} holds no 'vocab' (a chargpt checkpoint has one) and its vocabulary of "
-                                 f"{model.config.vocab_size} is not GPT-2's, so its tokens cannot be read")
+        model, ckpt = GPT.from_checkpoint(name) if Path(name).is_file() else (GPT.from_pretrained(name), {})
+    if 'vocab' in ckpt:
+        tokenizer = CharTokenizer(ckpt['vocab'])
+    elif 'tokenizer' in ckpt:
+        tokenizer = Encoder(ckpt['tokenizer']['encoder'], ckpt['tokenizer']['merges'])
+    elif model.config.vocab_size == 50257:
+        tokenizer = get_encoder()
+    else:
+        raise ValueError(f"{name} holds no vocabulary (chargpt's checkpoints do) and its {model.config.vocab_size} "
+                         "tokens are not GPT-2's 50257, so its tokens cannot be read")
+    return model.to(device, dtype).eval(), tokenizer
+
+
+def is_bpe(tokenizer):
+    return isinstance(tokenizer, Encoder)
+
+
+def encode(tokenizer, text):
+    """The prompt's ids; an empty prompt starts from <|endoftext|> (BPE) or a newline (characters)."""
+    if text:
+        return tokenizer.encode(text, allowed_special=True) if is_bpe(tokenizer) else tokenizer.encode(text)
+    start = tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) else tokenizer.stoi.get('\n')
+    if start is None:
+        raise ConfigError("this model needs a prompt (--prompt=...): its vocabulary has no <|endoftext|> or newline "
+                          "to start from")
+    return [start]
+
+
+def to_bytes(tokenizer, ids):
+    """The text of ids as UTF-8 bytes: a BPE token may end inside a character (an emoji is often 2-3 tokens), so a
+    stream decodes them with an incremental decoder, which holds such bytes back until the character is complete."""
+    return tokenizer.decode_bytes(ids) if is_bpe(tokenizer) else tokenizer.decode(ids).encode('utf-8')
+
+
+def left_padded(rows, device):
+    """Id lists of different lengths as one batch (B, T), padded on the left, and its attention_mask (None if all
+    rows have the same length)."""
+    T = max(map(len, rows))
+    idx = torch.tensor([[0] * (T - len(r)) + r for r in rows], device=device)
+    mask = torch.tensor([[0] * (T - len(r)) + [1] * len(r) for r in rows], device=device)
+    return idx, None if mask.all() else mask
+
+
+def generate_batch(stream, rows, S, eos, device, on_token=None):
+    """Generate from the id lists `rows` as one batch; returns each row's new ids (up to and with eos) and the
+    seconds to the first token. on_token(token id) sees a one-row batch's tokens as they come."""
+    idx, mask = left_padded(rows, device)
+    t0, first, steps = time.perf_counter(), None, []
+    for nxt in stream(idx, S.max_new_tokens, temperature=S.temperature, do_sample=not S.greedy, top_k=S.top_k,
+                      top_p=S.top_p, eos_token_id=eos, attention_mask=mask):
+        first = first or time.perf_counter() - t0
+        steps.append(nxt)
+        if on_token:
+            on_token(nxt[0].item())
+    new = torch.cat(steps, dim=1).tolist()
+    return [r[:r.index(eos) + 1] if eos in r else r for r in new], first
+
+
+def text_of(tokenizer, ids, eos):
+    """The text of new ids, cut before eos."""
+    ids = ids[:ids.index(eos)] if eos in ids else ids
+    return to_bytes(tokenizer, ids).decode('utf-8', errors='replace')
+
+
+def streamed(tokenizer, eos):
+    """(on_token, finish) for a one-row batch: on_token writes each token's complete characters as they come
+    (bytes of a character split across tokens wait for the rest); finish writes what is left and a newline."""
+    decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')
+
+    def on_token(token):
+        if token != eos:
+            sys.stdout.write(decoder.decode(to_bytes(tokenizer, [token])))
+            sys.stdout.flush()
+    return on_token, lambda: sys.stdout.write(decoder.decode(b'', final=True) + '\n')
+
+
+def header(p, k, n_prompts, n_samples):
+    """'--- prompt 2, sample 1 ---' on stderr, naming only what there is more than one of."""
+    parts = [f"prompt {p + 1}"] * (n_prompts > 1) + [f"sample {k + 1}"] * (n_samples > 1)
+    if parts:
+        print(f"--- {', '.join(parts)} ---", file=sys.stderr, flush=True)
+
+
+def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
+    """Sample (or greedy-decode) every prompt num_samples times, batch_size rows at a time, and print each
+    completion under its prompt. Returns (new tokens, seconds generating, seconds to the first token per batch)."""
+    jobs = [(p, k) for p in range(len(prompts)) for k in range(S.num_samples)]
+    n_tokens, seconds, firsts, compiled = 0, 0.0, [], set()
+    for start in range(0, len(jobs), S.batch_size):
+        batch = jobs[start:start + S.batch_size]
+        rows = [ids[p] for p, _ in batch]
+        shape = (len(rows), max(map(len, rows)))
+        if engine and shape not in compiled:  # compile before the clock starts
+            t0 = time.perf_counter()
+            idx, mask = left_padded(rows, device)
+            engine.warm_up(idx, S.max_new_tokens, attention_mask=mask)
+            compiled.add(shape)
+            print(f"(compiled the decode step for {shape[0]} x {shape[1]} in {time.perf_counter() - t0:.1f} s)",
+                  file=sys.stderr)
+        on_token = finish = None
+        if len(rows) == 1:  # one row: its text as it comes
+            header(*batch[0], len(prompts), S.num_samples)
+            sys.stdout.write(prompts[batch[0][0]])
+            sys.stdout.flush()
+            on_token, finish = streamed(tokenizer, eos)
+        t0 = time.perf_counter()
+        new, first = generate_batch(engine.generate_stream if engine else model.generate_stream, rows, S, eos,
+                                    device, on_token)
+        seconds += time.perf_counter() - t0
+        n_tokens += sum(map(len, new))
+        firsts.append(first)
+        if finish:
+            finish()
         else:
-            model = GPT.from_pretrained(name)
-            if model.config.vocab_size != 50257:
-                raise ValueError(f"{name} has a vocabulary of {model.config.vocab_size} tokens, not GPT-2's 50257, "
-                                 "so GPT-2's tokenizer cannot read it")
-            tokens = Tokens()
-    return model.to(device).eval(), tokens
+            for (p, k), row in zip(batch, new):
+                header(p, k, len(prompts), S.num_samples)
+                sys.stdout.write(prompts[p] + text_of(tokenizer, row, eos) + '\n')
+    return n_tokens, seconds, firsts
+
+
+def run_beams(model, tokenizer, prompt, ids, S, eos, device):
+    """Beam search for one prompt: print the best num_samples beams, best first. Returns the best beam's length."""
+    seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
+                               eos_token_id=eos)
+    for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
+        if S.num_samples > 1:
+            print(f"--- beam {i + 1} (log-prob {score.item():.2f}) ---", file=sys.stderr, flush=True)
+        sys.stdout.write(prompt + text_of(tokenizer, seq[len(ids):].tolist(), eos) + '\n')
+    best = seqs[0, len(ids):].tolist()
+    return best.index(eos) + 1 if eos in best else len(best)
+
+
+def read_prompts(S):
+    if not S.prompt_file:
+        return [S.prompt]
+    prompts = [line for line in read_text(S.prompt_file).splitlines() if line.strip()]
+    if not prompts:
+        raise ConfigError(f"sample.prompt_file={S.prompt_file} holds no prompt; write one prompt per line")
+    return prompts
 
 
 def main(argv):
     config = get_config()
-    if '--help' in argv or '-h' in argv:
-        print(__doc__)
-    config.merge_from_args(argv)
+    config.merge_from_args(argv, usage=__doc__)
+    check(config)
     S = config.sample
-    device = config.system.device
-    if device == 'auto':
-        device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    model, tokens = load(config.model, device)
-
-    prompt = Path(S.prompt_file).read_text(encoding='utf-8') if S.prompt_file else S.prompt
-    ids = tokens.encode(prompt) if prompt else tokens.start()
-    if len(ids) > model.block_size:
-        print(f"(the prompt has {len(ids)} tokens; keeping the last {model.block_size}, the model's context)",
-              file=sys.stderr)
-        ids = ids[-model.block_size:]
-    idx = torch.tensor([ids], dtype=torch.long, device=device)
-    eos = tokens.eos if S.stop_at_eos else None
-    out = sys.stdout
+    device = resolve_device(config.system.device)
+    dtype = config.system.dtype
+    dtype = DTYPES[dtype] if dtype != 'auto' else torch.bfloat16 if device.startswith('cuda') else torch.float32
+    prompts = read_prompts(S)
+    model, tokenizer = load(config.model, device, dtype)
+    ids = [encode(tokenizer, p)[-model.block_size:] for p in prompts]  # the last block_size: the model's context
+    eos = tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) and S.stop_at_eos else None
+    if S.greedy and S.num_samples > 1:
+        print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
+        S.num_samples = 1
     set_seed(config.system.seed)
-
-    n_tokens, t0 = 0, time.perf_counter()
+    t0 = time.perf_counter()
     if S.num_beams > 1:
-        seqs, scores = beam_search(model, idx, S.max_new_tokens, S.num_beams, eos_token_id=eos)
-        for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
-            new = seq[len(ids):].tolist()
-            if eos is not None and eos in new:
-                new = new[:new.index(eos)]
-            n_tokens = n_tokens or len(new)  # the best beam's
-            if S.num_samples > 1:
-                print(f"--- beam {i + 1} (log-prob {score.item():.2f}) ---", file=sys.stderr, flush=True)
-            out.write(prompt + tokens.to_bytes(new).decode('utf-8', errors='replace') + '\n')
-    else:
-        if S.greedy and S.num_samples > 1:
-            print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
-            S.num_samples = 1
-        for i in range(S.num_samples):
-            if S.num_samples > 1:
-                print(f"--- sample {i + 1} ---", file=sys.stderr, flush=True)
-            out.write(prompt)
-            out.flush()
-            decoder = tokens.stream()
-            for nxt in model.generate_stream(idx, S.max_new_tokens, temperature=S.temperature,
-                                             do_sample=not S.greedy, top_k=S.top_k, top_p=S.top_p, eos_token_id=eos):
-                n_tokens += 1
-                token = nxt.item()
-                if token == eos:
-                    break
-                out.write(decoder.decode(tokens.to_bytes([token])))
-                out.flush()
-            out.write(decoder.decode(b'', final=True) + '\n')
-    seconds = time.perf_counter() - t0
-    beams = f", beam search with {S.num_beams} beams" if S.num_beams > 1 else ''
-    print(f"({n_tokens} tokens in {seconds:.2f} s: {n_tokens / seconds:.1f} tokens/s on {device}{beams})",
-          file=sys.stderr)
+        n_tokens = sum(run_beams(model, tokenizer, p, i, S, eos, device) for p, i in zip(prompts, ids))
+        print(f"({n_tokens} tokens (the best beams') in {time.perf_counter() - t0:.2f} s on {device}, beam search "
+              f"with {S.num_beams} beams)", file=sys.stderr)
+        return
+    engine = Engine(model, compile=True) if config.system.compile else None
+    n_tokens, seconds, firsts = run_batches(model, tokenizer, prompts, ids, S, eos, engine, device)
+    over = ' (median over batches)' if len(firsts) > 1 else ''
+    print(f"({n_tokens} tokens in {seconds:.2f} s: {n_tokens / seconds:.1f} tokens/s on {device}; first token after "
+          f"{statistics.median(firsts):.3f} s{over})", file=sys.stderr)
 
 
 if __name__ == '__main__':
-    try:
-        main(sys.argv[1:])
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_cli(main)

@@ -9,6 +9,7 @@ from torch._dynamo.utils import counters
 
 from mingpt.engine import Engine
 from mingpt.model import GPT
+from test_model import model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as a batch + mask
 
 AOT_EAGER = dict(backend='aot_eager')
 
@@ -19,32 +20,12 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def model(block_size=8, vocab_size=11, **kw):
-    C = GPT.get_default_config()
-    C.model_type = None
-    C.merge_from_dict({**dict(n_layer=2, n_head=2, n_embd=16, vocab_size=vocab_size, block_size=block_size,
-                              embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0), **kw})
-    torch.manual_seed(0)
-    return GPT(C).eval()
-
-
 def chargpt_model(block_size=32):
     """chargpt's shape: a gpt-nano preset over Tiny Shakespeare's 65 characters."""
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=65, block_size=block_size))
     torch.manual_seed(0)
     return GPT(C).eval()
-
-
-def padded(rows, side, pad=0):
-    """Rows of different lengths as one (B, T) batch and its attention_mask (1 on real tokens)."""
-    T = max(len(r) for r in rows)
-    idx = torch.full((len(rows), T), pad)
-    mask = torch.zeros(len(rows), T, dtype=torch.long)
-    for i, r in enumerate(rows):
-        sl = slice(T - len(r), T) if side == 'left' else slice(0, len(r))
-        idx[i, sl], mask[i, sl] = torch.tensor(r), 1
-    return idx, mask
 
 
 @pytest.mark.parametrize('kw', [{}, dict(attn_impl='explicit'), dict(pos_embd='sinusoidal', norm='post')])
@@ -56,7 +37,7 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(Engine(m).generate(idx, new), m.generate(idx, new))
 
 
-@pytest.mark.parametrize('make, vocab', [(lambda: model(block_size=64), 11), (chargpt_model, 65)])
+@pytest.mark.parametrize('make, vocab', [(lambda: model(block_size=256), 11), (chargpt_model, 65)])
 def test_compiled_decode_equals_eager_and_compiles_once(make, vocab):
     m = make()
     counter = CompileCounter()
@@ -64,6 +45,7 @@ def test_compiled_decode_equals_eager_and_compiles_once(make, vocab):
     idx = torch.randint(0, vocab, (2, 5))
     assert torch.equal(engine.generate(idx, 24), m.generate(idx, 24))  # 23 decode steps
     assert counter.frame_count == 1  # compiled at the first step, never again
+    assert engine.caches[0].k.size(2) == min(64, m.block_size)  # prompt + new tokens, rounded up; not block_size
     other = torch.randint(0, vocab, (2, 7))  # another prompt of the same shape bucket: the same compiled step
     assert torch.equal(engine.generate(other, 20), m.generate(other, 20))
     assert counter.frame_count == 1

@@ -109,13 +109,87 @@ def test_short_options():
     assert (S.prompt, S.greedy, S.top_k, config.model, config.system.seed) == ('hi there', True, 5, 'gpt2-medium', 3)
 
 
-def test_stream_holds_back_split_characters():
+def test_stream_holds_back_split_characters(capsys):
     data_dir('gpt2', 'encoder.json')
     g = generate_module()
-    tokens = g.Tokens()
+    from mingpt.bpe import get_encoder
+    tokenizer = get_encoder()
     text = 'ok 🙂 déjà vu 你好'
-    ids = tokens.encode(text)
-    decoder = tokens.stream()
-    pieces = [decoder.decode(tokens.to_bytes([i])) for i in ids] + [decoder.decode(b'', final=True)]
-    assert ''.join(pieces) == text and '\ufffd' not in ''.join(pieces)
+    on_token, finish = g.streamed(tokenizer, eos=None)
+    pieces = []
+    for i in tokenizer.encode(text) + [None]:
+        on_token(i) if i is not None else finish()
+        pieces.append(capsys.readouterr().out)
+    assert ''.join(pieces) == text + '\n' and '\ufffd' not in ''.join(pieces)
     assert '' in pieces  # some token ended inside a character, and nothing was printed for it yet
+
+
+def test_batches_print_each_completion_under_its_prompt(hf_dir, tmp_path):
+    folder, hf = hf_dir
+    from mingpt.bpe import get_encoder
+    prompts = ['Hi', PROMPT, 'A much longer prompt, so that the batch holds rows of three lengths']
+    (tmp_path / 'prompts.txt').write_text('\n'.join(prompts) + '\n\n')
+    env = {**os.environ, 'MINGPT_DATA_DIR': str(data_dir()), 'PYTHONPATH': str(ROOT)}
+    r = subprocess.run([sys.executable, str(ROOT / 'projects' / 'generate.py'), f'--model={folder}',
+                        f'--prompt_file={tmp_path / "prompts.txt"}', '--batch_size=2', '--max_new_tokens=10',
+                        '--greedy', '--stop_at_eos=False'], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout
+    want = []
+    for i, prompt in enumerate(prompts):
+        ids = torch.tensor([get_encoder().encode(prompt)])
+        alone = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False,
+                            pad_token_id=0)
+        want += [f'--- prompt {i + 1} ---', prompt + decode(alone[0, ids.size(1):].tolist())]
+    lines = r.stdout.splitlines()
+    start = lines.index('--- prompt 1 ---')
+    assert lines[start:start + 6] == want
+    assert '30 tokens in' in lines[-1] and 'first token after' in lines[-1] and 'median over batches' in lines[-1]
+
+
+def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
+    folder, _ = hf_dir
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    torch._dynamo.reset()  # room under dynamo's limit of compiled versions, whatever compiled before
+    g = generate_module()
+    from mingpt.engine import Engine
+    compiled = []
+    monkeypatch.setattr(g, 'Engine', lambda model, compile: compiled.append(compile) or Engine(
+        model, compile=dict(backend='aot_eager')))  # inductor's C++ compile is test_engine's to check
+    (tmp_path / 'prompts.txt').write_text(f'{PROMPT}\nHi\n')
+    args = [f'--model={folder}', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=9', '--greedy']
+    g.main(args)
+    eager = capsys.readouterr()
+    g.main(args + ['--compile'])
+    fast = capsys.readouterr()
+    assert compiled == [True] and fast.out == eager.out and PROMPT in fast.out
+    assert 'compiled the decode step for 2 x 5' in fast.err
+
+
+@pytest.mark.parametrize('option, message', [
+    ('--num_beams=0', 'sample.num_beams=0 is out of range: it must be an integer >= 1'),
+    ('--num_samples=0', 'sample.num_samples=0 is out of range: it must be an integer >= 1'),
+    ('--batch_size=-2', 'sample.batch_size=-2 is out of range: it must be an integer >= 1'),
+    ('--max_new_tokens=0', 'sample.max_new_tokens=0 is out of range'),
+    ('--temperature=0', 'sample.temperature=0.0 is out of range: it must be a number > 0'),
+    ('--top_k=0', 'sample.top_k=0 is out of range: it must be None or an integer >= 1'),
+    ('--top_p=0', 'sample.top_p=0 is out of range: it must be None or a number > 0 and <= 1'),
+    ('--dtype=float8', "system.dtype='float8' is not one of"),
+    ('--num_beams=3 --compile', 'not beam search (sample.num_beams=3)'),
+])
+def test_options_are_checked_before_loading_anything(option, message, capsys):
+    g = generate_module()
+    with pytest.raises(SystemExit) as exit:
+        g.run_cli(g.main, ['--model=never-loaded', '--prompt=x', *option.split()])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and err.startswith('error: ') and message in err, err
+
+
+@pytest.mark.parametrize('content, message', [(b'\n  \n', 'holds no prompt'), ('caf\xe9'.encode('latin-1'), 'is not UTF-8')])
+def test_prompt_file_errors(content, message, tmp_path, capsys):
+    g = generate_module()
+    (tmp_path / 'prompts.txt').write_bytes(content)
+    with pytest.raises(SystemExit) as exit:
+        g.run_cli(g.main, ['--model=never-loaded', f'--prompt_file={tmp_path / "prompts.txt"}'])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and message in err and 'prompts.txt' in err, err
