@@ -132,7 +132,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     layers, heads = layers or range(n_layer), heads or range(n_head)
     one = n_layer * n_head == 1
     panel = min(10.0, max(4.0, 0.16 * T)) if one else min(2.6, max(1.4, 10.0 / max(n_layer, n_head)))
-    fontsize = 8 if one else 6.5
+    fontsize = 8 if one else 7
     fig = new_figure(n_head * panel + 1.6, n_layer * panel + 1.2)
     axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True, sharey=True)
     labels = [readable(t) for t in tokens]

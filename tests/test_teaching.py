@@ -146,8 +146,9 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
         attention.main([f'--model={model}', '--prompt=First', '--head=3'])  # gpt-nano has heads 0, 1, 2
     with pytest.raises(ConfigError, match='1 to 64 tokens'):
         attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
+    model, _ = attention.load(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
-    attention.main([f'--model={ablation_dir / "sinusoidal" / "model.pt"}', '--positions', f'--out={tmp_path / "s.png"}'])
+    assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
     assert 'no learned table' in capsys.readouterr().out
 
 
