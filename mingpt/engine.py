@@ -99,8 +99,9 @@ class Engine:
         caches[0].at.fill_(T - 1)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
-        # contiguous: the last column's stride would be T, a new one each step, and dynamo guards on strides
-        return self.step(self.model, seq[:, -1:].contiguous(), caches, self.keep, self.n_pad)
+        # a copy with its own strides: the last column's stride is T, a new one each step, and dynamo guards on strides
+        token = seq[:, -1:].clone(memory_format=torch.contiguous_format)
+        return self.step(self.model, token, caches, self.keep, self.n_pad)
 
     def prefill(self, idx, caches, attention_mask):
         """The prompt (B, T) through the model's own cached forward; its keys and values then fill the buffers."""

@@ -37,16 +37,16 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(Engine(m).generate(idx, new), m.generate(idx, new))
 
 
-@pytest.mark.parametrize('make, vocab', [(lambda: model(block_size=256), 11), (chargpt_model, 65)])
-def test_compiled_decode_equals_eager_and_compiles_once(make, vocab):
+@pytest.mark.parametrize('make, vocab, batch', [(lambda: model(block_size=256), 11, 1), (chargpt_model, 65, 2)])
+def test_compiled_decode_equals_eager_and_compiles_once(make, vocab, batch):
     m = make()
     counter = CompileCounter()
     engine = Engine(m, compile=dict(backend=counter))
-    idx = torch.randint(0, vocab, (2, 5))
+    idx = torch.randint(0, vocab, (batch, 5))
     assert torch.equal(engine.generate(idx, 24), m.generate(idx, 24))  # 23 decode steps
     assert counter.frame_count == 1  # compiled at the first step, never again
     assert engine.caches[0].k.size(2) == min(64, m.block_size)  # prompt + new tokens, rounded up; not block_size
-    other = torch.randint(0, vocab, (2, 7))  # another prompt of the same shape bucket: the same compiled step
+    other = torch.randint(0, vocab, (batch, 7))  # another prompt of the same shape bucket: the same compiled step
     assert torch.equal(engine.generate(other, 20), m.generate(other, 20))
     assert counter.frame_count == 1
 

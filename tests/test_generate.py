@@ -185,7 +185,8 @@ def test_options_are_checked_before_loading_anything(option, message, capsys):
     assert exit.value.code == 2 and err.startswith('error: ') and message in err, err
 
 
-@pytest.mark.parametrize('content, message', [(b'\n  \n', 'holds no prompt'), ('caf\xe9'.encode('latin-1'), 'is not UTF-8')])
+@pytest.mark.parametrize('content, message', [(b'\n  \n', 'holds no prompt'),
+                                              ('caf\xe9'.encode('latin-1'), 'is not UTF-8')])
 def test_prompt_file_errors(content, message, tmp_path, capsys):
     g = generate_module()
     (tmp_path / 'prompts.txt').write_bytes(content)
