@@ -3,7 +3,7 @@ An ablation anyone can rerun: trains projects/chargpt.py once per variant of the
 switch each (post-norm "Add & Norm", ReLU, sinusoidal positions), with the same seed, data and iterations, then
 writes a val-loss table (work_dir/results.md) and the loss curves of every run (work_dir/loss.png):
 
-    python projects/ablation.py                    # 4 runs of gpt-nano, block 64, 500 iterations: minutes on 2 cores
+    python projects/ablation.py                    # 4 runs: gpt-nano, block 64, batch 32, 500 iterations
     python projects/ablation.py --model.model_type=gpt-micro --data.block_size=128 --trainer.max_iters=2000
     python projects/ablation.py --variants="('gpt2', 'post-norm')" --seeds="(1, 2, 3)"
 
@@ -42,6 +42,7 @@ def get_config():
     # small enough for a few minutes on 2 CPU cores; scale any of them up from the command line
     C.model.model_type = 'gpt-nano'
     C.data.block_size = 64
+    C.trainer.batch_size = 32
     C.trainer.max_iters = 500
     C.trainer.eval_interval = 50
     C.sample.length = 0  # no samples while training: the table is the result
