@@ -1,0 +1,294 @@
+"""The encoder-decoder transformer of "Attention is all you need" (Vaswani et al. 2017), built from model.py's pieces.
+
+The encoder reads the source sentence with self-attention that sees both directions. The decoder writes the target
+one token at a time: masked (causal) self-attention over the target so far, then cross-attention (queries from the
+decoder, keys and values from the encoder's output), then the MLP; each sub-layer inside "Add & Norm". The
+generator head turns the decoder's last hidden state into next-token logits. Training is teacher forcing: the
+decoder reads BOS followed by the target and predicts the target followed by EOS, all positions at once.
+
+As in the paper by default: sinusoidal positional encoding, post-norm, ReLU, token embeddings scaled by
+sqrt(n_embd), the decoder's embedding tied to the generator head, label smoothing 0.1; each is switchable.
+Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of the decoder's self-attention and
+computes the encoder's keys and values once per source sentence.
+"""
+import math
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from mingpt.model import GPT, MLP, Block, CausalSelfAttention, KVCache, SinusoidalPositions, add_and_norm
+from mingpt.sampling import beam_search
+from mingpt.utils import CfgNode as CN, ConfigError
+
+
+def inverse_sqrt_lr(it, learning_rate, warmup_iters):
+    """The paper's learning-rate schedule at iteration it: a linear warmup to learning_rate over warmup_iters, then
+    decay with the inverse square root of the step. The paper's lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    is this with learning_rate = (d * warmup)^-0.5, its peak."""
+    step = it + 1
+    return learning_rate * min(step / (warmup_iters + 1), math.sqrt((warmup_iters + 1) / step))
+
+
+def key_padding_mask(ids, pad_token_id):
+    """(B, 1, 1, S) attention mask from ids (B, S): every query may look at the real tokens, never at padding."""
+    return (ids != pad_token_id)[:, None, None, :]
+
+
+def trim_padding(ids, pad_token_id):
+    """Drop the columns that are padding in every row (rows are padded at the end): they change no output, they
+    only cost time."""
+    return ids[:, :int((ids != pad_token_id).sum(1).max())]
+
+
+def encoder_block(config):
+    """An encoder layer: GPT's block, with self-attention that sees both directions (no causal mask)."""
+    block = Block(config)
+    block.attn.causal = False
+    return block
+
+
+class DecoderBlock(nn.Module):
+    """A decoder layer: masked self-attention over the target so far, cross-attention to the encoder's output, the
+    MLP; each inside a residual connection with a layer norm (names as in Hugging Face's GPT-2 with cross-attention)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.norm = config.norm
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_cross_attn = nn.LayerNorm(config.n_embd)
+        self.crossattention = CausalSelfAttention(config, causal=False)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = MLP(config)
+
+    def forward(self, x, memory, memory_mask, cache=None):
+        """memory: the encoder's output (B, S, C), or its (key, value) pair; memory_mask (B, 1, 1, S) hides the
+        source's padding. cache: the KVCache of this layer's self-attention, when decoding step by step."""
+        x = add_and_norm(x, lambda h: self.attn(h, cache=cache), self.ln_1, self.norm)
+        x = add_and_norm(x, lambda h: self.crossattention(h, context=memory, mask=memory_mask), self.ln_cross_attn,
+                         self.norm)
+        return add_and_norm(x, self.mlp, self.ln_2, self.norm)
+
+
+class DecoderCache:
+    """What one decoder layer keeps while decoding: a KVCache of its own earlier tokens, and the keys and values its
+    cross-attention reads from the encoder's output, computed once per source sentence, with the source's mask."""
+
+    def __init__(self, block, memory, memory_mask, max_len):
+        c = block.attn
+        self.self_attn = KVCache(memory.size(0), c.n_head, max_len, c.n_embd // c.n_head, memory.device, memory.dtype)
+        self.memory = block.crossattention.context_keys_values(memory)
+        self.memory_mask = memory_mask
+
+    @property
+    def len(self):
+        return self.self_attn.len
+
+    def select(self, rows):
+        """Keep (and duplicate) the given batch rows, as beam search asks of a KVCache."""
+        self.self_attn.select(rows)
+        self.memory = tuple(t[rows] for t in self.memory)
+        self.memory_mask = self.memory_mask[rows]
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder transformer. forward(src, tgt) -> (logits, loss), as the Trainer expects of a model."""
+
+    PRESETS = {
+        # n_layer (encoder layers, and as many decoder layers), n_head, n_embd; the MLP is 4 * n_embd wide
+        'transformer-base': dict(n_layer=6, n_head=8, n_embd=512),  # the paper's base model (65M parameters with its 37k shared vocabulary)
+        'transformer-big': dict(n_layer=6, n_head=16, n_embd=1024),  # the paper's big model
+        'transformer-mini': dict(n_layer=3, n_head=4, n_embd=128),  # small presets that train on a CPU
+        'transformer-micro': dict(n_layer=2, n_head=4, n_embd=64),
+        'transformer-nano': dict(n_layer=1, n_head=2, n_embd=32),
+    }
+    CHOICES = dict(GPT.CHOICES, share_embeddings=(False, True))
+
+    @staticmethod
+    def get_default_config():
+        C = GPT.get_default_config()
+        # the paper's choices (GPT's are 'learned', 'pre' and 'gelu')
+        C.pos_embd = 'sinusoidal'
+        C.norm = 'post'
+        C.activation = 'relu'
+        # one vocabulary for source and target; True: the encoder's token embedding is the decoder's too (which
+        # is always the generator head's), one matrix as in the paper
+        C.share_embeddings = False
+        C.label_smoothing = 0.1  # the loss's target: 1 - 0.1 on the right token, the rest spread over all tokens
+        C.pad_token_id = 0
+        C.bos_token_id = 1
+        C.eos_token_id = 2
+        return C
+
+    # the same checks and loading as GPT's, over this class's defaults, presets and choices
+    check_config = classmethod(GPT.check_config.__func__)
+    from_checkpoint = classmethod(GPT.from_checkpoint.__func__)
+    configure_optimizers = GPT.configure_optimizers
+
+    def __init__(self, config):
+        super().__init__()
+        self.check_config(config)
+        self.check_special_tokens(config)
+        self.config = config
+        self.encoder = self.stack(config, [encoder_block(config) for _ in range(config.n_layer)])
+        self.decoder = self.stack(config, [DecoderBlock(config) for _ in range(config.n_layer)])
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)  # the generator
+        # the Annotated Transformer's initialisation: Xavier uniform for every matrix
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        self.decoder.wte.weight = self.lm_head.weight  # tied: the generator reads tokens as the decoder does
+        if config.share_embeddings:
+            self.encoder.wte.weight = self.lm_head.weight
+        print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
+
+    @staticmethod
+    def stack(config, blocks):
+        """Token embedding, positional encoding and the layers of the encoder or the decoder."""
+        return nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),
+            wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'
+                 else SinusoidalPositions(config.block_size, config.n_embd)),
+            drop=nn.Dropout(config.embd_pdrop),
+            h=nn.ModuleList(blocks),
+            # post-norm's last layer already ends in a layer norm; pre-norm leaves the residual stream unnormalised
+            ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
+        ))
+
+    @staticmethod
+    def check_special_tokens(config):
+        ids = {k: getattr(config, k) for k in ('pad_token_id', 'bos_token_id', 'eos_token_id')}
+        if len(set(ids.values())) < 3 or not all(isinstance(i, int) and 0 <= i < config.vocab_size
+                                                 for i in ids.values()):
+            raise ConfigError(f"model.pad_token_id, bos_token_id and eos_token_id must be three different token ids "
+                              f"below vocab_size={config.vocab_size}, got {ids}")
+        if not 0 <= config.label_smoothing < 1:
+            raise ConfigError(f"model.label_smoothing must be in [0, 1), got {config.label_smoothing!r}")
+
+    def num_parameters(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def embed(self, stack, idx, start=0):
+        """Token embedding times sqrt(n_embd) (as in the paper, so that the positional encoding does not drown it),
+        plus the positional encoding of positions start, start + 1, ..."""
+        if start + idx.size(1) > self.config.block_size:
+            raise ValueError(f"a sequence of {start + idx.size(1)} tokens is longer than the model's block_size "
+                             f"({self.config.block_size}); shorten it, or train a model with a larger block_size")
+        pos = torch.arange(start, start + idx.size(1), device=idx.device)
+        return stack.drop(stack.wte(idx) * math.sqrt(self.config.n_embd) + stack.wpe(pos))
+
+    def encode(self, src):
+        """The encoder's output (B, S, C) for source ids src (B, S), padded at the end with pad_token_id, and the
+        mask (B, 1, 1, S) that keeps attention off that padding."""
+        mask = key_padding_mask(src, self.config.pad_token_id)
+        x = self.embed(self.encoder, src)
+        for block in self.encoder.h:
+            x = block(x, mask)
+        return self.encoder.ln_f(x), mask
+
+    def decode(self, tgt, memory, memory_mask):
+        """The decoder's last hidden states (B, T, C) for the target so far tgt (B, T), all positions at once."""
+        x = self.embed(self.decoder, tgt)
+        for block in self.decoder.h:
+            x = block(x, memory, memory_mask)
+        return self.decoder.ln_f(x)
+
+    def forward(self, src, tgt):
+        """Teacher forcing: the decoder reads BOS + tgt[:-1] and predicts tgt (B, T), the target sentence followed
+        by EOS and padded with pad_token_id (padding does not count in the loss). Returns (logits, loss)."""
+        c = self.config
+        src, tgt = trim_padding(src, c.pad_token_id), trim_padding(tgt, c.pad_token_id)
+        memory, memory_mask = self.encode(src)
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], c.bos_token_id), tgt[:, :-1]], dim=1)  # shifted right
+        logits = self.lm_head(self.decode(tgt_in, memory, memory_mask))
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=c.pad_token_id,
+                               label_smoothing=c.label_smoothing)
+        return logits, loss
+
+    @torch.no_grad()
+    def cross_attention_maps(self, src, tgt):
+        """Cross-attention weights of every decoder layer while it predicts tgt from src: a list of (B, n_head, T, S)
+        tensors, row t the source positions the decoder looked at to write tgt[t]."""
+        attns = [block.crossattention for block in self.decoder.h]
+        try:
+            for a in attns:
+                a.keep_weights = True
+            self(src, tgt)
+            return [a.weights for a in attns]
+        finally:
+            for a in attns:
+                a.keep_weights, a.weights = False, None
+
+    # ---- decoding ----
+
+    def new_caches(self, memory, memory_mask, max_len):
+        """One DecoderCache per decoder layer, for up to max_len target tokens."""
+        return [DecoderCache(block, memory, memory_mask, max_len) for block in self.decoder.h]
+
+    def next_token_logits(self, seq, caches):
+        """Logits (B, vocab_size) of the token after each row of seq (B, T), the target so far (from BOS); only the
+        tokens the caches have not seen go through the decoder."""
+        start = caches[0].len
+        x = self.embed(self.decoder, seq[:, start:], start)
+        for block, cache in zip(self.decoder.h, caches):
+            x = block(x, cache.memory, cache.memory_mask, cache.self_attn)
+        return self.lm_head(self.decoder.ln_f(x[:, -1]))
+
+    @torch.no_grad()
+    def greedy(self, memory, memory_mask, max_new_tokens):
+        """The most probable token at each step, for every encoded source at once: (B, 1 + n) ids from BOS; a row
+        that has written EOS is padded with EOS until all rows have."""
+        c = self.config
+        caches = self.new_caches(memory, memory_mask, max_new_tokens)
+        seq = torch.full((memory.size(0), 1), c.bos_token_id, dtype=torch.long, device=memory.device)
+        done = torch.zeros_like(seq, dtype=torch.bool)
+        for _ in range(max_new_tokens):
+            nxt = self.next_token_logits(seq, caches).argmax(dim=-1, keepdim=True).masked_fill(done, c.eos_token_id)
+            seq = torch.cat([seq, nxt], dim=1)
+            done |= nxt == c.eos_token_id
+            if done.all():
+                break
+        return seq
+
+    @torch.no_grad()
+    def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
+        """Translate a batch of source sentences src (B, S), each padded at the end with pad_token_id: greedy
+        (num_beams=1) or beam search. Returns B lists of target ids, without BOS and EOS. max_new_tokens defaults
+        to what block_size allows."""
+        c = self.config
+        max_new_tokens = c.block_size - 1 if max_new_tokens is None else max_new_tokens
+        if not 1 <= max_new_tokens < c.block_size:
+            raise ValueError(f"max_new_tokens must be 1 to block_size - 1 = {c.block_size - 1}, got {max_new_tokens}")
+        if not isinstance(num_beams, int) or num_beams < 1:
+            raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
+        memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
+        if num_beams == 1:
+            rows = self.greedy(memory, memory_mask, max_new_tokens)
+        else:  # one source at a time: sampling.beam_search keeps the beams of one prompt
+            bos = torch.full((1, 1), c.bos_token_id, dtype=torch.long, device=src.device)
+            rows = [beam_search(SourceConditioned(self, memory[i:i + 1], memory_mask[i:i + 1]), bos, max_new_tokens,
+                                num_beams, c.eos_token_id, length_penalty)[0][0] for i in range(len(memory))]
+        return [cut_at_eos(row[1:].tolist(), c.eos_token_id) for row in rows]
+
+
+def cut_at_eos(ids, eos_token_id):
+    return ids[:ids.index(eos_token_id)] if eos_token_id in ids else ids
+
+
+class SourceConditioned:
+    """The decoder with one source sentence encoded, seen as a language model over target sentences: what
+    sampling.beam_search asks of a model (block_size, check_prompt, new_caches, next_token_logits)."""
+
+    def __init__(self, model, memory, memory_mask):
+        self.model, self.memory, self.memory_mask = model, memory, memory_mask
+        self.block_size = model.config.block_size
+
+    def check_prompt(self, idx, attention_mask=None):
+        return idx, attention_mask
+
+    def new_caches(self, batch_size, max_len):
+        return self.model.new_caches(self.memory.expand(batch_size, -1, -1), self.memory_mask, max_len)
+
+    def next_token_logits(self, seq, caches, attention_mask=None):
+        return self.model.next_token_logits(seq, caches)

@@ -1,0 +1,322 @@
+"""
+Trains the encoder-decoder transformer of "Attention is all you need" (mingpt/seq2seq.py) to translate, reports
+exact-match accuracy on held-out sentences, prints examples, saves a checkpoint and draws a cross-attention map:
+
+    python projects/translate.py                                   # dates in many human formats -> ISO 8601
+    python projects/translate.py --sample.checkpoint=out/translate/model.pt --sample.text="3rd of March 2021"
+    python projects/translate.py --data.path=pairs.tsv             # any parallel corpus: source TAB target per line
+    python projects/translate.py --data.path=pairs.tsv --data.tokenizer=bpe --data.vocab_size=2000
+
+The default task is generated in code, so it runs offline: "the 3rd of March, 2021", "03/03/2021",
+"Wednesday, March 3, 2021" -> "2021-03-03". The held-out dates never occur in training, in any format. With
+--data.path the last data.n_test lines (after a seeded shuffle) are held out; the vocabulary is the corpus's
+characters, or a byte-level BPE trained on its training lines with mingpt.bpe.train_bpe; BLEU is reported when
+the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl and
+translate_attention.png: for the longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
+"""
+import datetime
+import os
+import random
+
+import torch
+
+from mingpt.bpe import Encoder, train_bpe
+from mingpt.data import CharTokenizer, read_text
+from mingpt.seq2seq import Transformer, inverse_sqrt_lr
+from mingpt.trainer import Trainer
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, save_checkpoint, set_seed
+
+SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
+
+
+def get_config():
+    C = CN()
+    C.system = CN()
+    C.system.seed = 3407
+    C.system.work_dir = './out/translate'
+    C.data = CN()
+    C.data.path = None  # a TSV file of source TAB target lines; None: the dates task, generated here
+    C.data.tokenizer = 'char'  # 'char' (one token per character) or 'bpe' (byte-level BPE trained on the corpus)
+    C.data.vocab_size = 1000  # of the BPE: 256 bytes + merges + 3 special tokens
+    C.data.n_train = 100_000  # dates generated to train on
+    C.data.n_test = 1000  # held-out pairs for the exact-match accuracy
+    C.model = Transformer.get_default_config()
+    C.model.model_type = 'transformer-mini'
+    C.trainer = Trainer.get_default_config()
+    C.trainer.max_iters = 2000
+    C.trainer.batch_size = 128
+    C.trainer.learning_rate = 1e-3  # the peak, reached after warmup_iters, then decaying as 1/sqrt(iteration)
+    C.trainer.warmup_iters = 200
+    C.trainer.betas = (0.9, 0.98)  # the paper's Adam
+    C.trainer.weight_decay = 0.0
+    C.eval = CN()
+    C.eval.interval = 500  # iterations between exact-match measurements on the held-out pairs
+    C.eval.examples = 8  # held-out translations printed at the end (the wrong ones first)
+    C.eval.num_beams = 1  # 1: greedy decoding; more: beam search
+    C.eval.attention_text = None  # the sentence whose cross-attention is drawn; None: the longest held-out one
+    C.sample = CN()
+    C.sample.checkpoint = None  # a saved model.pt: translate sample.text with it and exit, without training
+    C.sample.text = 'the 3rd of March, 2021'  # sentences to translate, separated by '|'
+    return C
+
+
+# ---- the dates task ----
+
+MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October',
+          'November', 'December']
+WEEKDAYS = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday']
+# {d} day, {dd} two-digit day, {do} ordinal day, {m}/{mm} month number, {M} month name, {Mon} its first three
+# letters, {Y} year, {W} weekday; a slash is the US order (month first), a dot the European one (day first)
+FORMATS = ['{do} of {M} {Y}', 'the {do} of {M}, {Y}', '{M} {do}, {Y}', '{M} {d}, {Y}', '{d} {M} {Y}',
+           '{dd} {Mon} {Y}', '{Mon} {d} {Y}', '{d}-{Mon}-{Y}', '{dd}.{mm}.{Y}', '{d}.{m}.{Y}', '{mm}/{dd}/{Y}',
+           '{m}/{d}/{Y}', '{Y}/{mm}/{dd}', '{Y}{mm}{dd}', '{W}, {M} {d}, {Y}', '{W} {do} {Mon} {Y}', '{Y}-{mm}-{dd}']
+FIRST, LAST = datetime.date(1900, 1, 1).toordinal(), datetime.date(2099, 12, 31).toordinal()
+
+
+def ordinal(n):
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    return f"{n}{'th' if 11 <= n % 100 <= 13 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def write_date(date, fmt, case):
+    """The date in a human format: fmt from FORMATS, case 'as is', 'lower' or 'upper'."""
+    text = fmt.format(d=date.day, dd=f'{date.day:02d}', do=ordinal(date.day), m=date.month, mm=f'{date.month:02d}',
+                      M=MONTHS[date.month - 1], Mon=MONTHS[date.month - 1][:3], Y=date.year,
+                      W=WEEKDAYS[date.weekday()])
+    return text.lower() if case == 'lower' else text.upper() if case == 'upper' else text
+
+
+def date_pairs(n, rng, exclude=frozenset()):
+    """n (human date, ISO 8601 date) pairs of random dates from 1900 to 2099, none of whose days is in exclude."""
+    pairs = []
+    while len(pairs) < n:
+        day = rng.randint(FIRST, LAST)
+        if day in exclude:
+            continue
+        date = datetime.date.fromordinal(day)
+        case = rng.choice(['as is'] * 4 + ['lower', 'upper'])
+        pairs.append((write_date(date, rng.choice(FORMATS), case), date.isoformat()))
+    return pairs
+
+
+def dates_task(n_train, n_test, seed):
+    """(train, test) pairs; the test dates are held out: no training pair is one of those days in any format."""
+    rng = random.Random(seed)
+    test = date_pairs(n_test, rng)
+    held_out = {datetime.date.fromisoformat(iso).toordinal() for _, iso in test}
+    return date_pairs(n_train, rng, held_out), test
+
+
+def read_pairs(path, n_test, seed):
+    """(train, test) pairs of a TSV parallel corpus: source TAB target per line; n_test lines held out at random."""
+    pairs = []
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if line.strip():
+            parts = line.split('\t')
+            if len(parts) != 2:
+                raise ValueError(f"{path}, line {number}: expected source TAB target, found {len(parts)} field(s)")
+            pairs.append((parts[0].strip(), parts[1].strip()))
+    if len(pairs) <= n_test:
+        raise ConfigError(f"{path} has {len(pairs)} pairs, not more than data.n_test={n_test}: lower data.n_test")
+    random.Random(seed).shuffle(pairs)
+    return pairs[n_test:], pairs[:n_test]
+
+
+# ---- tokens ----
+
+class Vocabulary:
+    """Text <-> ids for both languages, with the special tokens pad, bos and eos: one token per character (ids
+    0, 1, 2 are the special tokens), or a byte-level BPE (the special tokens get its last ids). `record` is what a
+    checkpoint stores to rebuild it."""
+
+    def __init__(self, record):
+        self.record = record
+        if record['kind'] == 'char':
+            self.tokenizer = CharTokenizer(list(SPECIALS) + record['chars'])
+            self.special_ids = dict(zip(SPECIALS, range(3)))
+        else:
+            self.tokenizer = Encoder(record['encoder'], [tuple(m) for m in record['merges']])
+            self.special_ids = {s: self.tokenizer.special_tokens[s] for s in SPECIALS}
+
+    @classmethod
+    def train(cls, kind, texts, vocab_size):
+        if kind == 'char':
+            return cls({'kind': 'char', 'chars': sorted(set(''.join(texts)))})
+        if kind != 'bpe':
+            raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {kind!r}")
+        encoder = train_bpe('\n'.join(texts), vocab_size, special_tokens=SPECIALS)
+        return cls({'kind': 'bpe', 'encoder': encoder.encoder, 'merges': [list(m) for m in encoder.bpe_merges]})
+
+    def __len__(self):
+        return len(self.tokenizer) if self.record['kind'] == 'char' else len(self.tokenizer.encoder)
+
+    def encode(self, text):
+        """The ids of text, followed by eos."""
+        return self.tokenizer.encode(text) + [self.special_ids['<eos>']]
+
+    def decode(self, ids):
+        specials = set(self.special_ids.values())
+        return self.tokenizer.decode([i for i in ids if i not in specials])
+
+    def batch(self, texts):
+        """(B, S) ids of the texts, each followed by eos and padded at the end with pad."""
+        rows = [self.encode(t) for t in texts]
+        out = torch.full((len(rows), max(map(len, rows))), self.special_ids['<pad>'], dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, :len(row)] = torch.tensor(row)
+        return out
+
+
+class PairDataset(torch.utils.data.Dataset):
+    """(source ids, target ids) of each pair, both ending in eos and padded to the longest of the set."""
+
+    def __init__(self, pairs, vocab):
+        self.pairs = pairs
+        self.src = vocab.batch([s for s, _ in pairs])
+        self.tgt = vocab.batch([t for _, t in pairs])
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, i):
+        return self.src[i], self.tgt[i]
+
+
+# ---- what the script reports ----
+
+def translate(model, vocab, sources, num_beams=1, batch_size=500):
+    """The model's translations of a list of source sentences."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for start in range(0, len(sources), batch_size):
+        src = vocab.batch(sources[start:start + batch_size]).to(device)
+        out += [vocab.decode(ids) for ids in model.translate(src, num_beams=num_beams)]
+    model.train()
+    return out
+
+
+def exact_match(model, vocab, pairs, num_beams=1):
+    """(fraction of pairs translated exactly, the translations)."""
+    hyps = translate(model, vocab, [s for s, _ in pairs], num_beams)
+    return sum(h == t for h, (_, t) in zip(hyps, pairs)) / len(pairs), hyps
+
+
+def print_examples(pairs, hyps, n):
+    """n held-out translations, the wrong ones first."""
+    order = sorted(range(len(pairs)), key=lambda i: hyps[i] == pairs[i][1])
+    for i in order[:n]:
+        mark = 'ok ' if hyps[i] == pairs[i][1] else 'BAD'
+        print(f"  {mark} {pairs[i][0]!r} -> {hyps[i]!r}" + ('' if mark == 'ok ' else f" (expected {pairs[i][1]!r})"))
+
+
+def bleu(hyps, refs):
+    """Corpus BLEU through sacrebleu when it is installed, else None."""
+    try:
+        import sacrebleu
+    except ImportError:
+        return None
+    return sacrebleu.corpus_bleu(hyps, [refs]).score
+
+
+def token_label(vocab, i):
+    """A token as a plot shows it: a space as an open box, a special token by its name, anything else unprintable
+    (a byte of a BPE token) escaped."""
+    name = next((s for s, j in vocab.special_ids.items() if j == i), None)
+    text = name or vocab.decode([i]).replace(' ', '\u2423')
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def draw_cross_attention(model, vocab, source, path):
+    """A PNG of the last decoder layer's cross-attention (heads averaged) while the model writes its translation of
+    source: one row per target token, one column per source token."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no cross-attention PNG: drawing needs matplotlib (pip install matplotlib)")
+        return
+    model.eval()
+    device = next(model.parameters()).device
+    src = vocab.batch([source]).to(device)
+    tgt = torch.tensor([model.translate(src)[0] + [model.config.eos_token_id]], device=device)
+    weights = model.cross_attention_maps(src, tgt)[-1][0].mean(0).cpu().numpy()  # (T, S)
+    model.train()
+    src_labels, tgt_labels = ([token_label(vocab, i) for i in ids[0].tolist()] for ids in (src, tgt))
+    fig, ax = plt.subplots(figsize=(0.3 * len(src_labels) + 2, 0.3 * len(tgt_labels) + 1.5), dpi=120)
+    image = ax.imshow(weights, cmap='viridis', vmin=0, vmax=1)
+    ax.set_xticks(range(len(src_labels)), src_labels, fontsize=8)
+    ax.set_yticks(range(len(tgt_labels)), tgt_labels, fontsize=8)
+    ax.set_xlabel('source tokens (keys, values: the encoder)')
+    ax.set_ylabel('target tokens written')
+    ax.set_title('cross-attention, last decoder layer, heads averaged', fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.03, label='attention weight')
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+def translate_from_checkpoint(config):
+    model, ckpt = Transformer.from_checkpoint(config.sample.checkpoint)
+    vocab = Vocabulary(ckpt['vocabulary'])
+    sources = [s.strip() for s in config.sample.text.split('|')]
+    for source, target in zip(sources, translate(model, vocab, sources, config.eval.num_beams)):
+        print(f"{source!r} -> {target!r}")
+
+
+def main(argv):
+    config = get_config()
+    config.merge_from_args(argv, usage=__doc__)
+    D, E = config.data, config.eval
+    for key, value in (('data.n_train', D.n_train), ('data.n_test', D.n_test), ('eval.interval', E.interval),
+                       ('eval.num_beams', E.num_beams), ('trainer.max_iters', config.trainer.max_iters)):
+        check_range(key, value, 1, integer=True)
+    check_range('eval.examples', E.examples, 0, integer=True)
+    set_seed(config.system.seed)
+    if config.sample.checkpoint:
+        translate_from_checkpoint(config)
+        return
+
+    train_pairs, test_pairs = (read_pairs(D.path, D.n_test, config.system.seed) if D.path else
+                               dates_task(D.n_train, D.n_test, config.system.seed))
+    vocab = Vocabulary.train(D.tokenizer, [text for pair in train_pairs + test_pairs for text in pair]
+                             if D.tokenizer == 'char' else [text for pair in train_pairs for text in pair],
+                             D.vocab_size)
+    train_dataset, test_dataset = PairDataset(train_pairs, vocab), PairDataset(test_pairs, vocab)
+    config.model.vocab_size = len(vocab)
+    config.model.block_size = max(t.size(1) for d in (train_dataset, test_dataset) for t in (d.src, d.tgt))
+    config.model.merge_from_dict({f'{s[1:-1]}_token_id': i for s, i in vocab.special_ids.items()})
+    model = Transformer(config.model)
+
+    trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras={'vocabulary': vocab.record},
+                      run_config=config)
+    # the paper's schedule, warmup then 1/sqrt(iteration); the trainer calls get_lr when warmup_iters > 0
+    trainer.get_lr = lambda it: inverse_sqrt_lr(it, config.trainer.learning_rate, config.trainer.warmup_iters)
+
+    def batch_end_callback(trainer):
+        if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:
+            accuracy = exact_match(model, vocab, test_pairs)[0]
+            print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out exact match {accuracy:.4f}")
+
+    trainer.set_callback('on_batch_end', batch_end_callback)
+    trainer.run()
+
+    accuracy, hyps = exact_match(model, vocab, test_pairs, E.num_beams)
+    print(f"exact match on {len(test_pairs)} held-out pairs: {accuracy:.4f}")
+    score = bleu(hyps, [t for _, t in test_pairs]) if D.path else None
+    if D.path:
+        print(f"BLEU: {score:.2f}" if score is not None else "BLEU: skipped (pip install sacrebleu to report it)")
+    print_examples(test_pairs, hyps, E.examples)
+    path = os.path.join(trainer.config.work_dir, 'model.pt')
+    save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(), 'config': config.to_dict(),
+                     'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
+                     'exact_match': accuracy, 'bleu': score}, path)
+    print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
+    source = E.attention_text or max((s for s, _ in test_pairs), key=len)
+    draw_cross_attention(model, vocab, source, os.path.join(trainer.config.work_dir, 'translate_attention.png'))
+
+
+if __name__ == '__main__':
+    run_cli(main)

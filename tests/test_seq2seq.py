@@ -1,0 +1,294 @@
+"""The encoder-decoder transformer (mingpt/seq2seq.py) and the translate project, on tiny models."""
+import math
+
+import pytest
+import torch
+
+from conftest import load_project
+from mingpt.model import CausalSelfAttention, GPT
+from mingpt.sampling import beam_search
+from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, inverse_sqrt_lr
+from mingpt.trainer import Trainer
+from mingpt.utils import ConfigError
+
+PAD, BOS, EOS = 0, 1, 2
+VARIANTS = [dict(), dict(norm='pre', pos_embd='learned', activation='gelu', share_embeddings=True)]
+
+
+def tiny(**overrides):
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=32, vocab_size=11, block_size=16,
+                           embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0))
+    C.merge_from_dict(overrides)
+    torch.manual_seed(0)
+    return Transformer(C).eval()
+
+
+def sentences(lengths, seed=0):
+    """Rows of random tokens 3..10, each ended by EOS and padded with PAD to the longest."""
+    g = torch.Generator().manual_seed(seed)
+    out = torch.full((len(lengths), max(lengths) + 1), PAD)
+    for i, n in enumerate(lengths):
+        out[i, :n] = torch.randint(3, 11, (n,), generator=g)
+        out[i, n] = EOS
+    return out
+
+
+@pytest.mark.parametrize('variant', VARIANTS)
+def test_encoder_sees_both_directions_and_decoder_never_the_future(variant):
+    model = tiny(**variant)
+    src, tgt = sentences([6, 6]), sentences([7, 7], seed=1)
+    memory = model.encode(src)[0]
+    src2 = src.clone()
+    src2[:, 4] = 3 + (src[:, 4] - 2) % 8  # another token at position 4
+    memory2 = model.encode(src2)[0]
+    assert not torch.allclose(memory[:, :4], memory2[:, :4])  # earlier positions see a later token
+    assert not torch.allclose(memory[:, 5:], memory2[:, 5:])  # and later ones an earlier token
+
+    logits = model(src, tgt)[0]
+    tgt2 = tgt.clone()
+    tgt2[:, 4] = 3 + (tgt[:, 4] - 2) % 8
+    logits2 = model(src, tgt2)[0]
+    # the decoder reads BOS + tgt[:-1]: position 5 is the first to read tgt[4]
+    torch.testing.assert_close(logits[:, :5], logits2[:, :5])
+    assert not torch.allclose(logits[:, 5:], logits2[:, 5:])
+
+
+@pytest.mark.parametrize('variant', VARIANTS)
+def test_padding_changes_no_output(variant):
+    model = tiny(**variant)
+    src, tgt = sentences([3, 7, 5]), sentences([4, 2, 6], seed=1)
+    logits = model(src, tgt)[0]
+    padded = torch.cat([src, torch.full((3, 4), PAD)], dim=1)  # more padding than any row needs
+    torch.testing.assert_close(model(padded, tgt)[0], logits)
+    # each row alone, at its own length, as in the batch
+    for i, (n, m) in enumerate([(3, 4), (7, 2), (5, 6)]):
+        alone = model(src[i:i + 1, :n + 1], tgt[i:i + 1, :m + 1])[0]
+        torch.testing.assert_close(alone, logits[i:i + 1, :m + 1])
+    # no key-padding mask: the padding would change the output
+    memory, mask = model.encode(padded)
+    unmasked = model.encoder.h[0](model.embed(model.encoder, padded), torch.ones_like(mask))
+    assert not torch.allclose(unmasked[0, :4], model.encoder.h[0](model.embed(model.encoder, padded), mask)[0, :4])
+    # a batch of sources of different lengths translates as each one alone
+    batch = model.translate(src, max_new_tokens=8)
+    assert [model.translate(src[i:i + 1, :n + 1], max_new_tokens=8)[0] for i, n in enumerate([3, 7, 5])] == batch
+
+
+@pytest.mark.parametrize('variant', VARIANTS)
+def test_cached_decoding_equals_uncached(variant):
+    model = tiny(**variant)
+    src = sentences([3, 7, 5])
+    memory, mask = model.encode(src)
+    seq = model.greedy(memory, mask, max_new_tokens=10)
+    assert seq.size(1) == 11  # an untrained model does not stop early
+    caches = model.new_caches(memory, mask, 10)
+    step_logits = torch.stack([model.next_token_logits(seq[:, :t + 1], caches) for t in range(10)], dim=1)
+    full_logits = model.lm_head(model.decode(seq[:, :-1], memory, mask))  # every position at once, no cache
+    torch.testing.assert_close(step_logits, full_logits, rtol=1e-4, atol=1e-5)
+    assert torch.equal(full_logits.argmax(-1), seq[:, 1:])  # greedy wrote the argmax at every step
+
+
+def test_encoder_keys_values_are_computed_once_and_reused():
+    model = tiny()
+    memory, mask = model.encode(sentences([5, 3]))
+    attn = model.decoder.h[0].crossattention
+    x = torch.randn(2, 4, 32)
+    keys_values = attn.context_keys_values(memory)
+    torch.testing.assert_close(attn(x, context=keys_values, mask=mask), attn(x, context=memory, mask=mask))
+    caches = model.new_caches(memory, mask, 8)
+    calls = []
+    attn.context_keys_values = lambda context: calls.append(context)  # would break decoding if called again
+    model.next_token_logits(torch.full((2, 1), BOS), caches)
+    model.next_token_logits(torch.tensor([[BOS, 5], [BOS, 6]]), caches)
+    assert calls == [] and caches[0].len == 2
+
+
+def test_cross_attention_of_gpt_unchanged_by_precomputed_keys():
+    """CausalSelfAttention with a context computes query from x and key/value from the context, by hand."""
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(n_head=2, n_embd=8, attn_pdrop=0.0, resid_pdrop=0.0))
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(config, causal=False)
+    x, context = torch.randn(1, 3, 8), torch.randn(1, 5, 8)
+    w, b = attn.c_attn.weight, attn.c_attn.bias
+    q, k, v = x @ w[:8].T + b[:8], context @ w[8:16].T + b[8:16], context @ w[16:].T + b[16:]
+    heads = [torch.softmax(q[..., h] @ k[..., h].transpose(1, 2) / 2, -1) @ v[..., h]
+             for h in (slice(0, 4), slice(4, 8))]
+    expected = attn.c_proj(torch.cat(heads, -1))
+    torch.testing.assert_close(attn(x, context=context), expected)
+    torch.testing.assert_close(attn(x, context=attn.context_keys_values(context)), expected)
+
+
+def test_beam_search_with_one_beam_equals_greedy_and_scores_its_beams_by_their_log_probs():
+    model = tiny()
+    src = sentences([4, 6, 2], seed=3)
+    greedy = model.translate(src, max_new_tokens=8)
+    memory, mask = model.encode(src)
+    bos = torch.full((1, 1), BOS)
+    for i, expected in enumerate(greedy):
+        conditioned = SourceConditioned(model, memory[i:i + 1], mask[i:i + 1])
+        one, _ = beam_search(conditioned, bos, 8, 1, EOS)
+        assert cut_at_eos(one[0, 1:].tolist(), EOS) == expected
+        beams, scores = beam_search(conditioned, bos, 8, 4, EOS)
+        assert len(beams) == 4
+        for seq, score in zip(beams, scores):  # the beams' caches followed their own sequences
+            assert score.item() == pytest.approx(score_of(model, src[i:i + 1], seq), abs=1e-4)
+    # translate(num_beams=4) returns each source's best beam: here, the last source's
+    assert model.translate(src, max_new_tokens=8, num_beams=4)[-1] == cut_at_eos(beams[0, 1:].tolist(), EOS)
+
+
+def score_of(model, src, seq):
+    """The sum of the log-probs of seq's tokens after BOS (up to and including the first EOS), without a cache."""
+    ids = seq[1:].tolist()
+    ids = ids[:ids.index(EOS) + 1] if EOS in ids else ids
+    logits = model.lm_head(model.decode(seq[None, :len(ids)], *model.encode(src)))
+    return logits.log_softmax(-1)[0, range(len(ids)), ids].sum().item()
+
+
+def test_learns_to_copy_a_sequence():
+    class Copy(torch.utils.data.Dataset):
+        """Sequences of 1 to 5 tokens out of 5, to be written back unchanged."""
+
+        def __init__(self, n, seed):
+            g = torch.Generator().manual_seed(seed)
+            self.pairs = []
+            for _ in range(n):
+                seq = torch.randint(3, 8, (int(torch.randint(1, 6, (1,), generator=g)),), generator=g).tolist()
+                self.pairs.append(torch.tensor(pad(seq + [EOS], 6)))
+
+        def __len__(self):
+            return len(self.pairs)
+
+        def __getitem__(self, i):
+            return self.pairs[i], self.pairs[i]
+
+    torch.manual_seed(0)
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=2, n_embd=32, vocab_size=8, block_size=6, embd_pdrop=0.0,
+                           resid_pdrop=0.0, attn_pdrop=0.0, label_smoothing=0.0))
+    model = Transformer(C)
+    T = Trainer.get_default_config()
+    T.merge_from_dict(dict(max_iters=300, batch_size=64, learning_rate=5e-3, warmup_iters=30, weight_decay=0.0,
+                           device='cpu', quiet=True, betas=(0.9, 0.98)))
+    trainer = Trainer(T, model, Copy(5000, 0))
+    trainer.get_lr = lambda it: inverse_sqrt_lr(it, T.learning_rate, T.warmup_iters)
+    trainer.run()
+    test = torch.stack(Copy(200, 1).pairs)
+    out = model.eval().translate(test, max_new_tokens=5)
+    assert out == [[t for t in row if t > EOS] for row in test.tolist()]
+
+
+def pad(ids, n):
+    return ids + [PAD] * (n - len(ids))
+
+
+def test_inverse_sqrt_lr_is_the_papers_schedule():
+    d, warmup = 512, 4000
+    peak = (d * warmup) ** -0.5
+    for it in (0, 10, 3998, 3999, 4000, 10_000, 100_000):
+        step = it + 1
+        paper = d ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+        assert inverse_sqrt_lr(it, peak, warmup - 1) == pytest.approx(paper)
+
+
+def test_presets_options_and_bad_config():
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type='transformer-base', vocab_size=37000, block_size=64, share_embeddings=True))
+    base = Transformer(C)
+    # the paper's base model, one 37k embedding shared: 6 + 6 layers of d=512, h=8, d_ff=2048
+    d, layers = 512, 6 * (4 * 512 * 512 + 2 * 512 * 2048) + 6 * (8 * 512 * 512 + 2 * 512 * 2048)
+    assert abs(base.num_parameters() - (37000 * d + layers)) / base.num_parameters() < 0.01
+    assert base.encoder.wte.weight is base.lm_head.weight is base.decoder.wte.weight
+    assert not hasattr(base.encoder.wpe, 'weight')  # sinusoidal: a buffer, not trained
+    separate = tiny()
+    assert separate.encoder.wte.weight is not separate.lm_head.weight
+    with pytest.raises(ConfigError, match='three different token ids'):
+        tiny(eos_token_id=0)
+    with pytest.raises(ConfigError, match='label_smoothing'):
+        tiny(label_smoothing=1.0)
+    with pytest.raises(ConfigError, match='norm'):
+        tiny(norm='middle')
+    with pytest.raises(ValueError, match='block_size'):
+        tiny().translate(sentences([20]))
+
+
+def test_label_smoothing_is_the_loss_option():
+    model = tiny(label_smoothing=0.1)
+    src, tgt = sentences([3, 4]), sentences([5, 2], seed=1)
+    logits, loss = model(src, tgt)
+    keep = tgt.flatten() != PAD
+    logprobs = logits.flatten(0, 1)[keep].log_softmax(-1)
+    nll = -logprobs.gather(1, tgt.flatten()[keep, None]).mean()
+    expected = 0.9 * nll - 0.1 * logprobs.mean()  # 0.1 of the target spread evenly over the 11 tokens
+    torch.testing.assert_close(loss, expected)
+
+
+# ---- the project ----
+
+def test_dates_by_hand_and_held_out():
+    translate = load_project('translate')
+    import datetime
+    assert [translate.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)] == \
+        ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd', '23rd', '31st']
+    date = datetime.date(2021, 3, 3)
+    assert translate.write_date(date, 'the {do} of {M}, {Y}', 'as is') == 'the 3rd of March, 2021'
+    assert translate.write_date(date, '{W}, {M} {d}, {Y}', 'upper') == 'WEDNESDAY, MARCH 3, 2021'
+    assert translate.write_date(datetime.date(1999, 12, 7), '{m}/{d}/{Y}', 'as is') == '12/7/1999'
+    assert translate.write_date(datetime.date(1999, 12, 7), '{dd}.{mm}.{Y}', 'as is') == '07.12.1999'
+    train, test = translate.dates_task(5000, 300, seed=1)
+    assert len(train) == 5000 and len(test) == 300
+    assert not {iso for _, iso in train} & {iso for _, iso in test}  # no held-out day is trained on
+    assert all(datetime.date.fromisoformat(iso) for _, iso in train)
+
+
+def test_vocabularies_round_trip(tmp_path):
+    translate = load_project('translate')
+    texts = ['the 3rd of March, 2021', '2021-03-03', 'über', 'Straße']
+    for kind in ('char', 'bpe'):
+        vocab = translate.Vocabulary.train(kind, texts * 20, 280)
+        ids = vocab.batch(texts)
+        assert [vocab.decode(row.tolist()) for row in ids] == texts
+        assert (ids[:, 0] != vocab.special_ids['<pad>']).all() and vocab.special_ids['<eos>'] in ids[2].tolist()
+        assert translate.Vocabulary(vocab.record).encode(texts[0]) == vocab.encode(texts[0])
+
+
+def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
+    translate = load_project('translate')
+    path = tmp_path / 'pairs.tsv'
+    path.write_text(''.join(f'src {i}\ttgt {i}\n' for i in range(10)), encoding='utf-8')
+    train, test = translate.read_pairs(path, 3, seed=0)
+    assert len(train) == 7 and len(test) == 3 and not set(train) & set(test)
+    path.write_text('a\tb\nno tab here\n', encoding='utf-8')
+    with pytest.raises(ValueError, match='line 2: expected source TAB target'):
+        translate.read_pairs(path, 1, seed=0)
+
+
+def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
+    translate = load_project('translate')
+    tiny_run = ['--model.model_type=transformer-nano', '--trainer.max_iters=3', '--trainer.batch_size=8',
+                '--data.n_train=200', '--data.n_test=20', '--trainer.quiet=True']
+    translate.main([f'--system.work_dir={tmp_path}'] + tiny_run)
+    out = capsys.readouterr().out
+    assert 'exact match on 20 held-out pairs' in out and 'BLEU' not in out
+    assert (tmp_path / 'translate_attention.png').stat().st_size > 0
+    translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=3rd of March 2021|1/2/2000'])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2].startswith("'3rd of March 2021' -> ") and lines[-1].startswith("'1/2/2000' -> ")
+
+
+def test_project_on_a_tsv_corpus_with_bpe_and_bleu(tmp_path, capsys, monkeypatch):
+    import sys
+    import types
+    translate = load_project('translate')
+    path = tmp_path / 'pairs.tsv'
+    path.write_text(''.join(f'{w} {i}\t{i} {w[::-1]}\n' for i, w in enumerate(['cat', 'dog', 'bird'] * 20)))
+    args = [f'--data.path={path}', '--data.tokenizer=bpe', '--data.vocab_size=300', '--data.n_test=10',
+            '--model.model_type=transformer-nano', '--trainer.max_iters=2', '--trainer.batch_size=4',
+            '--trainer.quiet=True', '--eval.examples=2']
+    monkeypatch.setitem(sys.modules, 'sacrebleu', None)  # not installed: said so, not an error
+    translate.main([f'--system.work_dir={tmp_path / "a"}'] + args)
+    assert 'BLEU: skipped (pip install sacrebleu' in capsys.readouterr().out
+    fake = types.SimpleNamespace(corpus_bleu=lambda hyps, refs: types.SimpleNamespace(score=12.5))
+    monkeypatch.setitem(sys.modules, 'sacrebleu', fake)
+    translate.main([f'--system.work_dir={tmp_path / "b"}'] + args)
+    assert 'BLEU: 12.50' in capsys.readouterr().out
