@@ -1,27 +1,26 @@
-"""The fast decode path, kept apart from model.py's reading order (nanochat's engine.py is the precedent): a KV
-cache of fixed size, written at a slot held in a tensor, so that every decode step has the same shapes and
-torch.compile compiles it once (on CUDA as a CUDA graph, mode='reduce-overhead').
+"""The fast decode path, kept apart from model.py's reading order (nanochat's engine.py is the precedent).
 
     from mingpt.engine import Engine
     out = Engine(model, compile=True).generate(idx, 100, attention_mask=mask)  # GPT.generate's arguments
 
-The prompt goes through the model's own cached forward (GPT.next_token_logits); its keys and values are copied into
-the fixed buffers, and each new token attends over the whole buffer with a mask that hides the slots not yet
-written and the padding. Past block_size the engine hands over to GPT.generate_stream, whose sliding window
-recomputes the last block_size tokens every step (eager: each window is a new shape). model.generate stays the
-default and the plain path; the engine gives the same tokens.
+GPT's own generation loop (GPT.generate and generate_stream: the same code, so the same tokens) runs over the
+engine's next_token_logits. The prompt goes through the model's cached forward, and its keys and values fill a KV
+cache of fixed size (prompt plus new tokens, rounded up); each new token is then written at a slot held in a tensor
+and attends over the whole buffer, with a mask that hides the slots not yet written and the padding. Every decode
+step has the same shapes, so torch.compile compiles it once (on CUDA as a CUDA graph, mode='reduce-overhead').
+Past block_size the model's sliding window takes over, eager: every window is new, as every position shifts.
 """
 import torch
 
 from mingpt.model import GPT
-from mingpt.sampling import sample_next
 
 SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of similar lengths share one compile
 
 
 class StaticKVCache:
     """One layer's keys and values in buffers of a fixed length, written at slot `at` (a (1,) tensor that all
-    layers share): the shapes never change, so neither does the compiled step. `len` counts the slots in use."""
+    layers share): the shapes never change, so neither does the compiled step. `len`: the prompt's length once it
+    is filled in, 0 before."""
 
     def __init__(self, batch_size, n_head, length, head_dim, at, device, dtype):
         # zeros, not empty: a hidden slot gets attention weight 0, and 0 times a NaN left in memory is NaN
@@ -70,6 +69,7 @@ class Engine:
             self.cuda_graphs = options.get('mode') == 'reduce-overhead'
             self.step = torch.compile(decode_step, fullgraph=True, dynamic=False, **options)
         self.caches = []
+        self.keep = self.n_pad = None  # the prompt's padding, set by prefill
 
     generate_stream = GPT.generate_stream
     generate = GPT.generate
@@ -90,7 +90,7 @@ class Engine:
     def next_token_logits(self, seq, caches, attention_mask=None):
         """GPT.next_token_logits for seq (B, T), the whole sequence so far: the prompt goes through the model and
         fills the buffers, then each new token through one decode step. Past the buffers (only at block_size) the
-        model's sliding window takes over: every position shifts each step, and each window is a new shape."""
+        model's sliding window takes over."""
         T, S = seq.size(1), caches[0].k.size(2)
         if T > S:
             return self.model.next_token_logits(seq, None, attention_mask)

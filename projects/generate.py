@@ -132,7 +132,9 @@ def generate_batch(stream, rows, S, eos, device, on_token=None):
     t0, first, steps = time.perf_counter(), None, []
     for nxt in stream(idx, S.max_new_tokens, temperature=S.temperature, do_sample=not S.greedy, top_k=S.top_k,
                       top_p=S.top_p, eos_token_id=eos, attention_mask=mask):
-        first = first or time.perf_counter() - t0
+        if first is None:
+            nxt.tolist()  # on a GPU, wait until the token is computed
+            first = time.perf_counter() - t0
         steps.append(nxt)
         if on_token:
             on_token(nxt[0].item())
@@ -233,14 +235,17 @@ def main(argv):
     dtype = DTYPES[dtype] if dtype != 'auto' else torch.bfloat16 if device.startswith('cuda') else torch.float32
     prompts = read_prompts(S)
     model, tokenizer = load(config.model, device, dtype)
-    ids = [encode(tokenizer, p)[-model.block_size:] for p in prompts]  # the last block_size: the model's context
+    ids = [encode(tokenizer, p) for p in prompts]
+    if max(map(len, ids)) > model.block_size:
+        print(f"(a prompt longer than the model's context keeps its last {model.block_size} tokens)", file=sys.stderr)
+        ids = [i[-model.block_size:] for i in ids]
     eos = tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) and S.stop_at_eos else None
     if S.greedy and S.num_samples > 1:
         print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
         S.num_samples = 1
     set_seed(config.system.seed)
-    t0 = time.perf_counter()
     if S.num_beams > 1:
+        t0 = time.perf_counter()
         n_tokens = sum(run_beams(model, tokenizer, p, i, S, eos, device) for p, i in zip(prompts, ids))
         print(f"({n_tokens} tokens (the best beams') in {time.perf_counter() - t0:.2f} s on {device}, beam search "
               f"with {S.num_beams} beams)", file=sys.stderr)
