@@ -81,8 +81,9 @@ class Engine:
         length = min(-(-max_len // SLOTS) * SLOTS, self.block_size)
         shape = (batch_size, c.n_head, length, c.n_embd // c.n_head)
         if not self.caches or self.caches[0].k.shape != shape or self.caches[0].k.dtype != p.dtype:
-            at = torch.zeros(1, dtype=torch.long, device=p.device)
-            self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
+            with torch.inference_mode(False):  # kept between calls: usable in and out of inference mode
+                at = torch.zeros(1, dtype=torch.long, device=p.device)
+                self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
         for cache in self.caches:
             cache.len = 0
         return self.caches

@@ -71,7 +71,10 @@ def test_sampling_and_eos_as_generate():
     b = Engine(m).generate(idx, 12, generator=torch.Generator().manual_seed(3), **kw)
     assert torch.equal(a, b)
     eos = a[0, 6].item()  # row 0's fourth new token
-    assert torch.equal(Engine(m).generate(idx, 12, eos_token_id=eos), m.generate(idx, 12, eos_token_id=eos))
+    engine = Engine(m)
+    with torch.inference_mode():  # buffers made here are used again outside inference mode
+        assert torch.equal(engine.generate(idx, 12, eos_token_id=eos), m.generate(idx, 12, eos_token_id=eos))
+    assert torch.equal(engine.generate(idx, 12, eos_token_id=eos), m.generate(idx, 12, eos_token_id=eos))
 
 
 def inductor_missing():
