@@ -17,15 +17,15 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.model import GPT, MLP, Block, CausalSelfAttention, KVCache, SinusoidalPositions, add_and_norm
+from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, SinusoidalPositions, add_and_norm
 from mingpt.sampling import beam_search
-from mingpt.utils import CfgNode as CN, ConfigError
+from mingpt.utils import ConfigError
 
 
 def inverse_sqrt_lr(it, learning_rate, warmup_iters):
     """The paper's learning-rate schedule at iteration it: a linear warmup to learning_rate over warmup_iters, then
-    decay with the inverse square root of the step. The paper's lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5)
-    is this with learning_rate = (d * warmup)^-0.5, its peak."""
+    decay with the inverse square root of the step. The paper's lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5),
+    step counted from 1, is this with learning_rate = (d * warmup)^-0.5 (its peak) and warmup_iters = warmup - 1."""
     step = it + 1
     return learning_rate * min(step / (warmup_iters + 1), math.sqrt((warmup_iters + 1) / step))
 
@@ -48,19 +48,15 @@ def encoder_block(config):
     return block
 
 
-class DecoderBlock(nn.Module):
-    """A decoder layer: masked self-attention over the target so far, cross-attention to the encoder's output, the
-    MLP; each inside a residual connection with a layer norm (names as in Hugging Face's GPT-2 with cross-attention)."""
+class DecoderBlock(Block):
+    """A decoder layer: GPT's block (masked self-attention over the target so far, the MLP) with cross-attention to
+    the encoder's output between the two; each sub-layer inside a residual connection with a layer norm (names as
+    in Hugging Face's GPT-2 with cross-attention)."""
 
     def __init__(self, config):
-        super().__init__()
-        self.norm = config.norm
-        self.ln_1 = nn.LayerNorm(config.n_embd)
-        self.attn = CausalSelfAttention(config)
+        super().__init__(config)
         self.ln_cross_attn = nn.LayerNorm(config.n_embd)
         self.crossattention = CausalSelfAttention(config, causal=False)
-        self.ln_2 = nn.LayerNorm(config.n_embd)
-        self.mlp = MLP(config)
 
     def forward(self, x, memory, memory_mask, cache=None):
         """memory: the encoder's output (B, S, C), or its (key, value) pair; memory_mask (B, 1, 1, S) hides the
