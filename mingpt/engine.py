@@ -7,7 +7,8 @@ GPT's own generation loop (GPT.generate and generate_stream: the same code, so t
 engine's next_token_logits. The prompt goes through the model's cached forward, and its keys and values fill a KV
 cache of fixed size (prompt plus new tokens, rounded up); each new token is then written at a slot held in a tensor
 and attends over the whole buffer, with a mask that hides the slots not yet written and the padding. Every decode
-step has the same shapes, so torch.compile compiles it once (on CUDA as a CUDA graph, mode='reduce-overhead').
+step has the same shapes, so torch.compile compiles it once (on CUDA as a CUDA graph, mode='reduce-overhead'); a
+batch of another shape compiles it again, with dynamic shapes, for every shape after it.
 Past block_size the model's sliding window takes over, eager: every window is new, as every position shifts.
 """
 import torch
@@ -67,7 +68,7 @@ class Engine:
             cuda = model.lm_head.weight.is_cuda
             options = compile if isinstance(compile, dict) else dict(mode='reduce-overhead' if cuda else None)
             self.cuda_graphs = options.get('mode') == 'reduce-overhead'
-            self.step = torch.compile(decode_step, fullgraph=True, dynamic=False, **options)
+            self.step = torch.compile(decode_step, fullgraph=True, **options)
         self.caches = []
         self.keep = self.n_pad = None  # the prompt's padding, set by prefill
 

@@ -51,6 +51,16 @@ def test_compiled_decode_equals_eager_and_compiles_once(make, vocab, batch):
     assert counter.frame_count == 1
 
 
+def test_batches_of_many_shapes_share_a_dynamic_compile():
+    m = model(block_size=1024)
+    counter = CompileCounter()
+    engine = Engine(m, compile=dict(backend=counter))
+    for B, T in [(1, 5), (2, 70), (3, 130), (1, 200), (4, 300), (2, 400), (1, 500), (3, 600), (2, 700), (1, 900)]:
+        idx = torch.randint(0, 11, (B, T))
+        assert torch.equal(engine.generate(idx, 3), m.generate(idx, 3))
+    assert counter.frame_count <= 3  # the first shape, then dynamic batch and length; never dynamo's limit of 8
+
+
 @pytest.mark.parametrize('make', [lambda: model(block_size=16), lambda: chargpt_model(block_size=16)])
 def test_ragged_batch_through_the_compiled_engine_equals_each_row_alone(make):
     m = make()
