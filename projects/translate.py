@@ -45,14 +45,14 @@ def get_config():
     # no dropout: training reads each generated date about twice at most; for a real corpus, the paper's 0.1
     C.model.embd_pdrop = C.model.resid_pdrop = C.model.attn_pdrop = 0.0
     C.trainer = Trainer.get_default_config()
-    C.trainer.max_iters = 1200
+    C.trainer.max_iters = 2000
     C.trainer.batch_size = 128
     C.trainer.learning_rate = 2e-3  # the peak, reached after warmup_iters, then decaying as 1/sqrt(iteration)
     C.trainer.warmup_iters = 100
     C.trainer.betas = (0.9, 0.98)  # the paper's Adam
     C.trainer.weight_decay = 0.0
     C.eval = CN()
-    C.eval.interval = 300  # iterations between exact-match measurements on the held-out pairs
+    C.eval.interval = 500  # iterations between exact-match measurements on the held-out pairs
     C.eval.examples = 8  # held-out translations printed at the end (the wrong ones first)
     C.eval.num_beams = 1  # 1: greedy decoding; more: beam search
     C.eval.attention_text = None  # the sentence whose cross-attention is drawn; None: the longest held-out one
@@ -250,7 +250,8 @@ def draw_cross_attention(model, vocab, source, path):
     ax.set_yticks(range(len(tgt_labels)), tgt_labels, fontsize=8)
     ax.set_xlabel('source tokens (keys, values: the encoder)')
     ax.set_ylabel('target tokens written')
-    ax.set_title('cross-attention, last decoder layer, heads averaged', fontsize=9)
+    ax.set_title(f"cross-attention (last decoder layer, heads averaged): {source!r} -> "
+                 f"{vocab.decode(tgt[0].tolist())!r}", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.03, label='attention weight')
     fig.tight_layout()
     fig.savefig(path)
@@ -305,20 +306,25 @@ def main(argv):
     trainer.set_callback('on_batch_end', batch_end_callback)
     trainer.run()
 
-    accuracy, hyps = exact_match(model, vocab, test_pairs, E.num_beams)
+    report(model, vocab, test_pairs, config, trainer.config.work_dir)
+
+
+def report(model, vocab, test_pairs, config, work_dir):
+    """After training: exact match (and BLEU on a corpus) on the held-out pairs, examples, the checkpoint, the
+    cross-attention PNG."""
+    accuracy, hyps = exact_match(model, vocab, test_pairs, config.eval.num_beams)
     print(f"exact match on {len(test_pairs)} held-out pairs: {accuracy:.4f}")
-    score = bleu(hyps, [t for _, t in test_pairs]) if D.path else None
-    if D.path:
+    score = bleu(hyps, [t for _, t in test_pairs]) if config.data.path else None
+    if config.data.path:
         print(f"BLEU: {score:.2f}" if score is not None else "BLEU: skipped (pip install sacrebleu to report it)")
-    print_examples(test_pairs, hyps, E.examples)
-    path = os.path.join(trainer.config.work_dir, 'model.pt')
+    print_examples(test_pairs, hyps, config.eval.examples)
+    path = os.path.join(work_dir, 'model.pt')
     save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(), 'config': config.to_dict(),
                      'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
                      'exact_match': accuracy, 'bleu': score}, path)
     print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
-    source = E.attention_text or max((s for s, _ in test_pairs), key=len)
-    draw_cross_attention(model, vocab, source, os.path.join(trainer.config.work_dir, 'translate_attention.png'))
-
+    source = config.eval.attention_text or max((s for s, _ in test_pairs), key=len)
+    draw_cross_attention(model, vocab, source, os.path.join(work_dir, 'translate_attention.png'))
 
 if __name__ == '__main__':
     run_cli(main)
