@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, SinusoidalPositions, add_and_norm
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, check_range
 
 
 def inverse_sqrt_lr(it, learning_rate, warmup_iters):
@@ -93,7 +93,7 @@ class Transformer(nn.Module):
 
     PRESETS = {
         # n_layer (encoder layers, and as many decoder layers), n_head, n_embd; the MLP is 4 * n_embd wide
-        'transformer-base': dict(n_layer=6, n_head=8, n_embd=512),  # the paper's base model (65M parameters with its 37k shared vocabulary)
+        'transformer-base': dict(n_layer=6, n_head=8, n_embd=512),  # the paper's base model (65M with 37k tokens)
         'transformer-big': dict(n_layer=6, n_head=16, n_embd=1024),  # the paper's big model
         'transformer-mini': dict(n_layer=3, n_head=4, n_embd=128),  # small presets that train on a CPU
         'transformer-micro': dict(n_layer=2, n_head=4, n_embd=64),
@@ -159,8 +159,7 @@ class Transformer(nn.Module):
                                                  for i in ids.values()):
             raise ConfigError(f"model.pad_token_id, bos_token_id and eos_token_id must be three different token ids "
                               f"below vocab_size={config.vocab_size}, got {ids}")
-        if not 0 <= config.label_smoothing < 1:
-            raise ConfigError(f"model.label_smoothing must be in [0, 1), got {config.label_smoothing!r}")
+        check_range('model.label_smoothing', config.label_smoothing, 0, 1, high_open=True)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())

@@ -167,7 +167,7 @@ def test_learns_to_copy_a_sequence():
                            resid_pdrop=0.0, attn_pdrop=0.0, label_smoothing=0.0))
     model = Transformer(C)
     T = Trainer.get_default_config()
-    T.merge_from_dict(dict(max_iters=300, batch_size=64, learning_rate=5e-3, warmup_iters=30, weight_decay=0.0,
+    T.merge_from_dict(dict(max_iters=500, batch_size=64, learning_rate=3e-3, warmup_iters=30, weight_decay=0.0,
                            device='cpu', quiet=True, betas=(0.9, 0.98)))
     trainer = Trainer(T, model, Copy(5000, 0))
     trainer.get_lr = lambda it: inverse_sqrt_lr(it, T.learning_rate, T.warmup_iters)
