@@ -22,14 +22,6 @@ from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_range
 
 
-def inverse_sqrt_lr(it, learning_rate, warmup_iters):
-    """The paper's learning-rate schedule at iteration it: a linear warmup to learning_rate over warmup_iters, then
-    decay with the inverse square root of the step. The paper's lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5),
-    step counted from 1, is this with learning_rate = (d * warmup)^-0.5 (its peak) and warmup_iters = warmup - 1."""
-    step = it + 1
-    return learning_rate * min(step / (warmup_iters + 1), math.sqrt((warmup_iters + 1) / step))
-
-
 def key_padding_mask(ids, pad_token_id):
     """(B, 1, 1, S) attention mask from ids (B, S): every query may look at the real tokens, never at padding."""
     return (ids != pad_token_id)[:, None, None, :]

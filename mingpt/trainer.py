@@ -70,7 +70,8 @@ class Trainer:
         C.betas = (0.9, 0.95)
         C.weight_decay = 0.1  # only applied on matmul weights
         C.grad_norm_clip = 1.0
-        # learning-rate schedule: linear warmup over warmup_iters, then 'constant' or 'cosine' decay to min_lr
+        # learning-rate schedule: linear warmup over warmup_iters, then 'constant', 'cosine' decay to min_lr, or
+        # 'inverse_sqrt' ("Attention is all you need": decay as 1/sqrt(iteration))
         C.lr_schedule = 'constant'
         C.warmup_iters = 0
         C.lr_decay_iters = None  # where the cosine reaches min_lr; default max_iters
@@ -285,8 +286,9 @@ class Trainer:
         c = self.config
         if c.dtype not in DTYPES:
             raise ConfigError(f"trainer.dtype must be one of {', '.join(DTYPES)}, not {c.dtype!r}")
-        if c.lr_schedule not in ('constant', 'cosine'):
-            raise ConfigError(f"trainer.lr_schedule must be 'constant' or 'cosine', not {c.lr_schedule!r}")
+        if c.lr_schedule not in ('constant', 'cosine', 'inverse_sqrt'):
+            raise ConfigError(f"trainer.lr_schedule must be 'constant', 'cosine' or 'inverse_sqrt', not "
+                              f"{c.lr_schedule!r}")
         for key, valid in RANGES.items():
             check_range(f'trainer.{key}', getattr(c, key), **valid)
         for beta in c.betas:
@@ -391,12 +393,15 @@ class Trainer:
         return [t.to(self.device, non_blocking=True) for t in batch]
 
     def get_lr(self, it):
-        """Learning rate at iteration it: linear warmup to learning_rate, then constant or cosine decay to min_lr."""
+        """Learning rate at iteration it: linear warmup to learning_rate, then constant, cosine decay to min_lr, or
+        the inverse square root of the iteration."""
         c = self.config
         if it < c.warmup_iters:
             return c.learning_rate * (it + 1) / (c.warmup_iters + 1)
         if c.lr_schedule == 'constant':
             return c.learning_rate
+        if c.lr_schedule == 'inverse_sqrt':
+            return c.learning_rate * math.sqrt((c.warmup_iters + 1) / (it + 1))
         min_lr = c.learning_rate / 10 if c.min_lr is None else c.min_lr
         decay_iters = c.lr_decay_iters if c.lr_decay_iters is not None else c.max_iters
         progress = min(1.0, (it - c.warmup_iters) / max(1, decay_iters - c.warmup_iters))

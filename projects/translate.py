@@ -22,7 +22,7 @@ import torch
 
 from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
-from mingpt.seq2seq import Transformer, inverse_sqrt_lr
+from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, save_checkpoint, set_seed
 
@@ -47,7 +47,8 @@ def get_config():
     C.trainer = Trainer.get_default_config()
     C.trainer.max_iters = 2000
     C.trainer.batch_size = 128
-    C.trainer.learning_rate = 2e-3  # the peak, reached after warmup_iters, then decaying as 1/sqrt(iteration)
+    C.trainer.lr_schedule = 'inverse_sqrt'  # the paper's: warmup, then decay as 1/sqrt(iteration)
+    C.trainer.learning_rate = 2e-3  # the peak, reached after warmup_iters
     C.trainer.warmup_iters = 100
     C.trainer.betas = (0.9, 0.98)  # the paper's Adam
     C.trainer.weight_decay = 0.0
@@ -295,8 +296,6 @@ def main(argv):
 
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras={'vocabulary': vocab.record},
                       run_config=config)
-    # the paper's schedule, warmup then 1/sqrt(iteration); the trainer calls get_lr when warmup_iters > 0
-    trainer.get_lr = lambda it: inverse_sqrt_lr(it, config.trainer.learning_rate, config.trainer.warmup_iters)
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:

@@ -7,7 +7,7 @@ import torch
 from conftest import load_project
 from mingpt.model import CausalSelfAttention, GPT
 from mingpt.sampling import beam_search
-from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, inverse_sqrt_lr
+from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos
 from mingpt.trainer import Trainer
 from mingpt.utils import ConfigError
 
@@ -168,9 +168,8 @@ def test_learns_to_copy_a_sequence():
     model = Transformer(C)
     T = Trainer.get_default_config()
     T.merge_from_dict(dict(max_iters=500, batch_size=64, learning_rate=3e-3, warmup_iters=30, weight_decay=0.0,
-                           device='cpu', quiet=True, betas=(0.9, 0.98)))
+                           device='cpu', quiet=True, betas=(0.9, 0.98), lr_schedule='inverse_sqrt'))
     trainer = Trainer(T, model, Copy(5000, 0))
-    trainer.get_lr = lambda it: inverse_sqrt_lr(it, T.learning_rate, T.warmup_iters)
     trainer.run()
     test = torch.stack(Copy(200, 1).pairs)
     out = model.eval().translate(test, max_new_tokens=5)
@@ -182,12 +181,16 @@ def pad(ids, n):
 
 
 def test_inverse_sqrt_lr_is_the_papers_schedule():
+    # the paper: lr = d^-0.5 * min(step^-0.5, step * warmup^-1.5), step from 1; the trainer's iteration it is
+    # step - 1, its peak learning_rate (d * warmup)^-0.5 and its warmup_iters warmup - 1
     d, warmup = 512, 4000
-    peak = (d * warmup) ** -0.5
+    T = Trainer.get_default_config()
+    T.merge_from_dict(dict(learning_rate=(d * warmup) ** -0.5, warmup_iters=warmup - 1, lr_schedule='inverse_sqrt'))
+    trainer = Trainer(T, torch.nn.Linear(1, 1), torch.utils.data.TensorDataset(torch.zeros(1, 1)))
     for it in (0, 10, 3998, 3999, 4000, 10_000, 100_000):
         step = it + 1
         paper = d ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
-        assert inverse_sqrt_lr(it, peak, warmup - 1) == pytest.approx(paper)
+        assert trainer.get_lr(it) == pytest.approx(paper)
 
 
 def test_presets_options_and_bad_config():
