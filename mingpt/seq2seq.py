@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, SinusoidalPositions, add_and_norm
+from mingpt.model import GPT, Block, CausalSelfAttention, Dropout, KVCache, SinusoidalPositions, add_and_norm
 from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_range
 
@@ -138,7 +138,7 @@ class Transformer(nn.Module):
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'
                  else SinusoidalPositions(config.block_size, config.n_embd)),
-            drop=nn.Dropout(config.embd_pdrop),
+            drop=Dropout(config.embd_pdrop),
             h=nn.ModuleList(blocks),
             # post-norm's last layer already ends in a layer norm; pre-norm leaves the residual stream unnormalised
             ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),

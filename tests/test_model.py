@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mingpt.model import GPT, CausalSelfAttention, sinusoidal_positions
+from mingpt.model import GPT, CausalSelfAttention, Dropout, sinusoidal_positions
 from mingpt.sampling import beam_search, sample_next, top_k_filter, top_p_filter
 from mingpt.utils import ConfigError
 
@@ -389,3 +389,18 @@ def test_beam_search_with_a_padded_prompt():
     ref, ref_scores = beam_search(m, torch.tensor([[4]]), 4, num_beams=3)
     assert torch.equal(seqs[:, 3:], ref[:, 1:])
     torch.testing.assert_close(scores, ref_scores)
+
+
+def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
+    torch.manual_seed(0)
+    d = Dropout(0.1)
+    x = torch.rand(1000, 1000) + 1.0  # never 0, so a 0 in the output is a dropped element
+    x.requires_grad_(True)
+    y = d(x)
+    dropped = y == 0
+    assert abs(dropped.float().mean().item() - 0.1) < 0.003  # 10 standard deviations of the binomial
+    torch.testing.assert_close(y[~dropped], x[~dropped] / 0.9)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (~dropped).float() / 0.9)  # the gradient passes where the value did
+    d.eval()
+    assert d(x) is x
