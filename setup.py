@@ -8,9 +8,9 @@ setup(
     python_requires='>=3.10',
     install_requires=['torch', 'numpy', 'regex', 'requests', 'tqdm', 'safetensors'],
     extras_require={
-        # the reference libraries the tests compare against
-        'test': ['pytest', 'transformers', 'tiktoken'],
-        # python -m mingpt.plot: loss curves from metrics.jsonl
+        # the reference libraries the tests compare against, and matplotlib for the pictures' tests
+        'test': ['pytest', 'transformers', 'tiktoken', 'matplotlib'],
+        # loss curves, attention maps, positional encodings (mingpt.plot, projects/attention.py, ablation.py)
         'plot': ['matplotlib'],
     },
 )
