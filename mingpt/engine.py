@@ -47,7 +47,7 @@ def decode_step(model, token, caches, keep, n_pad):
     """Logits (B, vocab_size) of the token after `token` (B, 1), which goes to slot caches[0].at. keep (B, S) is
     False on the prompt's padding; n_pad (B, 1) counts it, so a row's positions start at its first real token."""
     at, tf = caches[0].at, model.transformer
-    x = tf.drop(tf.wte(token) + tf.wpe(at - n_pad))  # (B, 1, n_embd)
+    x = model.embed(token, at - n_pad)  # (B, 1, n_embd)
     slots = torch.arange(keep.size(1), device=keep.device)
     mask = (keep & (slots <= at))[:, None, None, :]  # (B, 1, 1, S): real tokens written so far, never the future
     for block, cache in zip(tf.h, caches):

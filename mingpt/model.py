@@ -323,6 +323,13 @@ class GPT(nn.Module):
         fused = device in ('cuda', 'cpu')  # one kernel for the whole update instead of one per tensor
         return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=train_config.betas, fused=fused)
 
+    def embed(self, idx, pos):
+        """Token embedding plus positional encoding: (B, T) token ids at positions pos -> (B, T, n_embd)."""
+        tok = self.transformer.wte(idx)
+        if self.config.pos_embd == 'sinusoidal':  # as the paper does: the fixed table's amplitude 1 would drown
+            tok = tok * math.sqrt(self.config.n_embd)  # token embeddings initialised at 0.02
+        return self.transformer.drop(tok + self.transformer.wpe(pos))
+
     def hidden_states(self, idx, caches=None, attention_mask=None):
         """The final hidden state of every position of idx (B, T): (B, T, n_embd). `caches` (from new_caches) hold
         the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
@@ -339,7 +346,7 @@ class GPT(nn.Module):
         else:
             pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T)
             mask = padded_causal_mask(attention_mask, T)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        x = self.embed(idx, pos)
         for i, block in enumerate(self.transformer.h):
             x = block(x, mask, caches[i] if caches else None)
         return self.transformer.ln_f(x)

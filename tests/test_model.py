@@ -166,8 +166,7 @@ def test_sinusoidal_model_uses_the_table_and_saves_no_positions():
     assert 'transformer.wpe.table' not in m.state_dict()  # fixed, not learned: nothing to save
     assert not any('wpe' in n for n, _ in m.named_parameters())
     idx = torch.randint(0, 11, (1, 8))
-    wte = m.transformer.wte(idx)
-    x = wte + sinusoidal_positions(8, 16)
+    x = m.transformer.wte(idx) * 4 + sinusoidal_positions(8, 16)  # tokens scaled by sqrt(n_embd) = 4
     for block in m.transformer.h:
         x = block(x)
     torch.testing.assert_close(m(idx)[0], m.lm_head(m.transformer.ln_f(x)))
