@@ -461,8 +461,8 @@ class GPT(nn.Module):
 
 class Dropout(nn.Dropout):
     """nn.Dropout (zero each element with probability p, scale the rest by 1/(1-p)) with its mask drawn by
-    torch.rand on CPU, about twice as fast as the Bernoulli sampler nn.Dropout uses there; drawing masks is a third
-    of a small model's CPU training step. Elsewhere it is nn.Dropout itself."""
+    torch.rand on CPU, faster there than the Bernoulli sampler nn.Dropout uses (the README's benchmarks say how
+    much). Elsewhere it is nn.Dropout itself."""
 
     def forward(self, x):
         if not (self.training and 0 < self.p < 1 and x.is_cpu):
