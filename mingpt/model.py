@@ -193,6 +193,20 @@ class Block(nn.Module):
 
 # ---- GPT ----
 
+def layer_stack(config, blocks):
+    """Token embedding, positional encoding, the blocks and the final layer norm: GPT's `transformer`, and the
+    encoder and the decoder of seq2seq.py."""
+    return nn.ModuleDict(dict(
+        wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
+        wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
+             else SinusoidalPositions(config.block_size, config.n_embd)),
+        drop=Dropout(config.embd_pdrop),
+        h=nn.ModuleList(blocks),
+        # pre-norm leaves the residual stream unnormalised; post-norm's last block already ends in a layer norm
+        ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
+    ))
+
+
 class GPT(nn.Module):
     """GPT Language Model"""
 
@@ -240,15 +254,7 @@ class GPT(nn.Module):
         self.check_config(config)
         self.config = config
         self.block_size = config.block_size
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
-            wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
-                 else SinusoidalPositions(config.block_size, config.n_embd)),
-            drop=Dropout(config.embd_pdrop),
-            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            # pre-norm leaves the residual stream unnormalised; post-norm's last block already ends in a layer norm
-            ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
-        ))
+        self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # tied: the output head reads tokens like the input does
 
@@ -335,7 +341,7 @@ class GPT(nn.Module):
         the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
         real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
         real token."""
-        B, T = idx.size()
+        T = idx.size(1)
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
             raise ValueError(f"cannot forward a sequence of length {start + T}: the model's context (block_size) "

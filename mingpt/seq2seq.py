@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.model import GPT, Block, CausalSelfAttention, Dropout, KVCache, SinusoidalPositions, add_and_norm
+from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, layer_stack
 from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_range
 
@@ -113,14 +113,15 @@ class Transformer(nn.Module):
     check_config = classmethod(GPT.check_config.__func__)
     from_checkpoint = classmethod(GPT.from_checkpoint.__func__)
     configure_optimizers = GPT.configure_optimizers
+    num_parameters = GPT.num_parameters
 
     def __init__(self, config):
         super().__init__()
         self.check_config(config)
         self.check_special_tokens(config)
         self.config = config
-        self.encoder = self.stack(config, [encoder_block(config) for _ in range(config.n_layer)])
-        self.decoder = self.stack(config, [DecoderBlock(config) for _ in range(config.n_layer)])
+        self.encoder = layer_stack(config, [encoder_block(config) for _ in range(config.n_layer)])
+        self.decoder = layer_stack(config, [DecoderBlock(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)  # the generator
         # the Annotated Transformer's initialisation: Xavier uniform for every matrix
         for p in self.parameters():
@@ -132,19 +133,6 @@ class Transformer(nn.Module):
         print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
     @staticmethod
-    def stack(config, blocks):
-        """Token embedding, positional encoding and the layers of the encoder or the decoder."""
-        return nn.ModuleDict(dict(
-            wte=nn.Embedding(config.vocab_size, config.n_embd),
-            wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'
-                 else SinusoidalPositions(config.block_size, config.n_embd)),
-            drop=Dropout(config.embd_pdrop),
-            h=nn.ModuleList(blocks),
-            # post-norm's last layer already ends in a layer norm; pre-norm leaves the residual stream unnormalised
-            ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
-        ))
-
-    @staticmethod
     def check_special_tokens(config):
         ids = {k: getattr(config, k) for k in ('pad_token_id', 'bos_token_id', 'eos_token_id')}
         if len(set(ids.values())) < 3 or not all(isinstance(i, int) and 0 <= i < config.vocab_size
@@ -153,8 +141,6 @@ class Transformer(nn.Module):
                               f"below vocab_size={config.vocab_size}, got {ids}")
         check_range('model.label_smoothing', config.label_smoothing, 0, 1, high_open=True)
 
-    def num_parameters(self):
-        return sum(p.numel() for p in self.parameters())
 
     def embed(self, stack, idx, start=0):
         """Token embedding times sqrt(n_embd) (as in the paper, so that the positional encoding does not drown it),
