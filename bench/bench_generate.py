@@ -3,7 +3,8 @@ Generation speed of the 124M GPT-2 shape (random weights): mingpt's plain genera
 decode step (mingpt/engine.py) and Hugging Face's GPT2LMHeadModel.generate, greedy, at batch 1, batch 8, and a batch
 of 8 prompts of lengths 5..120 (left padded, with an attention mask).
 
-Each measurement runs in a fresh process of its own, the three contenders in turns, for several rounds; it prints
+Each measurement runs in a fresh process of its own, the three contenders in turns (each round starts with the next
+one), for several rounds; it prints
 each one's median tokens/s and time to the first token (the prompt's forward and one token) with their spread
 (min-max over rounds), and the ratios of the medians, as a Markdown table to paste into the README. The compiled
 side compiles once per process before the clock starts (the inductor's cache makes later rounds compile faster);
@@ -46,7 +47,7 @@ def prompts(lengths, vocab, device):
     return idx.masked_fill(mask == 0, 0), mask
 
 
-def contender(side, model, idx, mask, compile=True):
+def contender(side, model, idx, mask):
     """(generate, warm_up) for one side: generate(new) is its greedy generation of `new` tokens after idx (the mask
     only where rows differ in length); warm_up(new) readies it: allocations, and on the compiled side the compile
     (or the CUDA graph) for the shape that generate(new) runs."""
@@ -57,7 +58,7 @@ def contender(side, model, idx, mask, compile=True):
                                   pad_token_id=0)
     else:
         from mingpt.engine import Engine
-        engine = Engine(model, compile=compile) if side == 'compiled' else model
+        engine = Engine(model, compile=True) if side == 'compiled' else model
 
         def generate(new):
             return engine.generate(idx, new, attention_mask=mask_or_none)
@@ -90,7 +91,7 @@ def worker(name, side, args):
     dtype = torch.bfloat16 if args.device.startswith('cuda') else torch.float32
     model = build('mingpt' if side != 'hf' else 'hf', shape, dropout=0.0).to(args.device, dtype).eval()
     idx, mask = prompts(lengths, shape[3], args.device)
-    generate, warm_up = contender(side, model, idx, mask, dict(options={'freezing': True}) if args.freezing else True)
+    generate, warm_up = contender(side, model, idx, mask)
     with torch.inference_mode():
         t0 = time.perf_counter()
         warm_up(new)
@@ -102,7 +103,7 @@ def worker(name, side, args):
 
 def measure(name, side, args):
     cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(args.threads), '--device', args.device]
-    cmd += ['--quick'] * args.quick + ['--tiny'] * args.tiny + ['--freezing'] * args.freezing
+    cmd += ['--quick'] * args.quick + ['--tiny'] * args.tiny
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"the {side} worker for '{name}' failed:\n{out.stderr}")
@@ -116,8 +117,6 @@ def main():
     p.add_argument('--device', default='cpu')
     p.add_argument('--quick', action='store_true', help='1 round, 1 timed run per process')
     p.add_argument('--tiny', action='store_true', help=f'a small model {TINY} instead of 124M: checks that it runs')
-    p.add_argument('--freezing', action='store_true', help="compile with inductor's freezing (on CPU: weights "
-                   'prepacked for oneDNN)')
     p.add_argument('--worker', nargs=2, metavar=('WORKLOAD', 'SIDE'), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -127,15 +126,15 @@ def main():
     where = torch.cuda.get_device_name() if args.device.startswith('cuda') else f"{cpu_name()}, {args.threads} threads"
     dtype = 'bf16' if args.device.startswith('cuda') else 'fp32'
     print(f"{datetime.date.today()}, {where}, torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"{dtype}, {'tiny model' if args.tiny else '124M'}, random weights, greedy{', freezing' * args.freezing}; "
+          f"{dtype}, {'tiny model' if args.tiny else '124M'}, random weights, greedy; "
           f"{rounds} rounds, each contender in its own process, in turns\n")
     print("| workload | HF tok/s | eager tok/s | compiled tok/s | compiled / eager | compiled / HF | "
           "first token ms: HF, eager, compiled |\n|---|---|---|---|---|---|---|")
     compile_s = []
     for name in WORKLOADS:
         runs = {side: [] for side in SIDES}
-        for _ in range(rounds):
-            for side in SIDES:
+        for r in range(rounds):
+            for side in SIDES[r % 3:] + SIDES[:r % 3]:
                 runs[side].append(measure(name, side, args))
         compile_s += [r['warm_up_s'] for r in runs['compiled']]
         tok = {s: [r['tokens_per_s'] for r in runs[s]] for s in SIDES}

@@ -7,10 +7,15 @@ GPT's own generation loop (GPT.generate and generate_stream: the same code, so t
 engine's next_token_logits. The prompt goes through the model's cached forward, and its keys and values fill a KV
 cache of fixed size (prompt plus new tokens, rounded up); each new token is then written at a slot held in a tensor
 and attends over the whole buffer, with a mask that hides the slots not yet written and the padding. Every decode
-step has the same shapes, so torch.compile compiles it once (on CUDA as a CUDA graph, mode='reduce-overhead'); a
-batch of another shape compiles it again, with dynamic shapes, for every shape after it.
+step has the same shapes, so torch.compile compiles it once; a batch of another shape compiles it again, with dynamic
+shapes, for every shape after it. On CUDA the step is a CUDA graph (mode='reduce-overhead'). On CPU it is compiled
+with max-autotune and inductor's freezing: the weights become constants of the step, prepacked once into the layout of
+the GEMM kernels inductor generates (one more copy of the weights in memory), so an engine serves the weights it was
+compiled with and refuses to run after they change.
 Past block_size the model's sliding window takes over, eager: every window is new, as every position shifts.
 """
+import functools
+
 import torch
 
 from mingpt.model import GPT
@@ -58,17 +63,22 @@ def decode_step(model, token, caches, keep, n_pad):
 class Engine:
     """GPT's own generation loop (GPT.generate_stream and GPT.generate, the same code) over this engine's
     new_caches and next_token_logits: fixed-size buffers and one decode step per token. compile: False (eager),
-    True (torch.compile; on CUDA with CUDA graphs), or a dict of torch.compile's options (dict(backend='aot_eager'))."""
+    True (torch.compile: on CUDA with CUDA graphs, on CPU with max-autotune and the weights frozen in), or a dict of torch.compile's options (dict(backend='aot_eager'))."""
 
     def __init__(self, model, compile=False):
         self.model, self.block_size, self.check_prompt = model, model.block_size, model.check_prompt
         self.step = decode_step
         self.cuda_graphs = False
+        self.frozen_weights = None  # the weights' version counters, once they are frozen into the compiled step
         if compile:
             cuda = model.lm_head.weight.is_cuda
-            options = compile if isinstance(compile, dict) else dict(mode='reduce-overhead' if cuda else None)
+            default = dict(mode='reduce-overhead' if cuda else 'max-autotune-no-cudagraphs')
+            options = compile if isinstance(compile, dict) else default
             self.cuda_graphs = options.get('mode') == 'reduce-overhead'
             self.step = torch.compile(decode_step, fullgraph=True, **options)
+            if not cuda and options.get('backend', 'inductor') == 'inductor':
+                self.step = functools.partial(run_frozen, self.step)
+                self.frozen_weights = weight_versions(model)
         self.caches = []
         self.keep = self.n_pad = None  # the prompt's padding, set by prefill
 
@@ -78,6 +88,9 @@ class Engine:
     def new_caches(self, batch_size, max_len):
         """Empty StaticKVCaches for max_len tokens, rounded up to a multiple of SLOTS (at most block_size). The
         buffers are kept from call to call while the shape stays: a CUDA graph records their addresses."""
+        if self.frozen_weights is not None and weight_versions(self.model) != self.frozen_weights:
+            raise RuntimeError("the model's weights changed after this Engine compiled its decode step, which holds "
+                               "them as constants on CPU: build a new Engine(model, compile=True) to generate with them")
         c, p = self.model.config, self.model.lm_head.weight
         length = min(-(-max_len // SLOTS) * SLOTS, self.block_size)
         shape = (batch_size, c.n_head, length, c.n_embd // c.n_head)
@@ -123,3 +136,16 @@ class Engine:
         """Compile the step for this batch's shape (and on CUDA, record its graph) before anything is timed."""
         for _ in zip(range(4), self.generate_stream(idx, max_new_tokens, attention_mask=attention_mask)):
             pass
+
+
+def run_frozen(step, *args):
+    """Call the compiled step with inductor's freezing on, for the compile that a first call or a new shape starts:
+    the weights are folded in as constants, prepacked for inductor's CPU GEMM kernels (max-autotune's choice)."""
+    with torch._inductor.config.patch(freezing=True):
+        return step(*args)
+
+
+def weight_versions(model):
+    """The version counters of the model's parameters: every in-place change (an optimizer step, load_state_dict)
+    moves them."""
+    return [p._version for p in model.parameters()]

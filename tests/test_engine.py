@@ -102,10 +102,13 @@ def test_inductor_compiled_decode_equals_eager():
     m = model(block_size=32, n_layer=1)
     idx = torch.randint(0, 11, (2, 4))
     counters.clear()
-    with torch._inductor.config.patch(compile_threads=1):  # no pool of compile workers to start for two kernels
-        out = Engine(m, compile=True).generate(idx, 16)
-    assert torch.equal(out, m.generate(idx, 16))
+    engine = Engine(m, compile=True)  # on CPU: max-autotune, the weights frozen into the step
+    assert torch.equal(engine.generate(idx, 16), m.generate(idx, 16))
     assert counters['stats']['unique_graphs'] == 1
+    with torch.no_grad():  # the frozen step would still use the old weights: the engine refuses to run
+        m.lm_head.weight.mul_(2)
+    with pytest.raises(RuntimeError, match="weights changed after this Engine compiled"):
+        engine.generate(idx, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA graphs)")
