@@ -2,10 +2,11 @@
 mingpt against Hugging Face's GPT2LMHeadModel on identical shapes: training-step and generation tokens/s.
 
 Each measurement runs in a fresh process of its own (so neither side pays for the other's memory or threads), the
-two contenders in turns, for several rounds; it prints each side's median tokens/s with its spread (min-max over
+two contenders in turns (who goes first alternates from round to round, so a drifting machine favours neither), for
+several rounds; it prints each side's median tokens/s with its spread (min-max over
 rounds) and the ratio of the medians, as a Markdown table to paste into the README.
 
-    python bench/bench_model.py                 # 3 rounds, 2 threads, fp32, random weights, tied embeddings
+    python bench/bench_model.py                 # 5 rounds, 2 threads, fp32, random weights, tied embeddings
     python bench/bench_model.py --quick         # 1 round, fewer steps: checks that it runs
 
 Run it on an otherwise idle machine: a second busy process makes the numbers worthless.
@@ -120,7 +121,7 @@ def spread(xs):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--threads', type=int, default=2)
-    p.add_argument('--rounds', type=int, default=3)
+    p.add_argument('--rounds', type=int, default=5)
     p.add_argument('--quick', action='store_true')
     p.add_argument('--worker', nargs=2, metavar=('WORKLOAD', 'SIDE'), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -134,8 +135,8 @@ def main():
     print("| workload | mingpt tok/s (median, spread) | HF tok/s (median, spread) | ratio |\n|---|---|---|---|")
     for name in WORKLOADS:
         runs = {'mingpt': [], 'hf': []}
-        for _ in range(rounds):
-            for side in runs:
+        for r in range(rounds):
+            for side in (['mingpt', 'hf'] if r % 2 == 0 else ['hf', 'mingpt']):
                 runs[side].append(measure(name, side, args.threads, args.quick))
         o, h = statistics.median(runs['mingpt']), statistics.median(runs['hf'])
         print(f"| {name} | {o:,.0f} ({spread(runs['mingpt'])}) | {h:,.0f} ({spread(runs['hf'])}) | {o / h:.2f}x |",

@@ -120,7 +120,7 @@ class CausalSelfAttention(nn.Module):
         """softmax(Q K^T / sqrt(d)) V, written as on the slides; mask (False: may not look) becomes -inf."""
         att = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, S): how well each query matches each key
         if mask is not None:
-            att = att.masked_fill(~mask, float('-inf'))  # the softmax gives a hidden key weight exactly 0
+            att.masked_fill_(~mask, float('-inf'))  # in place, no copy of the scores; softmax gives these exactly 0
         att = F.softmax(att, dim=-1)  # each query's weights are positive and sum to 1
         if self.keep_weights:
             self.weights = att.detach()
