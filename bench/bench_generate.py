@@ -10,7 +10,7 @@ each one's median tokens/s and time to the first token (the prompt's forward and
 side compiles once per process before the clock starts (the inductor's cache makes later rounds compile faster);
 its median compile time is printed below the table.
 
-    python bench/bench_generate.py                  # 3 rounds, 2 threads, fp32 on CPU (about 9 minutes)
+    python bench/bench_generate.py                  # 3 rounds, 2 threads, fp32 on CPU (about 11 minutes)
     python bench/bench_generate.py --device=cuda    # bf16, the compiled step as a CUDA graph
     python bench/bench_generate.py --quick --tiny   # 1 round, a 2-layer model: checks that it runs
 
