@@ -63,7 +63,8 @@ def decode_step(model, token, caches, keep, n_pad):
 class Engine:
     """GPT's own generation loop (GPT.generate_stream and GPT.generate, the same code) over this engine's
     new_caches and next_token_logits: fixed-size buffers and one decode step per token. compile: False (eager),
-    True (torch.compile: on CUDA with CUDA graphs, on CPU with max-autotune and the weights frozen in), or a dict of torch.compile's options (dict(backend='aot_eager'))."""
+    True (torch.compile: on CUDA with CUDA graphs, on CPU with max-autotune and the weights frozen in), or a dict
+    of torch.compile's options (dict(backend='aot_eager'))."""
 
     def __init__(self, model, compile=False):
         self.model, self.block_size, self.check_prompt = model, model.block_size, model.check_prompt
@@ -89,8 +90,9 @@ class Engine:
         """Empty StaticKVCaches for max_len tokens, rounded up to a multiple of SLOTS (at most block_size). The
         buffers are kept from call to call while the shape stays: a CUDA graph records their addresses."""
         if self.frozen_weights is not None and weight_versions(self.model) != self.frozen_weights:
-            raise RuntimeError("the model's weights changed after this Engine compiled its decode step, which holds "
-                               "them as constants on CPU: build a new Engine(model, compile=True) to generate with them")
+            raise RuntimeError("the model's weights changed after this Engine compiled its decode step, which "
+                               "holds them as constants on CPU: build a new Engine(model, compile=True) to generate "
+                               "with them")
         c, p = self.model.config, self.model.lm_head.weight
         length = min(-(-max_len // SLOTS) * SLOTS, self.block_size)
         shape = (batch_size, c.n_head, length, c.n_embd // c.n_head)

@@ -31,7 +31,8 @@ def _hf_files(name_or_path):
     if folder.is_dir():
         weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).exists()]
         if not (folder / 'config.json').exists() or not weights:
-            sharded = ' (sharded checkpoints, *.index.json, are not supported)' if any(folder.glob('*.index.json')) else ''
+            sharded = (' (sharded checkpoints, *.index.json, are not supported)'
+                       if any(folder.glob('*.index.json')) else '')
             raise FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json "
                                     f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
         return folder / 'config.json', weights[0]
