@@ -53,7 +53,8 @@ def padded_causal_mask(attention_mask, T):
     S = attention_mask.size(1)
     i = torch.arange(S - T, S, device=attention_mask.device)[:, None]  # the queries' positions
     j = torch.arange(S, device=attention_mask.device)  # the keys'
-    return ((j <= i) & attention_mask.bool()[:, None, :] | (j == i))[:, None]
+    past_tokens = (j <= i) & attention_mask.bool()[:, None, :]  # (B, T, S)
+    return (past_tokens | (j == i))[:, None]
 
 
 class CausalSelfAttention(nn.Module):
@@ -111,7 +112,7 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.attn_dropout.p if self.training else 0.0
         if self.attn_impl == 'explicit' or self.keep_weights or (dropout_p > 0 and q.is_cpu):
             return self.explicit_attention(q, k, v, causal_mask(Tq, Tk, q.device) if causal else mask)
-        if causal and 1 < Tq != Tk:  # several new tokens after a cache: the causal mask, offset by the cache
+        if causal and Tq > 1 and Tq != Tk:  # several new tokens after a cache: the causal mask, offset by it
             mask, causal = causal_mask(Tq, Tk, q.device), False
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                               is_causal=causal and Tq == Tk)
@@ -126,30 +127,6 @@ class CausalSelfAttention(nn.Module):
             self.weights = att.detach()
         att = self.attn_dropout(att)
         return att @ v  # (B, nh, T, hd): each query's weighted mix of the values
-
-
-class KVCache:
-    """Keys and values of the tokens already seen, for one layer: a new token attends to them instead of
-    recomputing them, so each generated token costs the same whatever the context length."""
-
-    def __init__(self, batch_size, n_head, max_len, head_dim, device, dtype):
-        # only the first `len` positions are ever read, so the rest needs no initialising
-        self.k = torch.empty(batch_size, n_head, max_len, head_dim, device=device, dtype=dtype)
-        self.v = torch.empty_like(self.k)
-        self.len = 0
-
-    def append(self, k, v):
-        """Store the new keys/values (B, nh, T, hd) and return all of them so far."""
-        end = self.len + k.size(2)
-        self.k[:, :, self.len:end] = k
-        self.v[:, :, self.len:end] = v
-        self.len = end
-        return self.k[:, :, :end], self.v[:, :, :end]
-
-    def select(self, rows):
-        """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
-        parent's keys and values."""
-        self.k, self.v = self.k[rows], self.v[rows]
 
 
 # ---- the MLP, the block ----
@@ -266,45 +243,6 @@ class GPT(nn.Module):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
-    @classmethod
-    def check_config(cls, config):
-        """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
-        for key, value in cls.get_default_config().to_dict().items():
-            if not hasattr(config, key):
-                setattr(config, key, value)
-        if config.vocab_size is None or config.block_size is None:
-            raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
-                              "config.model.vocab_size = train_dataset.get_vocab_size())")
-        sizes = (config.n_layer, config.n_head, config.n_embd)
-        if config.model_type is not None:
-            preset = tuple(cls.PRESETS.get(config.model_type, {}).values())
-            if any(s is not None for s in sizes) and sizes != preset:
-                raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd, "
-                                  "not both: set model_type=None to use explicit sizes")
-            if config.model_type not in cls.PRESETS:
-                raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
-                                  f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
-            config.merge_from_dict(cls.PRESETS[config.model_type])
-        elif any(s is None for s in sizes):
-            raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
-                              f"n_layer, n_head, n_embd (got n_layer={sizes[0]}, n_head={sizes[1]}, n_embd={sizes[2]})")
-        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
-            check_range(f'model.{key}', getattr(config, key), low=1, integer=True)
-        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
-            check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
-        for key, choices in cls.CHOICES.items():
-            if getattr(config, key) not in choices:
-                raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
-                                  f"not {getattr(config, key)!r}")
-
-    @classmethod
-    def from_checkpoint(cls, path, map_location='cpu'):
-        """Rebuild a model saved by the trainer or a project; returns (model, checkpoint dict)."""
-        checkpoint = load_checkpoint(path, map_location)
-        model = cls(CN(**checkpoint['model_config']))
-        model.load_state_dict(checkpoint['model'])
-        return model, checkpoint
-
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
@@ -313,21 +251,6 @@ class GPT(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             torch.nn.init.ones_(module.weight)
             torch.nn.init.zeros_(module.bias)
-
-    def num_parameters(self):
-        return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
-
-    def configure_optimizers(self, train_config):
-        """AdamW with weight decay on the weight matrices only (not biases or layer norm gains). It reads only
-        self.parameters(), so any module can use it: GPT.configure_optimizers(classifier, train_config)."""
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": train_config.weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-        ]
-        device = next(self.parameters()).device.type
-        fused = device in ('cuda', 'cpu')  # one kernel for the whole update instead of one per tensor
-        return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=train_config.betas, fused=fused)
 
     def embed(self, idx, pos):
         """Token embedding plus positional encoding: (B, T) token ids at positions pos -> (B, T, n_embd)."""
@@ -446,6 +369,61 @@ class GPT(nn.Module):
                                      generator, attention_mask)
         return torch.cat([idx, *steps], dim=1)  # a padded prompt as given, each row's new tokens after it
 
+    # ---- configuration, optimizer, checkpoints ----
+
+    @classmethod
+    def check_config(cls, config):
+        """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
+        for key, value in cls.get_default_config().to_dict().items():
+            if not hasattr(config, key):
+                setattr(config, key, value)
+        if config.vocab_size is None or config.block_size is None:
+            raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
+                              "config.model.vocab_size = train_dataset.get_vocab_size())")
+        sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
+        if config.model_type is not None:
+            if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
+                raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd, "
+                                  "not both: set model_type=None to use explicit sizes")
+            if config.model_type not in cls.PRESETS:
+                raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
+                                  f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
+            config.merge_from_dict(cls.PRESETS[config.model_type])
+        elif any(s is None for s in sizes.values()):
+            raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
+                              f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
+        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
+            check_range(f'model.{key}', getattr(config, key), low=1, integer=True)
+        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
+            check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
+        for key, choices in cls.CHOICES.items():
+            if getattr(config, key) not in choices:
+                raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
+                                  f"not {getattr(config, key)!r}")
+
+    def num_parameters(self):
+        return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
+
+    def configure_optimizers(self, train_config):
+        """AdamW with weight decay on the weight matrices only (not biases or layer norm gains). It reads only
+        self.parameters(), so any module can use it: GPT.configure_optimizers(classifier, train_config)."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": train_config.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        device = next(self.parameters()).device.type
+        fused = device in ('cuda', 'cpu')  # one kernel for the whole update instead of one per tensor
+        return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=train_config.betas, fused=fused)
+
+    @classmethod
+    def from_checkpoint(cls, path, map_location='cpu'):
+        """Rebuild a model saved by the trainer or a project; returns (model, checkpoint dict)."""
+        checkpoint = load_checkpoint(path, map_location)
+        model = cls(CN(**checkpoint['model_config']))
+        model.load_state_dict(checkpoint['model'])
+        return model, checkpoint
+
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 
     @classmethod
@@ -463,6 +441,32 @@ class GPT(nn.Module):
         return save_gpt2(self, save_directory)
 
 
+# ---- the KV cache, for generation ----
+
+class KVCache:
+    """Keys and values of the tokens already seen, for one layer: a new token attends to them instead of
+    recomputing them, so each generated token costs the same whatever the context length."""
+
+    def __init__(self, batch_size, n_head, max_len, head_dim, device, dtype):
+        # only the first `len` positions are ever read, so the rest needs no initialising
+        self.k = torch.empty(batch_size, n_head, max_len, head_dim, device=device, dtype=dtype)
+        self.v = torch.empty_like(self.k)
+        self.len = 0
+
+    def append(self, k, v):
+        """Store the new keys/values (B, nh, T, hd) and return all of them so far."""
+        end = self.len + k.size(2)
+        self.k[:, :, self.len:end] = k
+        self.v[:, :, self.len:end] = v
+        self.len = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def select(self, rows):
+        """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
+        parent's keys and values."""
+        self.k, self.v = self.k[rows], self.v[rows]
+
+
 # ---- one speed device, out of the reader's way ----
 
 class Dropout(nn.Dropout):
@@ -474,3 +478,4 @@ class Dropout(nn.Dropout):
         if not (self.training and 0 < self.p < 1 and x.is_cpu):
             return super().forward(x)
         return x * torch.rand_like(x).ge_(self.p).div_(1 - self.p)  # kept where rand >= p: probability 1 - p
+
