@@ -116,6 +116,9 @@ class Encoder:
             special = s in self.special_tokens
             self._id_bytes[i] = s.encode('utf-8') if special else bytes(map(self.byte_decoder.__getitem__, s))
 
+    def __len__(self):
+        return len(self.encoder)  # the vocabulary size, special tokens included
+
     def bpe(self, token):
         """Merge a pre-token (already in the bytes_to_unicode alphabet) into vocabulary symbols; returns them
         joined by spaces, as minGPT's Encoder.bpe does."""
@@ -270,7 +273,7 @@ class BPETokenizer:
         self.allowed_special = allowed_special
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
         self.pad_token_id = self.eot_token_id if pad_token_id is None else pad_token_id
-        self.vocab_size = len(self.encoder.encoder)
+        self.vocab_size = len(self.encoder)
 
     def __call__(self, text, return_tensors='pt', return_lengths=False):
         if return_tensors != 'pt':
@@ -524,7 +527,7 @@ def _report_bytes_per_token(text, encoder):
     nbytes = len(text.encode('utf-8'))
     for name, enc in contenders:
         n = len(enc.encode(text, allowed_special='all'))
-        print(f"{name} ({len(enc.encoder)} tokens): {n:,} tokens for {nbytes:,} bytes, "
+        print(f"{name} ({len(enc)} tokens): {n:,} tokens for {nbytes:,} bytes, "
               f"{nbytes / max(n, 1):.2f} bytes per token")
 
 
@@ -562,7 +565,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
     law = f"${np.exp(log_k):.1f}\\,n^{{{beta:.2f}}}$"
     ax.loglog(n, np.exp(log_k) * n ** beta, ':', color='gray', label=f"Heaps' law fit: {law}")
     ax.loglog(n, tokens, 's-', ms=3, label='distinct BPE tokens used')
-    ax.axhline(len(encoder.encoder), ls='--', color='C1', lw=1, label=f'BPE vocabulary size ({len(encoder.encoder)})')
+    ax.axhline(len(encoder), ls='--', color='C1', lw=1, label=f'BPE vocabulary size ({len(encoder)})')
     ax.set(xlabel='corpus length n (words)', ylabel='vocabulary size (distinct types)',
            title='Vocabulary size against corpus length')
     ax.grid(True, which='both', alpha=0.3)
@@ -604,7 +607,7 @@ def main(argv=None):
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,
                         show=args.show)
     encoder.save(args.out)
-    print(f"wrote {Path(args.out) / 'encoder.json'} and vocab.bpe: {len(encoder.encoder)} tokens, "
+    print(f"wrote {Path(args.out) / 'encoder.json'} and vocab.bpe: {len(encoder)} tokens, "
           f"{len(encoder.bpe_merges)} merges")
     _report_bytes_per_token(text, encoder)
     if args.curve:

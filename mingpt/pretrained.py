@@ -1,14 +1,17 @@
 """GPT-2's released weights in Hugging Face's layout: load them into a GPT (GPT.from_pretrained) and write a GPT
 back (GPT.save_pretrained). The parameter names map one to one; four matrices are transposed, because GPT-2
-stores them as Conv1D (in, out) where nn.Linear keeps (out, in)."""
+stores them as Conv1D (in, out) where nn.Linear keeps (out, in).
+
+And a trained model with its tokenizer, for the projects that sample from it or draw it: load_model_and_tokenizer
+reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (tokenizer_record)."""
 import json
 import os
 from pathlib import Path
 
 import torch
 
-from mingpt.bpe import ENDOFTEXT_ID
-from mingpt.data import fetch
+from mingpt.bpe import ENDOFTEXT_ID, Encoder, get_encoder
+from mingpt.data import CharTokenizer, fetch
 from mingpt.utils import atomic_write
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
@@ -131,3 +134,44 @@ def save_gpt2(model, save_directory):
     atomic_write(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
     atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
     return folder
+
+
+# ---- a trained model with its tokenizer ----
+
+def tokenizer_record(tokenizer):
+    """What a checkpoint stores of its tokenizer, so that the checkpoint alone can be sampled from: a CharTokenizer's
+    characters ('vocab') or a byte-level BPE's whole vocabulary ('tokenizer')."""
+    if isinstance(tokenizer, CharTokenizer):
+        return {'vocab': tokenizer.chars}
+    return {'tokenizer': {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}}
+
+
+def tokenizer_of(checkpoint):
+    """The tokenizer a checkpoint records (see tokenizer_record), or None if it records none."""
+    if 'vocab' in checkpoint:
+        return CharTokenizer(checkpoint['vocab'])
+    if 'tokenizer' in checkpoint:
+        return Encoder(checkpoint['tokenizer']['encoder'], checkpoint['tokenizer']['merges'])
+    return None
+
+
+def load_model_and_tokenizer(name):
+    """(model in eval mode, tokenizer) from a checkpoint file a project wrote, with the tokenizer it records; or
+    GPT-2 from a hub id or a Hugging Face directory, with the directory's vocab.json and merges.txt if it has them.
+    Otherwise the tokenizer is GPT-2's, and the model's vocabulary must hold it."""
+    from mingpt.model import GPT
+    if Path(name).is_file():
+        model, checkpoint = GPT.from_checkpoint(name)
+        tokenizer = tokenizer_of(checkpoint)
+    else:
+        model, tokenizer = GPT.from_pretrained(name), None
+        vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
+        if vocab.is_file():
+            tokenizer = get_encoder(vocab, Path(name) / 'merges.txt')
+    if tokenizer is None:
+        tokenizer = get_encoder()
+    if len(tokenizer) > model.config.vocab_size:
+        raise ValueError(f"{name} has a vocabulary of {model.config.vocab_size} tokens, fewer than the "
+                         f"{len(tokenizer)} of the tokenizer found for it; give a chargpt checkpoint (it records "
+                         "its tokenizer) or a Hugging Face directory with its vocab.json and merges.txt")
+    return model.eval(), tokenizer

@@ -14,19 +14,12 @@ model's learned table (wpe) side by side, each with the cosine similarity betwee
 records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
 merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e '.[plot]'.
 """
-import os
-import sys
-from pathlib import Path
-
 import torch
 
-from mingpt.bpe import get_encoder
-from mingpt.model import GPT, sinusoidal_positions
+from mingpt.model import sinusoidal_positions
 from mingpt.plot import attention_figure, positions_figure, readable, save
+from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
-from chargpt import tokenizer_of  # noqa: E402  (how a chargpt checkpoint records its tokenizer)
 
 
 def get_config():
@@ -40,24 +33,6 @@ def get_config():
     C.plot.positions = False  # draw the positional encodings instead of attention
     C.plot.out = None  # the PNG to write; default attention.png (or positions.png)
     return C
-
-
-def load(name):
-    """(model in eval mode, tokenizer) for a checkpoint file, or GPT-2 from the hub or a Hugging Face directory."""
-    if Path(name).is_file():
-        model, ckpt = GPT.from_checkpoint(name)
-        if 'vocab' in ckpt or 'tokenizer' in ckpt:
-            return model.eval(), tokenizer_of(ckpt)
-        tokenizer = get_encoder()  # a checkpoint with no tokenizer of its own: GPT-2's, if the sizes agree
-    else:
-        model = GPT.from_pretrained(name)
-        hf_vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
-        tokenizer = get_encoder(hf_vocab, Path(name) / 'merges.txt') if hf_vocab.is_file() else get_encoder()
-    if len(tokenizer.encoder) > model.config.vocab_size:
-        raise ValueError(f"{name} has a vocabulary of {model.config.vocab_size} tokens, fewer than the "
-                         f"{len(tokenizer.encoder)} of the tokenizer found for it; give a chargpt checkpoint (it "
-                         "records its tokenizer) or a Hugging Face directory with its vocab.json and merges.txt")
-    return model.eval(), tokenizer
 
 
 def draw_attention(model, tokenizer, P, name):
@@ -92,7 +67,7 @@ def main(argv):
     config = get_config()
     config.merge_from_args(argv, usage=__doc__)
     P = config.plot
-    model, tokenizer = load(config.model)
+    model, tokenizer = load_model_and_tokenizer(config.model)
     if P.positions:
         fig = draw_positions(model, config.model)
     else:

@@ -16,9 +16,10 @@ A resume refuses a checkpoint trained with another model config, text vocabulary
 """
 import torch
 
-from mingpt.bpe import Encoder, get_encoder
+from mingpt.bpe import get_encoder
 from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
+from mingpt.pretrained import tokenizer_of, tokenizer_record
 from mingpt.trainer import Trainer
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_seed
 
@@ -48,20 +49,6 @@ def get_config():
     C.sample.length = 500
     C.sample.checkpoint = None  # a saved model.pt (or ckpt.pt): sample from it and exit, without training
     return C
-
-
-def bpe_tokenizer(directory):
-    """(encoder, what a checkpoint records of it) for a byte-level BPE vocabulary: directory/encoder.json and
-    directory/vocab.bpe. The record holds the whole vocabulary, so a checkpoint alone can be sampled from."""
-    encoder = get_encoder(directory=directory)
-    return encoder, {'kind': 'bpe', 'encoder': encoder.encoder, 'merges': encoder.bpe_merges}
-
-
-def tokenizer_of(ckpt):
-    """The tokenizer a checkpoint of this project was trained with."""
-    if 'vocab' in ckpt:
-        return CharTokenizer(ckpt['vocab'])
-    return Encoder(ckpt['tokenizer']['encoder'], ckpt['tokenizer']['merges'])
 
 
 def split(seq, val_fraction, block_size):
@@ -108,19 +95,17 @@ def main(argv):
 
     text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path))
     if D.tokenizer:
-        tokenizer, record = bpe_tokenizer(D.tokenizer)
-        identity = {'tokenizer': record}
+        tokenizer = get_encoder(directory=D.tokenizer)
         train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
-        vocab_size = len(tokenizer.encoder)
-        train_dataset = TokenDataset(train_ids, D.block_size, vocab_size)
-        val_dataset = TokenDataset(val_ids, D.block_size, vocab_size)
+        train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
+        val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     else:
         tokenizer = CharTokenizer.from_text(text)
-        identity = {'vocab': tokenizer.chars}
         train_text, val_text = split(text, D.val_fraction, D.block_size)
         train_dataset = CharDataset(train_text, D.block_size, tokenizer)
         val_dataset = CharDataset(val_text, D.block_size, tokenizer)
     ids = prompt_ids(tokenizer, S.prompt, D.block_size)
+    identity = tokenizer_record(tokenizer)
 
     config.model.vocab_size = train_dataset.get_vocab_size()
     config.model.block_size = D.block_size

@@ -26,14 +26,13 @@ import contextlib
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from mingpt.bpe import ENDOFTEXT, Encoder, get_encoder
-from mingpt.data import CharTokenizer, read_text
+from mingpt.bpe import ENDOFTEXT, Encoder
+from mingpt.data import read_text
 from mingpt.engine import Engine
-from mingpt.model import GPT
+from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, resolve_device, run_cli, set_seed
 
@@ -79,20 +78,11 @@ def check(config):
 
 
 def load(name, device, dtype):
-    """(model, tokenizer) for a hub id, a Hugging Face directory, or a mingpt checkpoint file. The tokenizer is
-    the checkpoint's own (chargpt's characters or BPE vocabulary) or GPT-2's."""
+    """(model, tokenizer) for a hub id, a Hugging Face directory, or a mingpt checkpoint file (its own tokenizer:
+    chargpt's characters or BPE vocabulary), on device in dtype."""
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the generated text
-        model, ckpt = GPT.from_checkpoint(name) if Path(name).is_file() else (GPT.from_pretrained(name), {})
-    if 'vocab' in ckpt:
-        tokenizer = CharTokenizer(ckpt['vocab'])
-    elif 'tokenizer' in ckpt:
-        tokenizer = Encoder(ckpt['tokenizer']['encoder'], ckpt['tokenizer']['merges'])
-    elif model.config.vocab_size == 50257:
-        tokenizer = get_encoder()
-    else:
-        raise ValueError(f"{name} holds no vocabulary (chargpt's checkpoints do) and its {model.config.vocab_size} "
-                         "tokens are not GPT-2's 50257, so its tokens cannot be read")
-    return model.to(device, dtype).eval(), tokenizer
+        model, tokenizer = load_model_and_tokenizer(name)
+    return model.to(device, dtype), tokenizer
 
 
 def is_bpe(tokenizer):
@@ -162,7 +152,7 @@ def streamed(tokenizer, eos):
 
 def header(p, k, n_prompts, n_samples):
     """'--- prompt 2, sample 1 ---' on stderr, naming only what there is more than one of."""
-    parts = [f"prompt {p + 1}"] * (n_prompts > 1) + [f"sample {k + 1}"] * (n_samples > 1)
+    parts = [f"{name} {i + 1}" for name, i, n in (('prompt', p, n_prompts), ('sample', k, n_samples)) if n > 1]
     if parts:
         print(f"--- {', '.join(parts)} ---", file=sys.stderr, flush=True)
 

@@ -17,8 +17,8 @@ The stage comes first on the command line (or as --system.stage=...); each write
     python projects/sentiment.py predict "a gorgeous , witty , seductive movie ."
 
 Pretraining stages chain through --system.init, in any order, but end on the reviews: an LM continued on a book
-after the SST-2 sentences forgets them (its loss on SST-2 text rose from 5.96 to 8.07), and the trainer, which keeps
-the model of lowest loss on SST-2 text (the unlabelled GLUE test sentences), then keeps the one from before the book.
+after the SST-2 sentences forgets them (its loss on SST-2 text goes up), and the trainer, which keeps the model of
+lowest loss on SST-2 text (the unlabelled GLUE test sentences), then keeps the one from before the book.
 
 How a sentence is classified (GPT-style): its tokens, then `classifier.suffix` (default <|endoftext|>, the token
 that separates texts during pretraining), go through the GPT; the final hidden state at the last real token feeds
@@ -212,7 +212,7 @@ class Vocabulary:
         self.bpe = get_encoder() if kind != 'char' else None
         self.cut = None if kind == 'gpt2' else CharTokenizer(tokens, unknown=True)  # ids 0..n-1, then unknown: n
         if self.cut is None:
-            self.vocab_size, self.eot, self.unk = len(self.bpe.encoder), ENDOFTEXT_ID, None
+            self.vocab_size, self.eot, self.unk = len(self.bpe), ENDOFTEXT_ID, None
         else:
             self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
 

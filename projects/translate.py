@@ -149,7 +149,7 @@ class Vocabulary:
         return cls({'kind': 'bpe', 'encoder': encoder.encoder, 'merges': [list(m) for m in encoder.bpe_merges]})
 
     def __len__(self):
-        return len(self.tokenizer) if self.record['kind'] == 'char' else len(self.tokenizer.encoder)
+        return len(self.tokenizer)
 
     def encode(self, text):
         """The ids of text, followed by eos."""

@@ -94,6 +94,26 @@ def test_char_checkpoint(tmp_path):
     assert r.returncode == 2 and "'z'" in r.stderr and 'not in the vocabulary' in r.stderr
 
 
+def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
+    from mingpt.bpe import train_bpe
+    from mingpt.data import CharTokenizer
+    from mingpt.pretrained import load_model_and_tokenizer, tokenizer_of, tokenizer_record
+    chars, bpe = CharTokenizer(list('ab \n')), train_bpe('the cat sat on the mat ' * 20, 262)
+    for tok in (chars, bpe):
+        back = tokenizer_of(tokenizer_record(tok))
+        assert type(back) is type(tok) and len(back) == len(tok) and back.encode('ab ba\n') == tok.encode('ab ba\n')
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=16))
+    state = {'model': GPT(C).state_dict(), 'model_config': C.to_dict()}
+    save_checkpoint({**state, **tokenizer_record(bpe)}, tmp_path / 'bpe.pt')
+    model, tok = load_model_and_tokenizer(str(tmp_path / 'bpe.pt'))
+    assert tok.encoder == bpe.encoder and not model.training
+    save_checkpoint(state, tmp_path / 'bare.pt')  # no tokenizer recorded: GPT-2's 50257 tokens do not fit in 300
+    data_dir('gpt2', 'encoder.json')
+    with pytest.raises(ValueError, match='vocabulary of 300 tokens, fewer than the 50257'):
+        load_model_and_tokenizer(str(tmp_path / 'bare.pt'))
+
+
 def test_errors_and_help():
     r = run('--model=no-such-model', '--prompt=x')
     assert r.returncode == 2 and 'unknown pretrained model' in r.stderr and 'Traceback' not in r.stderr

@@ -1,5 +1,4 @@
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch

@@ -1,5 +1,4 @@
 """The encoder-decoder transformer (mingpt/seq2seq.py) and the translate project, on tiny models."""
-import math
 
 import pytest
 import torch

@@ -11,6 +11,7 @@ import torch
 from conftest import load_project
 from mingpt.bpe import train_bpe
 from mingpt.model import GPT, sinusoidal_positions
+from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.utils import ConfigError
 
 pytest.importorskip('matplotlib')
@@ -146,7 +147,7 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
         attention.main([f'--model={model}', '--prompt=First', '--head=3'])  # gpt-nano has heads 0, 1, 2
     with pytest.raises(ConfigError, match='1 to 64 tokens'):
         attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
-    model, _ = attention.load(str(ablation_dir / 'sinusoidal' / 'model.pt'))
+    model, _ = load_model_and_tokenizer(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
     assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
     assert 'no learned table' in capsys.readouterr().out
@@ -161,7 +162,7 @@ def test_attention_project_draws_a_hugging_face_directory_with_its_tokenizer(tmp
     config.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=16, vocab_size=300, block_size=32))
     GPT(config).save_pretrained(tmp_path)
     attention = load_project('attention')
-    model, tokenizer = attention.load(str(tmp_path))
+    model, tokenizer = load_model_and_tokenizer(str(tmp_path))
     assert tokenizer.encoder == encoder.encoder and model.config.n_layer == 2
     attention.main([f'--model={tmp_path}', '--prompt=Before we proceed', f'--out={tmp_path / "hf.png"}'])
     assert (tmp_path / 'hf.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
