@@ -103,7 +103,7 @@ def worker(name, side, args):
 
 def measure(name, side, args):
     cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(args.threads), '--device', args.device]
-    cmd += ['--quick'] * args.quick + ['--tiny'] * args.tiny
+    cmd += [flag for flag, on in (('--quick', args.quick), ('--tiny', args.tiny)) if on]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"the {side} worker for '{name}' failed:\n{out.stderr}")

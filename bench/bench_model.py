@@ -8,6 +8,7 @@ rounds) and the ratio of the medians, as a Markdown table to paste into the READ
 
     python bench/bench_model.py                 # 5 rounds, 2 threads, fp32, random weights, tied embeddings
     python bench/bench_model.py --quick         # 1 round, fewer steps: checks that it runs
+    python bench/bench_model.py --only 'batch 8' --rounds 9   # the workloads whose name contains 'batch 8'
 
 Run it on an otherwise idle machine: a second busy process makes the numbers worthless.
 """
@@ -26,20 +27,27 @@ import torch
 MINI, GPT2 = (6, 6, 192, 65, 128), (12, 12, 768, 50257, 1024)
 WORKLOADS = {
     'train gpt-mini char, batch 32 x 128, dropout 0.1': dict(shape=MINI, train=(32, 128), steps=10),
+    # the same with nn.Dropout in mingpt: what model.py's Dropout (its torch.rand mask on CPU) buys
+    'train gpt-mini char, batch 32 x 128, dropout 0.1, mingpt with nn.Dropout': dict(shape=MINI, train=(32, 128),
+                                                                                     steps=10, plain_dropout=True),
     'train 124M, batch 4 x 256, dropout 0.1': dict(shape=GPT2, train=(4, 256), steps=3),
     'generate 124M, batch 1, 16 -> +128 tokens': dict(shape=GPT2, generate=(1, 16, 128), steps=2),
     'generate 124M, batch 8, 16 -> +128 tokens': dict(shape=GPT2, generate=(8, 16, 128), steps=2),
 }
 
 
-def build(side, shape, dropout=0.1):
+def build(side, shape, dropout=0.1, plain_dropout=False):
     n_layer, n_head, n_embd, vocab, block = shape
     if side == 'mingpt':
-        from mingpt.model import GPT
+        from mingpt.model import GPT, Dropout
         C = GPT.get_default_config()
         C.merge_from_dict(dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, block_size=block,
                                embd_pdrop=dropout, resid_pdrop=dropout, attn_pdrop=dropout))
-        return GPT(C)
+        model = GPT(C)
+        for m in model.modules():
+            if plain_dropout and type(m) is Dropout:
+                m.__class__ = torch.nn.Dropout
+        return model
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, n_positions=block,
                         embd_pdrop=dropout, resid_pdrop=dropout, attn_pdrop=dropout, tie_word_embeddings=True)
@@ -82,7 +90,7 @@ def worker(name, side, threads, quick):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     w = WORKLOADS[name]
-    model = build(side, w['shape'])
+    model = build(side, w['shape'], plain_dropout=w.get('plain_dropout', False))
     if 'train' in w:
         batch, block = w['train']
         fn, tokens = train_step(side, model, batch, block, w['shape'][3]), batch * block
@@ -101,7 +109,7 @@ def worker(name, side, threads, quick):
 
 
 def measure(name, side, threads, quick):
-    cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(threads)] + ['--quick'] * quick
+    cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(threads)] + (['--quick'] if quick else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -123,17 +131,21 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--rounds', type=int, default=5)
     p.add_argument('--quick', action='store_true')
+    p.add_argument('--only', default='', help="run only the workloads whose name contains this text")
     p.add_argument('--worker', nargs=2, metavar=('WORKLOAD', 'SIDE'), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(*args.worker, args.threads, args.quick)
     rounds = 1 if args.quick else args.rounds
+    names = [name for name in WORKLOADS if args.only in name]
+    if not names:
+        p.error(f"no workload name contains {args.only!r}; they are: {'; '.join(WORKLOADS)}")
     import transformers
     print(f"{datetime.date.today()}, {cpu_name()}, {args.threads} threads, torch "
           f"{torch.__version__}, transformers {transformers.__version__}, fp32; {rounds} rounds, each contender "
           "in its own process, in turns\n")
     print("| workload | mingpt tok/s (median, spread) | HF tok/s (median, spread) | ratio |\n|---|---|---|---|")
-    for name in WORKLOADS:
+    for name in names:
         runs = {'mingpt': [], 'hf': []}
         for r in range(rounds):
             for side in (['mingpt', 'hf'] if r % 2 == 0 else ['hf', 'mingpt']):
