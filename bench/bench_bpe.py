@@ -136,7 +136,9 @@ def worker(name, args):
 
 
 def measure(name, args):
-    cmd = [sys.executable, __file__, '--worker', name, f'--mb={args.mb}'] + ([f'--text={args.text}'] if args.text else [])
+    cmd = [sys.executable, __file__, '--worker', name, f'--mb={args.mb}']
+    if args.text:
+        cmd.append(f'--text={args.text}')
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
