@@ -107,9 +107,10 @@ def contenders(enc_path, bpe_path, encoder, merges):
 
     for package, make in (('tiktoken', make_tiktoken), ('transformers', make_hf)):
         try:
+            __import__(package)
             version = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            print(f'skipping {package}: not installed')
+        except ImportError as e:  # PackageNotFoundError is an ImportError too
+            print(f'skipping {package}: {e}')
             continue
         kind = ('Rust' if package == 'tiktoken' else
                 'Rust tokenizers' if int(version.split('.')[0]) >= 5 else 'Python')
@@ -139,8 +140,10 @@ def measure(name, args):
     cmd = [sys.executable, __file__, '--worker', name, f'--mb={args.mb}']
     if args.text:
         cmd.append(f'--text={args.text}')
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"the {name} worker failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():

@@ -54,7 +54,9 @@ def worker(name, path, vocab_size):
 
 def run_in_process(name, path, vocab_size):
     out = subprocess.run([sys.executable, __file__, '--worker', name, '--text', str(path),
-                          '--vocab-size', str(vocab_size)], capture_output=True, text=True, check=True)
+                          '--vocab-size', str(vocab_size)], capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"the {name} worker failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

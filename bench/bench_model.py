@@ -110,8 +110,10 @@ def worker(name, side, threads, quick):
 
 def measure(name, side, threads, quick):
     cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(threads)] + (['--quick'] if quick else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"the {side} worker for '{name}' failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def cpu_name():

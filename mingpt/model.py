@@ -81,8 +81,8 @@ class CausalSelfAttention(nn.Module):
         """x (B, T, C) -> (B, T, C). `context` (B, S, C): the sequence keys and values come from (default x).
         `context` may also be a pair (key, value) from context_keys_values, computed once and reused at every step.
         `mask` (B or 1, 1, T, S), True where a query may look at a key: padding and the causal mask together;
-        None means the causal mask (or no mask, if not causal). `cache` holds the keys and values of earlier
-        tokens; x is then only the new ones."""
+        None means the causal mask (or no mask, if not causal). `cache` (a KVCache, at the end of this file) holds
+        the keys and values of earlier tokens; x is then only the new ones."""
         B, T, C = x.size()
         if context is None:
             q, k, v = self.c_attn(x).split(C, dim=2)
@@ -303,7 +303,7 @@ class GPT(nn.Module):
     # ---- generation ----
 
     def new_caches(self, batch_size, max_len=None):
-        """One empty KVCache per layer, for up to max_len tokens (default block_size)."""
+        """One empty KVCache (below, after GPT) per layer, for up to max_len tokens (default block_size)."""
         p = self.lm_head.weight
         hd = self.config.n_embd // self.config.n_head
         return [KVCache(batch_size, self.config.n_head, max_len or self.block_size, hd, p.device, p.dtype)
@@ -478,4 +478,3 @@ class Dropout(nn.Dropout):
         if not (self.training and 0 < self.p < 1 and x.is_cpu):
             return super().forward(x)
         return x * torch.rand_like(x).ge_(self.p).div_(1 - self.p)  # kept where rand >= p: probability 1 - p
-

@@ -140,25 +140,31 @@ def save_gpt2(model, save_directory):
 
 def tokenizer_record(tokenizer):
     """What a checkpoint stores of its tokenizer, so that the checkpoint alone can be sampled from: a CharTokenizer's
-    characters ('vocab') or a byte-level BPE's whole vocabulary ('tokenizer')."""
+    characters ('vocab') or a byte-level BPE Encoder's whole vocabulary ('tokenizer')."""
     if isinstance(tokenizer, CharTokenizer):
         return {'vocab': tokenizer.chars}
-    return {'tokenizer': {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}}
+    if isinstance(tokenizer, Encoder):
+        return {'tokenizer': {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}}
+    raise TypeError(f"cannot record a {type(tokenizer).__name__}: give a CharTokenizer or a bpe.Encoder")
 
 
 def tokenizer_of(checkpoint):
     """The tokenizer a checkpoint records (see tokenizer_record), or None if it records none."""
     if 'vocab' in checkpoint:
         return CharTokenizer(checkpoint['vocab'])
-    if 'tokenizer' in checkpoint:
-        return Encoder(checkpoint['tokenizer']['encoder'], checkpoint['tokenizer']['merges'])
-    return None
+    if 'tokenizer' not in checkpoint:
+        return None
+    record = checkpoint['tokenizer']
+    if record.get('kind') != 'bpe':
+        raise ValueError(f"this checkpoint's tokenizer is of kind {record.get('kind')!r}, which only the project "
+                         "that wrote it reads (sentiment.py's kinds 'gpt2', 'cut', 'char': use projects/sentiment.py)")
+    return Encoder(record['encoder'], record['merges'])
 
 
 def load_model_and_tokenizer(name):
     """(model in eval mode, tokenizer) from a checkpoint file a project wrote, with the tokenizer it records; or
     GPT-2 from a hub id or a Hugging Face directory, with the directory's vocab.json and merges.txt if it has them.
-    Otherwise the tokenizer is GPT-2's, and the model's vocabulary must hold it."""
+    Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens."""
     from mingpt.model import GPT
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
@@ -168,10 +174,14 @@ def load_model_and_tokenizer(name):
         vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
         if vocab.is_file():
             tokenizer = get_encoder(vocab, Path(name) / 'merges.txt')
+    n = model.config.vocab_size
     if tokenizer is None:
         tokenizer = get_encoder()
-    if len(tokenizer) > model.config.vocab_size:
-        raise ValueError(f"{name} has a vocabulary of {model.config.vocab_size} tokens, fewer than the "
-                         f"{len(tokenizer)} of the tokenizer found for it; give a chargpt checkpoint (it records "
-                         "its tokenizer) or a Hugging Face directory with its vocab.json and merges.txt")
+        if len(tokenizer) != n:  # sampling could give ids GPT-2's tokenizer cannot read (or miss some of its tokens)
+            raise ValueError(f"{name} records no tokenizer and its vocabulary of {n} tokens is not GPT-2's "
+                             f"{len(tokenizer)}: give a chargpt checkpoint (it records its tokenizer) or a Hugging "
+                             "Face directory with its vocab.json and merges.txt")
+    elif len(tokenizer) > n:
+        raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "
+                         "the two do not belong together")
     return model.eval(), tokenizer

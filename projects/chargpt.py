@@ -19,7 +19,7 @@ import torch
 from mingpt.bpe import get_encoder
 from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
-from mingpt.pretrained import tokenizer_of, tokenizer_record
+from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_seed
 
@@ -88,8 +88,7 @@ def main(argv):
     set_seed(config.system.seed)
 
     if S.checkpoint:
-        model, ckpt = GPT.from_checkpoint(S.checkpoint)
-        tokenizer = tokenizer_of(ckpt)
+        model, tokenizer = load_model_and_tokenizer(S.checkpoint)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return
 

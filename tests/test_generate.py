@@ -110,8 +110,13 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
     assert tok.encoder == bpe.encoder and not model.training
     save_checkpoint(state, tmp_path / 'bare.pt')  # no tokenizer recorded: GPT-2's 50257 tokens do not fit in 300
     data_dir('gpt2', 'encoder.json')
-    with pytest.raises(ValueError, match='vocabulary of 300 tokens, fewer than the 50257'):
+    with pytest.raises(ValueError, match="records no tokenizer and its vocabulary of 300 tokens is not GPT-2's 50257"):
         load_model_and_tokenizer(str(tmp_path / 'bare.pt'))
+    save_checkpoint({**state, 'tokenizer': {'kind': 'cut', 'tokens': [1, 2]}}, tmp_path / 'sentiment.pt')
+    with pytest.raises(ValueError, match="kind 'cut'.*projects/sentiment.py"):
+        load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
+    with pytest.raises(TypeError, match='give a CharTokenizer or a bpe.Encoder'):
+        tokenizer_record(object())
 
 
 def test_errors_and_help():
