@@ -11,7 +11,6 @@ import argparse
 import hashlib
 import json
 import statistics
-import subprocess
 import sys
 import time
 from importlib import metadata
@@ -22,6 +21,7 @@ import regex
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mingpt.bpe import GPT2_PATTERN, Encoder, _read_vocab, bytes_to_unicode  # noqa: E402
 from mingpt.data import fetch  # noqa: E402
+from workers import run_worker  # noqa: E402
 
 
 class MinGPTStyleEncoder:
@@ -140,10 +140,7 @@ def measure(name, args):
     cmd = [sys.executable, __file__, '--worker', name, f'--mb={args.mb}']
     if args.text:
         cmd.append(f'--text={args.text}')
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"the {name} worker failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_worker(cmd, name)
 
 
 def main():

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mingpt.bpe import ENDOFTEXT, train_bpe  # noqa: E402
 from mingpt.data import fetch  # noqa: E402
+from workers import run_worker  # noqa: E402
 
 BOOKS = ['text/gutenberg/2600-0.txt', 'text/gutenberg/2701-0.txt', 'text/gutenberg/1342-0.txt']
 
@@ -53,11 +53,8 @@ def worker(name, path, vocab_size):
 
 
 def run_in_process(name, path, vocab_size):
-    out = subprocess.run([sys.executable, __file__, '--worker', name, '--text', str(path),
-                          '--vocab-size', str(vocab_size)], capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"the {name} worker failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    cmd = [sys.executable, __file__, '--worker', name, '--text', str(path), '--vocab-size', str(vocab_size)]
+    return run_worker(cmd, name)
 
 
 def corpus(args):

@@ -4,9 +4,9 @@ decode step (mingpt/engine.py) and Hugging Face's GPT2LMHeadModel.generate, gree
 of 8 prompts of lengths 5..120 (left padded, with an attention mask).
 
 Each measurement runs in a fresh process of its own, the three contenders in turns (each round starts with the next
-one), for several rounds; it prints
-each one's median tokens/s and time to the first token (the prompt's forward and one token) with their spread
-(min-max over rounds), and the ratios of the medians, as a Markdown table to paste into the README. The compiled
+one), for several rounds; it prints each one's median tokens/s and time to the first token (the prompt's forward and
+one token) with their spread (min-max over rounds), and the ratios of the medians, as a Markdown table to paste into
+the README. The compiled
 side compiles once per process before the clock starts (the inductor's cache makes later rounds compile faster);
 its median compile time is printed below the table.
 
@@ -20,13 +20,13 @@ import argparse
 import datetime
 import json
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 from bench_model import GPT2, build, cpu_name, spread
+from workers import run_worker
 
 TINY = (2, 2, 64, 1000, 1024)
 SIDES = ('hf', 'eager', 'compiled')
@@ -104,10 +104,7 @@ def worker(name, side, args):
 def measure(name, side, args):
     cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(args.threads), '--device', args.device]
     cmd += [flag for flag, on in (('--quick', args.quick), ('--tiny', args.tiny)) if on]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"the {side} worker for '{name}' failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_worker(cmd, f"{side} '{name}'")
 
 
 def main():

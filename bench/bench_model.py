@@ -3,8 +3,8 @@ mingpt against Hugging Face's GPT2LMHeadModel on identical shapes: training-step
 
 Each measurement runs in a fresh process of its own (so neither side pays for the other's memory or threads), the
 two contenders in turns (who goes first alternates from round to round, so a drifting machine favours neither), for
-several rounds; it prints each side's median tokens/s with its spread (min-max over
-rounds) and the ratio of the medians, as a Markdown table to paste into the README.
+several rounds; it prints each side's median tokens/s with its spread (min-max over rounds) and the ratio of the
+medians, as a Markdown table to paste into the README.
 
     python bench/bench_model.py                 # 5 rounds, 2 threads, fp32, random weights, tied embeddings
     python bench/bench_model.py --quick         # 1 round, fewer steps: checks that it runs
@@ -17,11 +17,12 @@ import datetime
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
+
+from workers import run_worker
 
 # name: (model shape, what is timed); shapes as (n_layer, n_head, n_embd, vocab_size, block_size)
 MINI, GPT2 = (6, 6, 192, 65, 128), (12, 12, 768, 50257, 1024)
@@ -44,9 +45,10 @@ def build(side, shape, dropout=0.1, plain_dropout=False):
         C.merge_from_dict(dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, block_size=block,
                                embd_pdrop=dropout, resid_pdrop=dropout, attn_pdrop=dropout))
         model = GPT(C)
-        for m in model.modules():
-            if plain_dropout and type(m) is Dropout:
-                m.__class__ = torch.nn.Dropout
+        if plain_dropout:
+            for m in model.modules():
+                if type(m) is Dropout:
+                    m.__class__ = torch.nn.Dropout
         return model
     from transformers import GPT2Config, GPT2LMHeadModel
     config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=vocab, n_positions=block,
@@ -110,10 +112,7 @@ def worker(name, side, threads, quick):
 
 def measure(name, side, threads, quick):
     cmd = [sys.executable, __file__, '--worker', name, side, '--threads', str(threads)] + (['--quick'] if quick else [])
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"the {side} worker for '{name}' failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_worker(cmd, f"{side} '{name}'")
 
 
 def cpu_name():
