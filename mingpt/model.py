@@ -405,8 +405,9 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
 
     def configure_optimizers(self, train_config):
-        """AdamW with weight decay on the weight matrices only (not biases or layer norm gains). It reads only
-        self.parameters(), so any module can use it: GPT.configure_optimizers(classifier, train_config)."""
+        """AdamW with weight decay on the 2-D weights, matmuls' and embeddings' (as nanoGPT; minGPT spares the
+        embeddings), not on biases or layer norm gains. It reads only self.parameters(), so any module can use it:
+        GPT.configure_optimizers(classifier, train_config)."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": train_config.weight_decay},

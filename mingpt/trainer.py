@@ -68,7 +68,7 @@ class Trainer:
         C.batch_size = 64  # sequences per optimizer step, summed over accumulation micro-steps and DDP ranks
         C.learning_rate = 3e-4
         C.betas = (0.9, 0.95)
-        C.weight_decay = 0.1  # only applied on matmul weights
+        C.weight_decay = 0.1  # on the 2-D weights (matmuls, embeddings), not biases or layer norms
         C.grad_norm_clip = 1.0
         # learning-rate schedule: linear warmup over warmup_iters, then 'constant', 'cosine' decay to min_lr, or
         # 'inverse_sqrt' ("Attention is all you need": decay as 1/sqrt(iteration))
@@ -128,7 +128,8 @@ class Trainer:
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type
         if self.device_type == 'cuda':
-            torch.cuda.set_device(self.device)
+            if torch.device(self.device).index is not None:  # plain 'cuda' is the current GPU already
+                torch.cuda.set_device(self.device)
             if config.tf32:
                 torch.set_float32_matmul_precision('high')
         self.model = self.model.to(self.device)
@@ -315,12 +316,14 @@ class Trainer:
         if name is None:
             return
         try:
-            held = f"iteration {load_checkpoint(self._path(name), mmap=True)['iter_num']}"
+            held = f"{load_checkpoint(self._path(name), mmap=True)['iter_num']} iterations done"
+            resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
         except (ValueError, KeyError):
-            held = "an unreadable checkpoint"
-        resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
+            held, resume = "unreadable", ''
+        system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
+        option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
         raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
-                          f"{resume}train in another work_dir (--trainer.work_dir=DIR), or replace it with "
+                          f"{resume}train in another work_dir (--{option}.work_dir=DIR), or replace it with "
                           "--trainer.overwrite=True")
 
     def _resume(self):
@@ -340,6 +343,8 @@ class Trainer:
             raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
                              f"{e}") from None
         self.optimizer.load_state_dict(ckpt['optimizer'])
+        for group in self.optimizer.param_groups:  # this run's learning rate, not the one saved (schedules reset it)
+            group['lr'] = self.config.learning_rate
         if ckpt['scaler'] and self.scaler.is_enabled():
             self.scaler.load_state_dict(ckpt['scaler'])
         self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
@@ -591,8 +596,8 @@ def flops_per_token(model, seq_len):
         return None
     n = sum(p.numel() for p in model.parameters())
     wpe = getattr(getattr(model, 'transformer', None), 'wpe', None)
-    if wpe is not None:
-        n -= wpe.weight.numel()
+    if wpe is not None:  # a learned table has weights; the sinusoidal one has none
+        n -= sum(p.numel() for p in wpe.parameters())
     return 6 * n + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * seq_len
 
 

@@ -45,7 +45,13 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
 
 
 def resolve_device(device='auto'):
-    """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given."""
+    """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
+    once torch can use it."""
+    kind = str(device).split(':')[0]
+    available = {'cuda': torch.cuda.is_available, 'mps': torch.backends.mps.is_available}
+    if kind in available and not available[kind]():
+        raise ConfigError(f"device {device!r} is not available to this torch ({torch.__version__}, no {kind} "
+                          "support or no such GPU): choose device 'auto' (the best one here) or 'cpu'")
     if device != 'auto':
         return device
     if torch.cuda.is_available():

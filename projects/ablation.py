@@ -73,6 +73,9 @@ def runs(config):
     if unknown or not A.variants or not A.seeds:
         raise ConfigError(f"ablation.variants must name some of {', '.join(VARIANTS)} (got {A.variants!r}) and "
                           f"ablation.seeds hold at least one seed (got {A.seeds!r})")
+    if config.trainer.work_dir is not None:  # every run would share it, and the second would refuse the first's
+        raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
+                          "not --trainer.work_dir")
     for variant in A.variants:
         for seed in A.seeds:
             name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'

@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, check_range, run_cli, save_checkpoint, set_seed
+from mingpt.utils import CfgNode as CN, check_range, load_checkpoint, run_cli, save_checkpoint, set_seed
 
 
 def get_config():
@@ -120,7 +120,8 @@ def main(argv):
     model = GPT(config.model)
     trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
     ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's
-    best = -1.0
+    resumed = config.trainer.resume and os.path.exists(ckpt_path)  # a resumed run must beat the best so far
+    best = load_checkpoint(ckpt_path)['test_accuracy'] if resumed else -1.0
 
     def batch_end_callback(trainer):
         nonlocal best
@@ -132,7 +133,7 @@ def main(argv):
         if test_acc > best:
             best = test_acc
             save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(),
-                             'config': config.to_dict(), 'iter_num': trainer.iter_num,
+                             'config': config.to_dict(), 'iter_num': trainer.iter_num + 1,  # as the trainer counts
                              'test_accuracy': test_acc}, ckpt_path)
             print(f"saved the best model so far to {ckpt_path}")
 

@@ -66,8 +66,9 @@ def prompt_ids(tokenizer, prompt, block_size):
     """The prompt's ids, checked at start-up: not after an hour of training, at the first sample."""
     ids = tokenizer.encode(prompt)
     if not 1 <= len(ids) <= block_size:
+        fix = "shorten it, or train with a larger --data.block_size" if ids else "give some text, e.g. a newline"
         raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to {block_size} tokens, the "
-                          "model's context (block_size): shorten it, or train with a larger --data.block_size")
+                          f"model's context (block_size): {fix}")
     return ids
 
 

@@ -413,7 +413,7 @@ def finetune(config):
         T = config.trainer
         if trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
-            evaluate(model, dev_set, trainer.device, config.system.work_dir, iter_num=trainer.iter_num)
+            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.iter_num)
 
     trainer.add_callback('on_batch_end', on_batch_end)
     trainer.run()

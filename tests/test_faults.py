@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,7 +142,7 @@ def test_stop_at_n_then_extend_to_2n_equals_2n_straight_with_sampling_on(tmp_pat
 
 @pytest.fixture(scope='module')
 def run_dir(tmp_path_factory, text):
-    """A finished chargpt run (ckpt.pt at iteration 4) that every bad input below must leave as it is."""
+    """A finished chargpt run (ckpt.pt after 4 iterations) that every bad input below must leave as it is."""
     work_dir = tmp_path_factory.mktemp('run')
     train(work_dir, text, '--trainer.max_iters=4', '--trainer.eval_interval=2', '--sample.length=0')
     return work_dir
@@ -159,11 +160,15 @@ def refused(run_dir, args, match, error=ValueError):
     assert snapshot(run_dir) == before
 
 
-def test_a_fresh_run_never_overwrites_a_run(run_dir, text):
+def test_a_fresh_run_never_overwrites_a_run(run_dir, text, tmp_path):
     refused(run_dir, [f'--data.path={text}'],
-            re.escape(f"{run_dir} holds an earlier run (ckpt.pt: iteration 4) that this fresh run would overwrite; "
-                      "continue it with --trainer.resume=True, train in another work_dir (--trainer.work_dir=DIR), "
-                      "or replace it with --trainer.overwrite=True"), ConfigError)
+            re.escape(f"{run_dir} holds an earlier run (ckpt.pt: 4 iterations done) that this fresh run would "
+                      "overwrite; continue it with --trainer.resume=True, train in another work_dir "
+                      "(--system.work_dir=DIR), or replace it with --trainer.overwrite=True"), ConfigError)
+    broken = shutil.copytree(run_dir, tmp_path / 'run')
+    (broken / 'ckpt.pt').write_bytes((broken / 'ckpt.pt').read_bytes()[:1000])  # no resume is offered from this
+    refused(broken, [f'--data.path={text}'], re.escape("(ckpt.pt: unreadable) that this fresh run would overwrite; "
+                                                       "train in another work_dir"), ConfigError)
 
 
 def test_overwrite_replaces_the_run(tmp_path, text):
@@ -206,7 +211,7 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the model's "
                                           r"context \(block_size\): shorten it, or train with a larger --data.block_size"),
     (['--sample.prompt=O God'], r"characters 'GO' are not in the vocabulary"),
-    (['--sample.prompt='], r"sample.prompt is 0 tokens long"),
+    (['--sample.prompt='], r"sample.prompt is 0 tokens long; .*: give some text, e.g. a newline"),
 ])
 def test_bad_options_are_refused_by_name_value_and_range(run_dir, text, args, match):
     refused(run_dir, [f'--data.path={text}', *args], match)
@@ -280,6 +285,7 @@ def test_bpe_tokenizer_trains_samples_and_guards_resume(tmp_path, text, capsys):
     ('chargpt', ['--data.val_fraction=2'], 'data.val_fraction=2.0 is out of range: it must be a number > 0 and < 1'),
     ('adder', ['--trainer.batch_size=0'], 'trainer.batch_size=0 is out of range: it must be an integer >= 1'),
     ('sentiment', ['finetune', '--data.train_limit=0'], 'data.train_limit=0 is out of range'),
+    ('ablation', ['--trainer.work_dir=out/a'], 'the ablation puts each run in system.work_dir/<variant>'),
 ])
 def test_every_project_prints_error_and_exits_2(project, args, message, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # their default work_dirs are relative: nothing may appear there

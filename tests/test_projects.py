@@ -5,6 +5,7 @@ import torch
 
 from conftest import data_dir, load_project
 from mingpt.model import GPT
+from mingpt.utils import save_checkpoint
 
 def test_adder_encoding_by_hand():
     adder = load_project('adder')
@@ -48,6 +49,13 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
     assert 'held-out accuracy' in capsys.readouterr().out
     model, ckpt = GPT.from_checkpoint(tmp_path / 'best.pt')
     assert ckpt['model_config']['n_layer'] == 3  # gpt-nano
+    assert ckpt['iter_num'] in (1, 3)  # iterations done, as the trainer counts: evaluated after iteration 0 or 2
+    save_checkpoint({**ckpt, 'test_accuracy': 2.0}, tmp_path / 'best.pt')  # better than any model can be
+    before = (tmp_path / 'best.pt').read_bytes()
+    adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=5', '--eval.interval=1', '--trainer.quiet=True',
+                '--trainer.batch_size=8', '--trainer.resume=True', '--trainer.checkpoint_interval=1'])
+    assert 'held-out accuracy' in capsys.readouterr().out
+    assert (tmp_path / 'best.pt').read_bytes() == before  # a resumed run keeps the best so far
 
 
 def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, monkeypatch):

@@ -148,7 +148,8 @@ TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--m
         '--trainer.quiet=True', '--trainer.eval_iters=2']
 
 
-def test_stages_end_to_end(tmp_path, capsys):
+def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default work_dirs are relative
     sst2 = data_dir('sentiment', 'sst2')
     common = TINY + [f'--data.sst2_dir={sst2}']
     pre, book, fine = tmp_path / 'pretrain', tmp_path / 'book', tmp_path / 'finetune'
@@ -162,15 +163,15 @@ def test_stages_end_to_end(tmp_path, capsys):
                     f'--data.text={text}', '--trainer.max_iters=3'] + common)
     out = capsys.readouterr().out
     assert 'pretraining on 21 texts' in out and (book / 'model.pt').exists()
-    # fine-tune the pretrained LM, with the label-word head
-    sentiment.main(['finetune', f'--system.work_dir={fine}', f'--system.init={book / "model.pt"}',
+    # fine-tune the pretrained LM, with the label-word head; every file goes where trainer.work_dir says
+    sentiment.main(['finetune', f'--trainer.work_dir={fine}', f'--system.init={book / "model.pt"}',
                     '--classifier.head=label_words', '--classifier.label_words=(" bad", " good")',
                     '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common)
     out = capsys.readouterr().out
     assert out.count('dev accuracy: ') == 3  # iterations 0, 2, 3
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
-    assert sum(map(sum, report['confusion_matrix'])) == 40
+    assert sum(map(sum, report['confusion_matrix'])) == 40 and not (tmp_path / 'out').exists()
     assert set(report['classes']['positive']) == {'precision', 'recall'}
     # evaluate and predict from the saved classifier
     sentiment.main(['evaluate', f'--system.checkpoint={fine / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}']

@@ -15,7 +15,7 @@ import torch
 
 from mingpt.data import TokenDataset
 from mingpt.model import GPT
-from mingpt.trainer import StepSampler, Trainer
+from mingpt.trainer import StepSampler, Trainer, flops_per_token
 from mingpt.utils import ConfigError, set_seed
 
 VOCAB, BLOCK = 16, 8
@@ -57,6 +57,37 @@ def read_metrics(path):
         return [json.loads(line) for line in f]
 
 
+@pytest.mark.parametrize('ranks, device, chosen', [
+    ({}, 'cuda', []),
+    ({'WORLD_SIZE': '2', 'RANK': '1', 'LOCAL_RANK': '1'}, 'cuda:1', [1]),
+])
+def test_a_gpu_is_taken_as_torch_accepts_it(monkeypatch, ranks, device, chosen):
+    """On one GPU 'auto' is plain 'cuda', which torch.cuda.set_device refuses (it needs an index): the trainer sets
+    the device only for an indexed one, as under torchrun, where each process takes cuda:LOCAL_RANK."""
+    from torch.cuda._utils import _get_device_index  # set_device's own check, which runs before any driver call
+    calls = []
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'set_device', lambda d: calls.append(_get_device_index(d)))
+    for key, value in ranks.items():
+        monkeypatch.setenv(key, value)
+    model = tiny_gpt()
+    model.to = lambda *args, **kwargs: model  # this machine may have no GPU: the test is about choosing one
+    tc = Trainer.get_default_config()
+    tc.tf32 = False
+    assert Trainer(tc, model, tokens()).device == device and calls == chosen
+
+
+def test_flops_per_token_by_hand_with_either_positional_encoding():
+    model = tiny_gpt()
+    n = sum(p.numel() for p in model.parameters()) - BLOCK * 16  # the learned positions are a lookup
+    attention = 12 * 2 * 2 * 8 * BLOCK  # 12 L H Q T
+    assert flops_per_token(model, BLOCK) == 6 * n + attention
+    c = model.config
+    c.pos_embd = 'sinusoidal'
+    sinusoidal = GPT(c)  # no position weights at all
+    assert flops_per_token(sinusoidal, BLOCK) == 6 * sum(p.numel() for p in sinusoidal.parameters()) + attention
+
+
 def test_lr_schedule_warmup_then_cosine():
     trainer, _ = train(max_iters=1)
     c = trainer.config
@@ -76,6 +107,12 @@ def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
     lrs = [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')]
     assert lrs == pytest.approx([trainer.get_lr(i) for i in range(6)])
     assert lrs[0] < lrs[1] < lrs[2] and lrs[2] > lrs[5]
+
+
+def test_resume_trains_at_this_runs_learning_rate(tmp_path):
+    train(tmp_path, learning_rate=1e-2, checkpoint_interval=4)  # the saved optimizer state holds lr 1e-2
+    train(tmp_path, resume=True, max_iters=6, learning_rate=1e-3)
+    assert [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [1e-2] * 4 + [1e-3] * 2
 
 
 def test_gradient_accumulation_matches_the_full_batch():
@@ -158,8 +195,8 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     assert json.load(open(tmp_path / 'run' / 'config.json'))['note'] == {'text': 'hello'}
     assert torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']['note'] == {'text': 'hello'}
     # model.pt alone cannot be resumed, so the message offers the two other ways
-    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: iteration 2\) that this fresh run would "
-                                          r"overwrite; train in another work_dir"):
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: 2 iterations done\) that this fresh "
+                                          r"run would overwrite; train in another work_dir"):
         train(tmp_path / 'run')
 
 

@@ -135,10 +135,15 @@ def test_check_range_accepts_the_range():
     assert check_range('x', 4.0, low=1, integer=True) == 4.0 and check_range('x', 0.5, 0, 1, True, True) == 0.5
 
 
-def test_resolve_device():
-    assert resolve_device('cuda:1') == 'cuda:1' and resolve_device('cpu') == 'cpu'
+def test_resolve_device(monkeypatch):
+    assert resolve_device('cpu') == 'cpu'
     expected = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
     assert resolve_device('auto') == expected
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    with pytest.raises(ConfigError, match=r"device 'cuda:1' is not available to this torch .*: choose device 'auto'"):
+        resolve_device('cuda:1')
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    assert resolve_device('cuda:1') == 'cuda:1' and resolve_device('auto') == 'cuda'
 
 
 def test_remove_stale_temps_keeps_everything_else(tmp_path):
