@@ -90,7 +90,7 @@ class CausalSelfAttention(nn.Module):
             q = F.linear(x, self.c_attn.weight[:C], self.c_attn.bias[:C])
             k, v = context if isinstance(context, tuple) else self.context_keys_values(context)
         # heads: split the channels into n_head independent attention problems of head_dim channels each
-        q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hd)
+        q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, ., hd)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, nh, S, hd): the cached keys/values, then the new ones
         y = self.attention(q, k, v, mask)
@@ -273,7 +273,7 @@ class GPT(nn.Module):
         if attention_mask is None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)
         else:
-            pos = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T)
+            pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T); any 0/1 dtype
             mask = padded_causal_mask(attention_mask, T)
         x = self.embed(idx, pos)
         for i, block in enumerate(self.transformer.h):
@@ -289,14 +289,17 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, idx):
-        """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching)."""
-        attns = [block.attn for block in self.transformer.h]
+        """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching).
+        They are the model's in eval mode, without dropout, whichever mode it is in."""
+        attns, was_training = [block.attn for block in self.transformer.h], self.training
         try:
+            self.eval()
             for a in attns:
                 a.keep_weights = True
             self.hidden_states(idx)
             return [a.weights for a in attns]
         finally:
+            self.train(was_training)
             for a in attns:
                 a.keep_weights, a.weights = False, None
 
@@ -310,8 +313,8 @@ class GPT(nn.Module):
                 for _ in range(self.config.n_layer)]
 
     def check_prompt(self, idx, attention_mask=None):
-        """Check a prompt (B, T) and return it with its attention_mask left-aligned: each row's padding moved to
-        its front, so every row's newest token is last and the sliding window drops padding before text."""
+        """Check a prompt (B, T) and return it with its attention_mask, each row's padding moved to its front (left
+        padding), so every row's newest token is last and the sliding window drops padding before text."""
         if idx.dim() != 2 or idx.size(1) == 0:
             raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
                              f"{tuple(idx.shape)} (e.g. start from a newline or start-of-text token)")
@@ -363,8 +366,14 @@ class GPT(nn.Module):
     def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
                  eos_token_id=None, generator=None, attention_mask=None):
         """Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete the sequence
-        max_new_tokens times, feeding the predictions back into the model each time. Most likely you'll want
-        to make sure to be in model.eval() mode of operation for this."""
+        max_new_tokens times, feeding the predictions back into the model each time. Call model.eval() first: in
+        training mode dropout makes the choices random.
+
+        Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
+        top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. Returns the prompt as
+        given (a right-padded one keeps its padding, see attention_mask in generate_stream), then each row's new
+        tokens: max_new_tokens of them, or fewer once every row has emitted eos_token_id (a row that ends early is
+        padded with it)."""
         steps = self.generate_stream(idx, max_new_tokens, temperature, do_sample, top_k, top_p, eos_token_id,
                                      generator, attention_mask)
         return torch.cat([idx, *steps], dim=1)  # a padded prompt as given, each row's new tokens after it
@@ -419,11 +428,16 @@ class GPT(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path, map_location='cpu'):
-        """Rebuild a model saved by the trainer or a project; returns (model, checkpoint dict)."""
+        """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
         checkpoint = load_checkpoint(path, map_location)
-        model = cls(CN(**checkpoint['model_config']))
-        model.load_state_dict(checkpoint['model'])
-        return model, checkpoint
+        try:
+            model = cls(CN(**checkpoint['model_config']))
+            model.load_state_dict(checkpoint['model'])
+        except (ConfigError, RuntimeError) as e:
+            reason = ' '.join(str(e).split())
+            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason[:200]}): a checkpoint of another model, "
+                             "such as sentiment's classifier, is read by the project that wrote it") from None
+        return model.eval(), checkpoint
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 
@@ -446,7 +460,7 @@ class GPT(nn.Module):
 
 class KVCache:
     """Keys and values of the tokens already seen, for one layer: a new token attends to them instead of
-    recomputing them, so each generated token costs the same whatever the context length."""
+    recomputing them, so it alone goes through the matmuls; only attention's reads grow with the context."""
 
     def __init__(self, batch_size, n_head, max_len, head_dim, device, dtype):
         # only the first `len` positions are ever read, so the rest needs no initialising

@@ -155,9 +155,9 @@ def tokenizer_of(checkpoint):
     if 'tokenizer' not in checkpoint:
         return None
     record = checkpoint['tokenizer']
-    if record.get('kind') != 'bpe':
-        raise ValueError(f"this checkpoint's tokenizer is of kind {record.get('kind')!r}, which only the project "
-                         "that wrote it reads (sentiment.py's kinds 'gpt2', 'cut', 'char': use projects/sentiment.py)")
+    if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
+        raise ValueError(f"this checkpoint's tokenizer ({record.get('kind')!r}, with {', '.join(map(repr, record))}) "
+                         "is not one tokenizer_record writes: only the project that wrote it (sentiment.py) reads it")
     return Encoder(record['encoder'], record['merges'])
 
 

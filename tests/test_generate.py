@@ -112,9 +112,19 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
     data_dir('gpt2', 'encoder.json')
     with pytest.raises(ValueError, match="records no tokenizer and its vocabulary of 300 tokens is not GPT-2's 50257"):
         load_model_and_tokenizer(str(tmp_path / 'bare.pt'))
-    save_checkpoint({**state, 'tokenizer': {'kind': 'cut', 'tokens': [1, 2]}}, tmp_path / 'sentiment.pt')
-    with pytest.raises(ValueError, match="kind 'cut'.*projects/sentiment.py"):
-        load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
+    Vocabulary = load_project('sentiment').Vocabulary  # its LMs record their own (cut-down) vocabularies
+    for kind in ('bpe', 'char'):
+        save_checkpoint({**state, 'tokenizer': Vocabulary(kind, [1, 2]).state()}, tmp_path / 'sentiment.pt')
+        with pytest.raises(ValueError, match=f"tokenizer \\('{kind}', with 'kind', 'tokens'\\) .*sentiment.py"):
+            load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
+    # other models' checkpoints: a classifier's weights, a translation model's config
+    classifier = {f'gpt.{k}': v for k, v in state['model'].items()}
+    save_checkpoint({**state, 'model': classifier}, tmp_path / 'classifier.pt')
+    with pytest.raises(ValueError, match=r"does not hold a GPT \(Error\(s\) in loading state_dict.*Missing key"):
+        load_model_and_tokenizer(str(tmp_path / 'classifier.pt'))
+    save_checkpoint({**state, 'model_config': {**C.to_dict(), 'model_type': 'transformer-micro'}}, tmp_path / 't.pt')
+    with pytest.raises(ValueError, match=r"does not hold a GPT \(give either model_type \('transformer-micro'\)"):
+        GPT.from_checkpoint(tmp_path / 't.pt')
     with pytest.raises(TypeError, match='give a CharTokenizer or a bpe.Encoder'):
         tokenizer_record(object())
 

@@ -247,6 +247,21 @@ def test_attention_maps_are_causal_distributions():
     assert all(block.attn.weights is None for block in m.transformer.h)  # nothing kept around
 
 
+def test_attention_maps_leave_dropout_out_and_the_mode_alone():
+    m = model(embd_pdrop=0.5, resid_pdrop=0.5, attn_pdrop=0.5).train()
+    idx = torch.randint(0, 11, (2, 8))
+    first, again = m.attention_maps(idx), m.attention_maps(idx)
+    assert m.training and all(torch.equal(a, b) for a, b in zip(first, again))
+    assert all(torch.equal(a, b) for a, b in zip(first, m.eval().attention_maps(idx)))
+
+
+def test_float_attention_mask_counts_positions_as_an_integer_one():
+    m, idx = model(), torch.randint(0, 11, (2, 6))
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    torch.testing.assert_close(m.hidden_states(idx, attention_mask=mask.float()),
+                               m.hidden_states(idx, attention_mask=mask))
+
+
 def argmax_loop(m, idx, n):
     """The reference: minGPT's generate, greedy, the whole (cropped) context through forward each step."""
     for _ in range(n):
