@@ -39,7 +39,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch
-from mingpt.utils import atomic_write
+from mingpt.utils import atomic_write, run_cli
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -189,6 +189,21 @@ class Encoder:
             else:
                 ids.extend(self.encode_ordinary(piece))
         return ids
+
+    def encode_and_show_work(self, text):
+        """encode(text) with its stages shown, as minGPT's Encoder has it: 'tokens', the pre-tokeniser's words;
+        'bpe_idx', the ids; and per word a part with its UTF-8 bytes ('token_bytes'), those bytes in the printable
+        alphabet of bytes_to_unicode ('token_translated'), the symbols the merges leave ('token_merged') and their
+        ids ('token_ix'). Special tokens are plain text here, as in encode_ordinary."""
+        tokens = self.pat.findall(text) if self.pat else ([text] if text else [])
+        parts = []
+        for token in tokens:
+            token_bytes = token.encode('utf-8')
+            translated = ''.join(self.byte_encoder[b] for b in token_bytes)
+            merged = self._merge(translated)
+            parts.append({'token': token, 'token_bytes': token_bytes, 'token_translated': translated,
+                          'token_merged': merged, 'token_ix': [self.encoder[m] for m in merged]})
+        return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 
     def decode_bytes(self, ids):
         """The raw bytes of a list of ids (a token may end in the middle of a UTF-8 character: when streaming,
@@ -615,4 +630,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_cli(main)

@@ -46,12 +46,15 @@ def save(fig, path, dpi=100):
 def read_metrics(path):
     """The records of a metrics.jsonl; a line cut short (a run killed mid-write) is skipped."""
     records = []
-    with open(path) as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                pass
+    try:
+        with open(path, encoding='utf-8') as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a metrics.jsonl (it is not text): give the one a run wrote") from None
     return records
 
 
@@ -209,6 +212,8 @@ def main(argv=None):
     for path in args.metrics:
         if not os.path.exists(path):
             p.error(f"{path} does not exist")
+    if not 0 <= args.smooth < 1:
+        p.error(f"--smooth={args.smooth} must be at least 0 and below 1 (0.9 keeps 90% of the average each step)")
     print(f"wrote {plot(args.metrics, args.out, args.smooth, args.labels, args.title, args.logy)}")
 
 

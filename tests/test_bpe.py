@@ -1,5 +1,6 @@
 """GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
 minGPT-style tokenizer interface, and where the vocabulary files come from."""
+import hashlib
 import random
 import unicodedata
 
@@ -139,6 +140,20 @@ def test_mingpt_bpe_method(encoder):
     assert encoder.bpe('Ġunsullied') == ' '.join(encoder.decoder[i] for i in encoder.encode(' unsullied'))
 
 
+def test_encode_and_show_work_as_minGPT_shows_it(encoder, tiktoken_gpt2):
+    text = "Hello world, naïve unsullied 🙂"
+    work = encoder.encode_and_show_work(text)
+    assert work['bpe_idx'] == tiktoken_gpt2.encode_ordinary(text)
+    assert work['tokens'] == ['Hello', ' world', ',', ' naïve', ' unsullied', ' 🙂']
+    naive = work['parts'][3]  # ï is two UTF-8 bytes, each one printable character of the byte alphabet
+    assert naive['token_bytes'] == b' na\xc3\xafve' and naive['token_translated'] == 'ĠnaÃ¯ve'
+    for part in work['parts']:
+        assert ''.join(part['token_merged']) == part['token_translated']
+        assert part['token_ix'] == [encoder.encoder[m] for m in part['token_merged']]
+        assert part['token_ix'] == tiktoken_gpt2.encode_ordinary(part['token'])
+    assert work['parts'][1]['token_merged'] == ['Ġworld'] and work['parts'][1]['token_ix'] == [995]
+
+
 def test_decode_partial_utf8(encoder):
     ids = encoder.encode('🙂')  # an emoji is several byte-level tokens
     assert len(ids) > 1
@@ -210,7 +225,28 @@ def test_offline_error_is_clear(empty_cache, monkeypatch):
     with pytest.raises(RuntimeError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
+    assert 'partial download' not in str(e.value)  # none was made
     assert files_in(empty_cache) == []
+
+
+def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
+    body = bytes(range(256)) * 20
+
+    class Breaks(FakeResponse):
+        def iter_content(self, chunk_size):
+            yield self.body[:1000]
+            raise requests.ConnectionError('connection reset by peer')
+
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: Breaks(body))
+    dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
+    with pytest.raises(RuntimeError, match=r"reset by peer.*partial download is kept at .*f.bin.part and resumed"):
+        data.download('https://example.org/f.bin', dest, quiet=True)
+    assert not dest.exists() and part.read_bytes() == body[:1000]
+    asked = []
+    monkeypatch.setattr(data.requests, 'get', lambda url, headers, **kw: asked.append(headers) or
+                        FakeResponse(body[1000:], status=206))
+    data.download('https://example.org/f.bin', dest, sha256=hashlib.sha256(body).hexdigest(), quiet=True)
+    assert asked == [{'Range': 'bytes=1000-'}] and dest.read_bytes() == body and not part.exists()
 
 
 def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):

@@ -262,6 +262,9 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     text = corpus.read_bytes().decode('utf-8')
     assert len(encoder.encoder) == 272 and encoder.decode(encoder.encode(text)) == text
     assert 'čĊ' in encoder.encoder  # '\r\n' in GPT-2's byte alphabet
+    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '100', '--out',
+                          str(tmp_path / 'small')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.startswith('error: ') and 'Traceback' not in out.stderr
 
 
 def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypatch, capsys):

@@ -313,3 +313,8 @@ def test_plot_draws_metrics_to_png(tmp_path):
         f.write('{"iter": 3, "lo')  # a line cut short by a crash is skipped
     plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.png'), '--smooth=0.5'])
     assert (tmp_path / 'loss.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    with pytest.raises(SystemExit):  # an average that grows without bound
+        plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.png'), '--smooth=1.5'])
+    (tmp_path / 'model.pt').write_bytes(b'PK\x03\x04\x80\x81')  # a checkpoint given by mistake
+    with pytest.raises(ValueError, match=r"model.pt is not a metrics.jsonl \(it is not text\)"):
+        plot.read_metrics(tmp_path / 'model.pt')
