@@ -52,6 +52,7 @@ def get_config():
     C.trainer.warmup_iters = 100
     C.trainer.betas = (0.9, 0.98)  # the paper's Adam
     C.trainer.weight_decay = 0.0
+    C.trainer.checkpoint_interval = 500  # ckpt.pt, to resume from
     C.eval = CN()
     C.eval.interval = 500  # iterations between exact-match measurements on the held-out pairs
     C.eval.examples = 8  # held-out translations printed at the end (the wrong ones first)
@@ -295,7 +296,7 @@ def main(argv):
     model = Transformer(config.model)
 
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras={'vocabulary': vocab.record},
-                      run_config=config)
+                      run_config=config, must_match=['vocabulary'])
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:

@@ -275,6 +275,11 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=3rd of March 2021|1/2/2000'])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2].startswith("'3rd of March 2021' -> ") and lines[-1].startswith("'1/2/2000' -> ")
+    resume = [f'--system.work_dir={tmp_path}', '--trainer.resume=True', *tiny_run, '--trainer.max_iters=4']
+    with pytest.raises(ConfigError, match="its vocabulary is not this run's"):  # another tokenizer, other ids
+        translate.main(resume + ['--data.tokenizer=bpe', '--data.vocab_size=300'])
+    translate.main(resume)
+    assert f'resuming from {tmp_path / "ckpt.pt"} at iteration 3' in capsys.readouterr().out
 
 
 def test_project_on_a_tsv_corpus_with_bpe_and_bleu(tmp_path, capsys, monkeypatch):
