@@ -43,8 +43,8 @@ class StaticKVCache:
 
     def append(self, k, v):
         """Write the new token's key and value (B, nh, 1, hd) at slot `at`; return the whole buffers (B, nh, S, hd)."""
-        self.k.index_copy_(2, self.at, k)
-        self.v.index_copy_(2, self.at, v)
+        self.k.index_copy_(2, self.at, k.to(self.k.dtype))  # under autocast k and v come in bf16/fp16
+        self.v.index_copy_(2, self.at, v.to(self.v.dtype))
         return self.k, self.v
 
 
@@ -131,7 +131,7 @@ class Engine:
         self.n_pad = torch.zeros(B, 1, dtype=torch.long, device=idx.device)
         if attention_mask is not None:
             self.keep[:, :T] = attention_mask.bool()
-            self.n_pad = T - attention_mask.sum(1, keepdim=True)
+            self.n_pad = T - attention_mask.long().sum(1, keepdim=True)
         return logits
 
     def warm_up(self, idx, max_new_tokens, attention_mask=None):

@@ -356,7 +356,7 @@ class GPT(nn.Module):
                 nxt = nxt.masked_fill(done, eos_token_id)
                 done |= nxt == eos_token_id
             yield nxt
-            if done.all():
+            if eos_token_id is not None and done.all():  # reading `done` waits for the GPU: only when it can end
                 return
             idx = torch.cat([idx, nxt], dim=1)
             if attention_mask is not None:

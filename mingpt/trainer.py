@@ -127,6 +127,9 @@ class Trainer:
         if self.world_size > 1 and self.device == 'cuda':
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type
+        if self.world_size > 1 and self.device_type == 'mps':
+            raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
+                              "one process, or on the CPUs with --trainer.device=cpu")
         if self.device_type == 'cuda':
             if torch.device(self.device).index is not None:  # plain 'cuda' is the current GPU already
                 torch.cuda.set_device(self.device)
@@ -242,7 +245,11 @@ class Trainer:
         last = self.iter_num + 1 == c.max_iters
         evaluate = self.val_dataset is not None and bool(c.eval_interval) and (
             self.iter_num % c.eval_interval == 0 or last)
-        record = self._measure(t0) if self.iter_num % c.log_interval == 0 or last or evaluate else None
+        record = None
+        if self.iter_num % c.log_interval == 0 or last or evaluate:
+            record = self._measure(t0)
+        else:
+            self._since_log[0] += time.time() - t0  # an unlogged step's time counts in the next line's tokens/s
         busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
         with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
             if evaluate:
@@ -394,8 +401,9 @@ class Trainer:
         return model
 
     def _to_device(self, batch):
-        # the DataLoader pinned the batch on CUDA, so the copy runs in the background
-        return [t.to(self.device, non_blocking=True) for t in batch]
+        # the DataLoader pinned the batch on CUDA, so the copy runs in the background; elsewhere (MPS) the batch's
+        # memory may be freed before a background copy has read it
+        return [t.to(self.device, non_blocking=self.device_type == 'cuda') for t in batch]
 
     def get_lr(self, it):
         """Learning rate at iteration it: linear warmup to learning_rate, then constant, cosine decay to min_lr, or
@@ -439,12 +447,13 @@ class Trainer:
         model = self._eval_model
         was_training = self.model.training
         self.model.eval()
-        total = torch.zeros(2, dtype=torch.float64, device=self.device)  # sum of losses, number of windows
+        dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
+        total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
         for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
             x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
             with self.autocast:
                 loss = model(x, y)[1]
-            total[0] += loss.double() * len(chunk)
+            total[0] += loss.to(dtype) * len(chunk)
             total[1] += len(chunk)
         if self.world_size > 1:
             dist.all_reduce(total)
@@ -560,12 +569,13 @@ def rng_kept():
 
 
 def get_rng_state():
-    """Python, numpy, torch and CUDA generator states, as plain types and tensors (loadable with weights_only)."""
+    """Python, numpy, torch, CUDA and MPS generator states, as plain types and tensors (loadable with weights_only)."""
     np_state = np.random.get_state()
     return {'python': random.getstate(),
             'numpy': [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
             'torch': torch.get_rng_state(),
-            'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+            'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            'mps': torch.mps.get_rng_state() if torch.backends.mps.is_available() else None}
 
 
 def set_rng_state(state):
@@ -575,6 +585,8 @@ def set_rng_state(state):
     torch.set_rng_state(state['torch'].cpu())
     if state['cuda'] and len(state['cuda']) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
+    if state.get('mps') is not None and torch.backends.mps.is_available():  # older checkpoints have no 'mps'
+        torch.mps.set_rng_state(state['mps'].cpu())
 
 
 def strip_prefixes(state_dict):

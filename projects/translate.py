@@ -305,8 +305,8 @@ def main(argv):
 
     trainer.set_callback('on_batch_end', batch_end_callback)
     trainer.run()
-
-    report(model, vocab, test_pairs, config, trainer.config.work_dir)
+    if trainer.rank == 0:  # under torchrun one process reports and writes, the others hold the same model
+        report(model, vocab, test_pairs, config, trainer.config.work_dir)
 
 
 def report(model, vocab, test_pairs, config, work_dir):

@@ -73,6 +73,15 @@ def test_ragged_batch_through_the_compiled_engine_equals_each_row_alone(make):
             assert got.tolist() == m.generate(torch.tensor([row]), new)[0, len(row):].tolist(), (side, new)
 
 
+def test_float_mask_and_bf16_autocast_as_generate():
+    m = model(block_size=32)
+    idx, mask = padded([[1, 2, 3, 4], [5, 6]], 'left', pad=3)
+    want = m.generate(idx, 6, attention_mask=mask)
+    assert torch.equal(Engine(m).generate(idx, 6, attention_mask=mask.float()), want)
+    with torch.autocast('cpu', torch.bfloat16):  # keys and values come in bf16, the caches are float32
+        assert torch.equal(Engine(m).generate(idx, 6, attention_mask=mask), m.generate(idx, 6, attention_mask=mask))
+
+
 def test_sampling_and_eos_as_generate():
     m = model(block_size=32)
     idx, mask = padded([[1, 2, 3], [4]], 'left')

@@ -15,7 +15,7 @@ import torch
 
 from mingpt.data import TokenDataset
 from mingpt.model import GPT
-from mingpt.trainer import StepSampler, Trainer, flops_per_token
+from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, set_rng_state
 from mingpt.utils import ConfigError, set_seed
 
 VOCAB, BLOCK = 16, 8
@@ -75,6 +75,38 @@ def test_a_gpu_is_taken_as_torch_accepts_it(monkeypatch, ranks, device, chosen):
     tc = Trainer.get_default_config()
     tc.tf32 = False
     assert Trainer(tc, model, tokens()).device == device and calls == chosen
+
+
+def test_mps_gets_float32_evaluation_and_no_torchrun(monkeypatch, tmp_path):
+    """MPS has no float64 and gloo cannot move MPS tensors; this machine has no MPS, so the CPU stands in for it."""
+    trainer, _ = train(val=True, eval_interval=100)
+    full = trainer.evaluate()
+    trainer.device_type = 'mps'
+    assert trainer.evaluate() == pytest.approx(full, rel=1e-6)
+    state = get_rng_state()
+    assert state['mps'] is None  # kept where there is an MPS device
+    del state['mps']
+    set_rng_state(state)  # a checkpoint from before MPS states were kept still resumes
+    monkeypatch.setattr(torch.backends.mps, 'is_available', lambda: True)
+    for key, value in {'WORLD_SIZE': '2', 'RANK': '0', 'LOCAL_RANK': '0'}.items():
+        monkeypatch.setenv(key, value)
+    tc = Trainer.get_default_config()
+    tc.device = 'mps'
+    with pytest.raises(ConfigError, match="torchrun on 'mps': gloo, .* --trainer.device=cpu"):
+        Trainer(tc, tiny_gpt(), tokens())
+
+
+def test_tokens_per_second_counts_the_time_of_unlogged_steps_too(tmp_path):
+    """Each forward sleeps 50 ms, so no 64-token step can run faster than 1,280 tokens/s."""
+    set_seed(0)
+    model = tiny_gpt()
+    model.register_forward_pre_hook(lambda module, args: time.sleep(0.05))
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 8, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'log_interval': 4})
+    Trainer(tc, model, tokens()).run()
+    records = read_metrics(tmp_path / 'metrics.jsonl')
+    assert [r['iter'] for r in records] == [0, 4, 7]
+    assert all(r['tokens_per_s'] < 8 * BLOCK / 0.05 for r in records)
 
 
 def test_flops_per_token_by_hand_with_either_positional_encoding():
@@ -162,7 +194,7 @@ def test_checkpoint_contents_load_with_weights_only(tmp_path):
     for key in ('model', 'model_config', 'optimizer', 'scaler', 'trainer_config', 'rng', 'vocab'):
         assert key in ckpt, key
     assert ckpt['scaler']['scale'] > 0
-    assert set(ckpt['rng'][0]) == {'python', 'numpy', 'torch', 'cuda'}
+    assert set(ckpt['rng'][0]) == {'python', 'numpy', 'torch', 'cuda', 'mps'}
     GPT.from_checkpoint(tmp_path / 'model.pt')  # no val set: model.pt is the latest
 
 
