@@ -151,9 +151,13 @@ class Encoder:
                 left[k] = i
         return [p for p in parts if p is not None]
 
+    def _to_alphabet(self, word):
+        """A word's UTF-8 bytes as the printable characters of bytes_to_unicode, one per byte, in one C call: latin-1
+        gives one character per byte and translate maps its ordinal through the table."""
+        return word.encode('utf-8').decode('latin-1').translate(self.byte_encoder)
+
     def _encode_word(self, word):
-        # bytes -> alphabet in one C call: latin-1 gives one char per byte, translate maps its ordinal to the table
-        token = word.encode('utf-8').decode('latin-1').translate(self.byte_encoder)
+        token = self._to_alphabet(word)
         i = self.encoder.get(token)
         if i is not None:  # most words are one token: no merge loop
             return (i,)
@@ -198,10 +202,9 @@ class Encoder:
         tokens = self.pat.findall(text) if self.pat else ([text] if text else [])
         parts = []
         for token in tokens:
-            token_bytes = token.encode('utf-8')
-            translated = ''.join(self.byte_encoder[b] for b in token_bytes)
+            translated = self._to_alphabet(token)
             merged = self._merge(translated)
-            parts.append({'token': token, 'token_bytes': token_bytes, 'token_translated': translated,
+            parts.append({'token': token, 'token_bytes': token.encode('utf-8'), 'token_translated': translated,
                           'token_merged': merged, 'token_ix': [self.encoder[m] for m in merged]})
         return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 

@@ -89,8 +89,9 @@ class CausalSelfAttention(nn.Module):
         else:  # cross-attention: the same stacked weights, the query read from x, key and value from context
             q = F.linear(x, self.c_attn.weight[:C], self.c_attn.bias[:C])
             k, v = context if isinstance(context, tuple) else self.context_keys_values(context)
-        # heads: split the channels into n_head independent attention problems of head_dim channels each
-        q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, ., hd)
+        # heads: split the channels into n_head independent attention problems of head_dim channels each,
+        # q (B, nh, T, hd) and k, v (B, nh, S, hd), S the length of what is attended to
+        q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if cache is not None:
             k, v = cache.append(k, v)  # (B, nh, S, hd): the cached keys/values, then the new ones
         y = self.attention(q, k, v, mask)
@@ -291,7 +292,8 @@ class GPT(nn.Module):
     def attention_maps(self, idx):
         """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching).
         They are the model's in eval mode, without dropout, whichever mode it is in."""
-        attns, was_training = [block.attn for block in self.transformer.h], self.training
+        attns = [block.attn for block in self.transformer.h]
+        was_training = self.training
         try:
             self.eval()
             for a in attns:

@@ -184,4 +184,4 @@ def load_model_and_tokenizer(name):
     elif len(tokenizer) > n:
         raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "
                          "the two do not belong together")
-    return model.eval(), tokenizer
+    return model, tokenizer  # from_checkpoint and from_pretrained both return it in eval mode
