@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
@@ -31,7 +32,7 @@ from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range,
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
-PEAK_FLOPS = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
+PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}  # the first name that matches
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng', 'sampler',
                    'best_val_loss', 'val_loss', 'format')
@@ -127,6 +128,10 @@ class Trainer:
         if self.world_size > 1 and self.device == 'cuda':
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type
+        if (self.device_type == 'cuda' and int(os.environ.get('LOCAL_WORLD_SIZE', 1)) > 1
+                and torch.device(self.device).index != self.local_rank):
+            raise ConfigError(f"under torchrun each process takes the GPU of its LOCAL_RANK, but device "
+                              f"{self.device!r} puts them all on one: give --trainer.device=cuda (or auto)")
         if self.world_size > 1 and self.device_type == 'mps':
             raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
                               "one process, or on the CPUs with --trainer.device=cpu")
@@ -159,8 +164,10 @@ class Trainer:
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model."""
         if self.rank != 0:
             return
-        for callback in self.callbacks.get(onevent, []):
-            callback(self)
+        bar = getattr(self, '_bar', None)
+        with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
+            for callback in self.callbacks.get(onevent, []):
+                callback(self)
 
     # ----------------------------------------------------------------------------------------------------------
     # the loop
@@ -387,7 +394,10 @@ class Trainer:
         """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes); True if we did."""
         if self.world_size == 1 or dist.is_initialized():
             return False
-        dist.init_process_group(backend='nccl' if self.device_type == 'cuda' else 'gloo')
+        if self.device_type == 'cuda':  # device_id binds the group to this process's GPU (barrier needs to know it)
+            dist.init_process_group(backend='nccl', device_id=torch.device(self.device))
+        else:
+            dist.init_process_group(backend='gloo')
         return True
 
     def _wrap(self, model):
@@ -555,6 +565,33 @@ class StepSampler:
         for step in itertools.count(self.start):
             ix = np.random.default_rng([self.seed, step]).integers(self.n, size=self.batch_size)
             yield from ix.reshape(self.world_size, self.accum, -1)[self.rank].tolist()
+
+
+class LinesAboveBar:
+    """Within it, stdout's lines go above the progress bar instead of onto its line (tqdm.write would not clear a
+    bar on stderr while stdout is redirected)."""
+
+    def __init__(self, bar):
+        self.bar, self.pending = bar, ''
+
+    def __enter__(self):
+        self.out, sys.stdout = sys.stdout, self
+
+    def __exit__(self, *exc):
+        sys.stdout = self.out
+        self.out.write(self.pending)  # the start of a line, printed with end=''
+
+    def write(self, text):
+        self.pending += text
+        if '\n' in self.pending:
+            lines, _, self.pending = self.pending.rpartition('\n')
+            self.bar.clear()
+            self.out.write(lines + '\n')
+            self.bar.refresh()
+        return len(text)
+
+    def __getattr__(self, name):  # flush, isatty, encoding...: stdout's own
+        return getattr(self.out, name)
 
 
 @contextmanager

@@ -1,4 +1,7 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
+import io
+import sys
+
 import torch
 
 from mingpt.model import GPT
@@ -67,3 +70,19 @@ def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
     make_trainer(max_iters=5, quiet=False).run()
     err = capsys.readouterr().err
     assert '5/5' in err and 'loss=' in err and 'tok_s=' in err
+
+
+def test_callback_prints_go_above_the_progress_bar(monkeypatch):
+    # a terminal: the bar (stderr) and print (stdout) share one screen
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, 'stdout', screen)
+    monkeypatch.setattr(sys, 'stderr', screen)
+    trainer = make_trainer(max_iters=3, quiet=False)
+    trainer.add_callback('on_batch_end', lambda t: print('iter', t.iter_num, 'done'))
+    trainer.run()
+    raw = screen.getvalue()
+    for i in range(3):
+        before = raw[:raw.index(f'iter {i} done\n')]
+        # the bar's line was cleared (carriage return, blanks, carriage return), so the text starts its own line
+        assert before.rsplit('\n', 1)[-1].rsplit('\r', 1)[-1] == '', repr(before[-120:])
+    assert '3/3' in raw.rsplit('done\n', 1)[-1]  # and the bar is drawn again below it

@@ -15,7 +15,7 @@ import torch
 
 from mingpt.data import TokenDataset
 from mingpt.model import GPT
-from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, set_rng_state
+from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
 from mingpt.utils import ConfigError, set_seed
 
 VOCAB, BLOCK = 16, 8
@@ -57,24 +57,53 @@ def read_metrics(path):
         return [json.loads(line) for line in f]
 
 
-@pytest.mark.parametrize('ranks, device, chosen', [
-    ({}, 'cuda', []),
-    ({'WORLD_SIZE': '2', 'RANK': '1', 'LOCAL_RANK': '1'}, 'cuda:1', [1]),
-])
-def test_a_gpu_is_taken_as_torch_accepts_it(monkeypatch, ranks, device, chosen):
-    """On one GPU 'auto' is plain 'cuda', which torch.cuda.set_device refuses (it needs an index): the trainer sets
-    the device only for an indexed one, as under torchrun, where each process takes cuda:LOCAL_RANK."""
-    from torch.cuda._utils import _get_device_index  # set_device's own check, which runs before any driver call
+TORCHRUN_RANK_1 = {'WORLD_SIZE': '2', 'RANK': '1', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}
+
+
+def gpu_trainer(monkeypatch, ranks, device='auto'):
+    """A Trainer on a GPU that may not exist: only the choice of device is real. Returns it and the indices it
+    passed to torch.cuda.set_device, through set_device's own check (which runs before any driver call)."""
+    from torch.cuda._utils import _get_device_index
     calls = []
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'set_device', lambda d: calls.append(_get_device_index(d)))
     for key, value in ranks.items():
         monkeypatch.setenv(key, value)
     model = tiny_gpt()
-    model.to = lambda *args, **kwargs: model  # this machine may have no GPU: the test is about choosing one
+    model.to = lambda *args, **kwargs: model
     tc = Trainer.get_default_config()
-    tc.tf32 = False
-    assert Trainer(tc, model, tokens()).device == device and calls == chosen
+    tc.tf32, tc.device = False, device
+    return Trainer(tc, model, tokens()), calls
+
+
+@pytest.mark.parametrize('ranks, asked, device, chosen', [
+    ({}, 'auto', 'cuda', []),
+    (TORCHRUN_RANK_1, 'auto', 'cuda:1', [1]),
+    (TORCHRUN_RANK_1, 'cuda:1', 'cuda:1', [1]),
+])
+def test_a_gpu_is_taken_as_torch_accepts_it(monkeypatch, ranks, asked, device, chosen):
+    """On one GPU 'auto' is plain 'cuda', which torch.cuda.set_device refuses (it needs an index): the trainer sets
+    the device only for an indexed one, as under torchrun, where each process takes cuda:LOCAL_RANK."""
+    trainer, calls = gpu_trainer(monkeypatch, ranks, asked)
+    assert trainer.device == device and calls == chosen
+
+
+def test_torchrun_refuses_one_gpu_for_all_processes_and_binds_the_group_to_its_own(monkeypatch):
+    with pytest.raises(ConfigError, match=r"each process takes the GPU of its LOCAL_RANK, but device 'cuda:0' puts "
+                                          r"them all on one: give --trainer.device=cuda \(or auto\)"):
+        gpu_trainer(monkeypatch, TORCHRUN_RANK_1, 'cuda:0')
+    trainer, _ = gpu_trainer(monkeypatch, TORCHRUN_RANK_1)
+    joined = []
+    monkeypatch.setattr(torch.distributed, 'init_process_group', lambda **kw: joined.append(kw))
+    assert trainer._init_distributed()
+    assert joined == [{'backend': 'nccl', 'device_id': torch.device('cuda:1')}]
+
+
+@pytest.mark.parametrize('name, peak', [('NVIDIA H100 80GB HBM3', 989e12), ('NVIDIA H100 PCIe', 756e12),
+                                        ('NVIDIA A100-SXM4-80GB', 312e12), ('NVIDIA GeForce RTX 3090', None)])
+def test_peak_flops_of_the_gpus_we_know(monkeypatch, name, peak):
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device=None: name)
+    assert peak_flops('cuda:0') == peak
 
 
 def test_mps_gets_float32_evaluation_and_no_torchrun(monkeypatch, tmp_path):
