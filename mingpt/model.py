@@ -323,6 +323,9 @@ class GPT(nn.Module):
         if idx.size(1) > self.block_size:
             raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
                              f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")
+        if idx.min() < 0 or idx.max() >= self.config.vocab_size:  # the embedding would fail with an index error
+            raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
+                             f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
         if attention_mask is None:
             return idx, None
         if attention_mask.shape != idx.shape:
@@ -394,8 +397,9 @@ class GPT(nn.Module):
         sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
         if config.model_type is not None:
             if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
-                raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd, "
-                                  "not both: set model_type=None to use explicit sizes")
+                raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
+                                  f"({'/'.join(map(str, sizes.values()))}, which GPT(config) also fills in from a "
+                                  "preset), not both: set model_type=None to use these sizes, or the sizes to None")
             if config.model_type not in cls.PRESETS:
                 raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
                                   f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")

@@ -43,7 +43,13 @@ def test_presets_and_parameter_counts(name, L, H, C):
 
 def test_config_errors_are_clear():
     C = config(model_type='gpt-nano')
-    with pytest.raises(ConfigError, match="not both"):
+    with pytest.raises(ConfigError, match=r"model_type \('gpt-nano'\) or n_layer/n_head/n_embd \(2/2/16, .*\), not"):
+        GPT(C)
+    C = config(model_type='gpt-nano', n_layer=None, n_head=None, n_embd=None)
+    GPT(C)  # fills in the preset's sizes, as minGPT does
+    C.model_type = 'gpt-micro'  # a second model from the same config object
+    with pytest.raises(ConfigError, match=r"\(3/3/48, which GPT\(config\) also fills in from a preset\), not both: "
+                                          r"set model_type=None to use these sizes, or the sizes to None"):
         GPT(C)
     with pytest.raises(ConfigError, match="unknown model_type 'gpt'"):
         GPT(config(model_type='gpt', n_layer=None, n_head=None, n_embd=None))
@@ -100,6 +106,13 @@ def test_too_long_sequence_is_a_clear_error():
         model()(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="prompt has 9 tokens"):
         model().generate(torch.zeros(1, 9, dtype=torch.long), 1)
+
+
+@pytest.mark.parametrize('bad', [11, -1])
+def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match=rf"token ids from {min(bad, 0)} to {max(bad, 3)}, outside the model's "
+                                         r"vocabulary of 11: encode it with the model's tokenizer"):
+        model().generate(torch.tensor([[0, 3, bad]]), 1)
 
 
 @pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
