@@ -44,6 +44,17 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     raise ConfigError(f"{key}={value!r} is out of range: it must be {'None or ' if none_ok else ''}{rule}")
 
 
+def set_from_data(config, name, **values):
+    """Set the options the data decides (a model's vocab_size and block_size) in config, the `name` section of a
+    project's config. One given on the command line with another value is refused, not silently replaced."""
+    for key, value in values.items():
+        given = getattr(config, key, None)
+        if given is not None and given != value:
+            raise ConfigError(f"{name}.{key}={given!r} cannot be chosen here: the data sets it (to {value!r}); leave "
+                              "it out, and use the data's options (--data.*, listed by --help) instead")
+        setattr(config, key, value)
+
+
 def resolve_device(device='auto'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
     once torch can use it."""

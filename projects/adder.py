@@ -13,7 +13,8 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, check_range, load_checkpoint, run_cli, save_checkpoint, set_seed
+from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, run_cli, save_checkpoint, set_from_data,
+                          set_seed)
 
 
 def get_config():
@@ -115,8 +116,8 @@ def main(argv):
 
     train_dataset = AdditionDataset(config.data, split='train')
     test_dataset = AdditionDataset(config.data, split='test')
-    config.model.vocab_size = train_dataset.get_vocab_size()
-    config.model.block_size = train_dataset.get_block_size()
+    set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(),
+                  block_size=train_dataset.get_block_size())
     model = GPT(config.model)
     trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
     ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's

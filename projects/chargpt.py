@@ -21,7 +21,7 @@ from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenD
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_from_data, set_seed
 
 
 def get_config():
@@ -107,8 +107,7 @@ def main(argv):
     ids = prompt_ids(tokenizer, S.prompt, D.block_size)
     identity = tokenizer_record(tokenizer)
 
-    config.model.vocab_size = train_dataset.get_vocab_size()
-    config.model.block_size = D.block_size
+    set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)
     model = GPT(config.model)
     # the vocabulary (or tokenizer) and the whole config go into every checkpoint, so a checkpoint alone can be
     # sampled from, and a resume on other text or with another tokenizer is refused

@@ -45,7 +45,7 @@ from mingpt.data import CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, resolve_device,
-                          run_cli, set_seed)
+                          run_cli, set_from_data, set_seed)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -328,8 +328,7 @@ def load_lm(config, tokenizer_texts):
             config.data.tokenizer = 'gpt2'
         return gpt, Vocabulary('gpt2')
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
-    config.model.vocab_size = tokenizer.vocab_size
-    config.model.block_size = config.data.block_size
+    set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
     return GPT(config.model), tokenizer
 
 

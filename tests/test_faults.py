@@ -208,6 +208,9 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--data.block_size=0'], r"data.block_size=0 is out of range: it must be an integer >= 1"),
     (['--data.block_size=-4'], r"data.block_size=-4 is out of range"),
     (['--sample.length=-1'], r"sample.length=-1 is out of range"),
+    (['--model.block_size=256'], r"model.block_size=256 cannot be chosen here: the data sets it \(to 16\); leave it "
+                                 r"out, and use the data's options \(--data.\*, listed by --help\) instead"),
+    (['--model.vocab_size=100'], r"model.vocab_size=100 cannot be chosen here: the data sets it \(to 20\)"),
     (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the model's "
                                           r"context \(block_size\): shorten it, or train with a larger --data.block_size"),
     (['--sample.prompt=O God'], r"characters 'GO' are not in the vocabulary"),

@@ -5,7 +5,7 @@ import torch
 
 from conftest import data_dir, load_project
 from mingpt.model import GPT
-from mingpt.utils import save_checkpoint
+from mingpt.utils import ConfigError, save_checkpoint
 
 def test_adder_encoding_by_hand():
     adder = load_project('adder')
@@ -56,6 +56,9 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
                 '--trainer.batch_size=8', '--trainer.resume=True', '--trainer.checkpoint_interval=1'])
     assert 'held-out accuracy' in capsys.readouterr().out
     assert (tmp_path / 'best.pt').read_bytes() == before  # a resumed run keeps the best so far
+    # the sequence length follows data.ndigit: a model.block_size of its own is refused, not silently replaced
+    with pytest.raises(ConfigError, match=r"model.block_size=20 cannot be chosen here: the data sets it \(to 6\)"):
+        adder.main([f'--system.work_dir={tmp_path / "other"}', '--model.block_size=20'])
 
 
 def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, monkeypatch):
