@@ -50,6 +50,8 @@ VOCAB_BPE_SHA256 = '1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726
 # GPT-2's pre-tokenisation pattern, as in OpenAI's encoder.py: contractions, an optional space then letters,
 # or digits, or other symbols; whitespace runs (all but the last space, which goes with the next word)
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# vocab.bpe's header line for a vocabulary trained without pre-tokenising (train_bpe(..., pretokenize=False))
+NO_PRETOKENIZER = '#version: 0.2 no pre-tokeniser: the whole text is one word'
 ENDOFTEXT = '<|endoftext|>'
 ENDOFTEXT_ID = 50256
 
@@ -107,6 +109,7 @@ class Encoder:
         self.bpe_ranks = {pair: rank for rank, pair in enumerate(self.bpe_merges)}
         made = set(self.byte_decoder).union(a + b for a, b in self.bpe_merges)
         self.special_tokens = {s: i for s, i in encoder.items() if s not in made}
+        self.ordinary = {s: i for s, i in encoder.items() if s in made}  # text spelled like a special token is text
         self.pat = regex.compile(pattern) if pattern else None
         self.cache = {}  # pre-token (plain text) -> tuple of ids
         self.cache_size = cache_size
@@ -129,7 +132,7 @@ class Encoder:
         equal ones), again and again. A heap of (rank, position) finds that pair; an entry whose pair has changed
         since it was pushed is skipped when popped. So a long word (a whole text, without pre-tokenising) costs
         n log n, not n^2."""
-        if token in self.encoder:
+        if token in self.ordinary:
             return [token]
         parts = list(token)
         right = list(range(1, len(parts))) + [-1]  # the position of the next symbol still alive, -1 at the end
@@ -158,10 +161,10 @@ class Encoder:
 
     def _encode_word(self, word):
         token = self._to_alphabet(word)
-        i = self.encoder.get(token)
+        i = self.ordinary.get(token)
         if i is not None:  # most words are one token: no merge loop
             return (i,)
-        return tuple(self.encoder[s] for s in self._merge(token))
+        return tuple(self.ordinary[s] for s in self._merge(token))
 
     def encode_ordinary(self, text):
         """Ids of `text`, with every character treated as text (so '<|endoftext|>' is 7 ordinary tokens)."""
@@ -205,7 +208,7 @@ class Encoder:
             translated = self._to_alphabet(token)
             merged = self._merge(translated)
             parts.append({'token': token, 'token_bytes': token.encode('utf-8'), 'token_translated': translated,
-                          'token_merged': merged, 'token_ix': [self.encoder[m] for m in merged]})
+                          'token_merged': merged, 'token_ix': [self.ordinary[m] for m in merged]})
         return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 
     def decode_bytes(self, ids):
@@ -226,10 +229,11 @@ class Encoder:
 
     def save(self, directory):
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
-        BPETokenizer(directory=...) read them back). The files hold the tokens and the merges, not the
-        pre-tokeniser: they are always read back with GPT-2's."""
+        BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
+        header line, which other GPT-2 readers skip."""
         directory = Path(directory)
-        merges = '\n'.join(['#version: 0.2'] + [f'{a} {b}' for a, b in self.bpe_merges]) + '\n'
+        header = '#version: 0.2' if self.pat else NO_PRETOKENIZER
+        merges = '\n'.join([header] + [f'{a} {b}' for a, b in self.bpe_merges]) + '\n'
         for name, body in (('encoder.json', json.dumps(self.encoder)), ('vocab.bpe', merges)):
             atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
         return directory
@@ -253,7 +257,7 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
         raise ValueError(f"cannot read the BPE vocabulary ({encoder_path}, {vocab_path}): {e}. Delete the "
                          "damaged file so that it is fetched (or trained) again") from None
     merges = [tuple(line.split()) for line in lines[1:] if line]
-    return encoder, merges
+    return encoder, merges, None if lines[0] == NO_PRETOKENIZER else GPT2_PATTERN
 
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
@@ -270,8 +274,8 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                                         f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
     enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256)
     bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256)
-    encoder, merges = _read_vocab(str(enc), str(bpe))
-    return Encoder(encoder, merges)
+    encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
+    return Encoder(encoder, merges, pattern=pattern)
 
 
 class BPETokenizer:
@@ -577,6 +581,8 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
     at = word_ends[n - 1]
     types, tokens = _first_seen_counts(words, word_ends, at), _first_seen_counts(ids, token_ends, at)
     fit = n >= max(100, n[-1] // 100)  # fit the law away from the first few words
+    if fit.sum() < 3:  # a short text: fit all of it
+        fit[:] = True
     beta, log_k = np.polyfit(np.log(n[fit]), np.log(types[fit]), 1)
     ax = fig.subplots()
     ax.loglog(n, types, 'o-', ms=3, label='distinct words (whitespace-split types)')
@@ -622,9 +628,11 @@ def main(argv=None):
         text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
     except (OSError, UnicodeDecodeError) as e:
         parser.error(f'cannot read {args.file} as UTF-8 text: {e}')
+    if args.curve and len(text.split()) < 3:
+        parser.error(f'--curve needs a text of at least 3 words to draw a curve; {args.file} has {len(text.split())}')
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,
                         show=args.show)
-    encoder.save(args.out)
+    encoder = get_encoder(directory=encoder.save(args.out))  # report on what the files hold
     print(f"wrote {Path(args.out) / 'encoder.json'} and vocab.bpe: {len(encoder)} tokens, "
           f"{len(encoder.bpe_merges)} merges")
     _report_bytes_per_token(text, encoder)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from mingpt.bpe import ENDOFTEXT_ID, Encoder, get_encoder
+from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
 from mingpt.data import CharTokenizer, fetch
 from mingpt.utils import atomic_write
 
@@ -144,7 +144,10 @@ def tokenizer_record(tokenizer):
     if isinstance(tokenizer, CharTokenizer):
         return {'vocab': tokenizer.chars}
     if isinstance(tokenizer, Encoder):
-        return {'tokenizer': {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}}
+        record = {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}
+        if tokenizer.pat is None:  # trained without pre-tokenising (GPT-2's regex is the default)
+            record['pretokenize'] = False
+        return {'tokenizer': record}
     raise TypeError(f"cannot record a {type(tokenizer).__name__}: give a CharTokenizer or a bpe.Encoder")
 
 
@@ -158,7 +161,8 @@ def tokenizer_of(checkpoint):
     if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
         raise ValueError(f"this checkpoint's tokenizer ({record.get('kind')!r}, with {', '.join(map(repr, record))}) "
                          "is not one tokenizer_record writes: only the project that wrote it (sentiment.py) reads it")
-    return Encoder(record['encoder'], record['merges'])
+    pattern = GPT2_PATTERN if record.get('pretokenize', True) else None
+    return Encoder(record['encoder'], record['merges'], pattern=pattern)
 
 
 def load_model_and_tokenizer(name):

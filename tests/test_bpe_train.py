@@ -13,6 +13,7 @@ from conftest import data_dir
 
 from mingpt import bpe
 from mingpt.bpe import GPT2_PATTERN, BPETokenizer, BPETrainer, get_encoder, train_bpe
+from mingpt.pretrained import tokenizer_of, tokenizer_record
 
 ROOT = Path(__file__).resolve().parents[1]
 EOT = '<|endoftext|>'
@@ -184,6 +185,15 @@ def test_special_tokens_never_split_or_merged():
         encoder.encode('x', allowed_special={'<|unknown|>'})
 
 
+@pytest.mark.parametrize('pretokenize', [True, False])
+def test_text_spelled_like_a_special_token_is_text(pretokenize):
+    # 'EOS' is a word the regex can cut out whole, and without pre-tokenising a text may be exactly '<|endoftext|>'
+    encoder = train_bpe('hello world, hello there. ' * 20, 280, pretokenize, special_tokens=('EOS', EOT))
+    for special in ('EOS', EOT):
+        assert encoder.encode(special) == list(special.encode()) == encoder.encode_ordinary(special)
+        assert encoder.encode(special, allowed_special='all') == [encoder.special_tokens[special]]
+
+
 def test_vocab_size_accounting():
     text = shakespeare_sample(20_000)
     for specials in ((), (EOT,), (EOT, '<|pad|>')):
@@ -223,6 +233,17 @@ def test_save_then_load(tmp_path):
     assert len(get_encoder(directory=tmp_path / 'vocab').encoder) == 400
     with pytest.raises(FileNotFoundError, match='python -m mingpt.bpe train'):
         get_encoder(directory=tmp_path / 'nothing here')
+
+
+def test_a_vocabulary_without_pre_tokeniser_saves_and_loads_as_one(tmp_path):
+    text = 'the cat sat on the mat. ' * 50
+    encoder = train_bpe(text, 300, pretokenize=False)
+    assert len(encoder.encode(text)) == 1  # the whole text merged into one token
+    encoder.save(tmp_path / 'raw')
+    assert (tmp_path / 'raw' / 'vocab.bpe').read_text().startswith('#version: 0.2 no pre-tokeniser')
+    for loaded in (get_encoder(directory=tmp_path / 'raw'), tokenizer_of(tokenizer_record(encoder))):
+        assert loaded.pat is None and loaded.encode(text) == encoder.encode(text)
+    assert tokenizer_record(train_bpe(text, 300))['tokenizer'].keys() == {'kind', 'encoder', 'merges'}  # as before
 
 
 def test_no_endoftext_means_padding_must_be_given(tmp_path):
@@ -271,8 +292,10 @@ def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypa
     corpus = tmp_path / 'c.txt'
     corpus.write_text(shakespeare_sample(5_000), encoding='utf-8')
 
-    def offline(*args, **kwargs):
-        raise RuntimeError('could not download encoder.json')
+    def offline(directory=None):  # the saved vocabulary reads back; GPT-2's cannot be downloaded
+        if directory is None:
+            raise RuntimeError('could not download encoder.json')
+        return get_encoder(directory=directory)
     monkeypatch.setattr(bpe, 'get_encoder', offline)
     bpe.main(['train', str(corpus), '--vocab-size', '300', '--out', str(tmp_path / 'tok')])
     out = capsys.readouterr().out
@@ -289,3 +312,11 @@ def test_vocabulary_curve_png(tmp_path, capsys):
     png = (tmp_path / 'curve.png').read_bytes()
     assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
     assert 'Heaps' in capsys.readouterr().out
+    corpus.write_text('would a woodchuck chuck wood', encoding='utf-8')  # too short to leave out the first words
+    bpe.main(['train', str(corpus), '--vocab-size', '270', '--out', str(tmp_path / 'tok'),
+              '--curve', str(tmp_path / 'curve.png')])
+    assert "Heaps' law fit V = 1.0 n^1.00 on 5 words" in capsys.readouterr().out
+    corpus.write_text('one two', encoding='utf-8')
+    with pytest.raises(SystemExit):
+        bpe.main(['train', str(corpus), '--vocab-size', '270', '--out', str(tmp_path / 'tok'), '--curve', 'c.png'])
+    assert 'error: --curve needs a text of at least 3 words to draw a curve; ' in capsys.readouterr().err
