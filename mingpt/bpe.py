@@ -39,6 +39,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch
+from mingpt.plot import new_figure, save
 from mingpt.utils import atomic_write, run_cli
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -553,14 +554,6 @@ def _report_bytes_per_token(text, encoder):
               f"{nbytes / max(n, 1):.2f} bytes per token")
 
 
-def _figure():
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise ImportError("--curve draws with matplotlib, which is not installed: pip install matplotlib") from None
-    return Figure(figsize=(7, 4.5))
-
-
 def _first_seen_counts(items, ends, at):
     """How many distinct items occur among those that end at or before each offset in `at` (ends ascending)."""
     first = {}
@@ -594,8 +587,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
            title='Vocabulary size against corpus length')
     ax.grid(True, which='both', alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format='png', dpi=120))
+    save(fig, path, dpi=120)
     print(f"wrote {path}: Heaps' law fit V = {np.exp(log_k):.1f} n^{beta:.2f} on {len(words):,} words; "
           f"{types[-1]:,} distinct words, {tokens[-1]:,} distinct BPE tokens")
 
@@ -621,9 +613,10 @@ def main(argv=None):
     train.add_argument('--special-tokens', nargs='*', default=[ENDOFTEXT], metavar='TOKEN',
                        help=f'(default: {ENDOFTEXT}; give the option alone for none)')
     train.add_argument('--show', action='store_true', help='print each merge, its count and the text after it')
-    train.add_argument('--curve', metavar='PNG', help='draw vocabulary size against corpus length into PNG')
+    train.add_argument('--curve', metavar='PNG',
+                       help='draw vocabulary size against corpus length into PNG (or .pdf, .svg)')
     args = parser.parse_args(argv)
-    fig = _figure() if args.curve else None  # fail before training if matplotlib is missing
+    fig = new_figure(7, 4.5) if args.curve else None  # fail before training if matplotlib is missing
     try:
         text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
     except (OSError, UnicodeDecodeError) as e:

@@ -12,7 +12,8 @@
 - positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
 
 Each picture is a function that returns a matplotlib Figure (look at it in a notebook, or test what it holds);
-save() writes one to a PNG. Figures are made without pyplot, so no display and no global backend are needed.
+save() writes one to a PNG (or the format its file's suffix names). Figures are made without pyplot, so no display
+and no global backend are needed.
 """
 import argparse
 import json
@@ -36,23 +37,35 @@ def new_figure(width, height):
 
 
 def save(fig, path, dpi=100):
-    """Write fig to path as a PNG, atomically; returns path."""
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format='png', dpi=dpi))
+    """Write fig to path, atomically, in the format its suffix names (.png, .pdf, .svg...; PNG without one);
+    returns path."""
+    fmt = os.path.splitext(path)[1][1:].lower() or 'png'
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi))
     return path
+
+
+def as_array(x):
+    """A float64 numpy array of x: a list, an array, or a tensor (a parameter, on a GPU, in bf16...)."""
+    if hasattr(x, 'detach'):
+        x = x.detach().float().cpu()
+    return np.asarray(x, dtype=np.float64)
 
 
 # ---- loss curves ----
 
 def read_metrics(path):
-    """The records of a metrics.jsonl; a line cut short (a run killed mid-write) is skipped."""
+    """The records of a metrics.jsonl: the lines with an iteration and a loss. Any other line (one cut short by a
+    killed run, another program's) is skipped."""
     records = []
     try:
         with open(path, encoding='utf-8') as f:
             for line in f:
                 try:
-                    records.append(json.loads(line))
+                    record = json.loads(line)
                 except ValueError:
-                    pass
+                    continue
+                if isinstance(record, dict) and 'iter' in record and 'loss' in record:
+                    records.append(record)
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not a metrics.jsonl (it is not text): give the one a run wrote") from None
     return records
@@ -127,7 +140,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     which the causal mask hides, is left blank. The colour scale is the square root of the weight, so that a
     weight spread over many keys still shows. A single map is drawn large, every token labelled if they fit."""
     from matplotlib.colors import PowerNorm
-    maps = np.stack([np.asarray(m, dtype=np.float64) for m in maps])  # (n_layer, n_head, T, T)
+    maps = np.stack([as_array(m) for m in maps])  # (n_layer, n_head, T, T)
     n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     if maps.shape[2:] != (T, T) or len(tokens) != T:
         raise ValueError(f"attention maps of shape {maps.shape} do not fit {len(tokens)} tokens: give maps "
@@ -171,7 +184,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
 
 def cosine_similarity(table):
     """(n, n) cosine similarity between the rows of table (n, d): how alike the encodings of two positions are."""
-    table = np.asarray(table, dtype=np.float64)
+    table = as_array(table)
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
     return unit @ unit.T
 
@@ -179,9 +192,9 @@ def cosine_similarity(table):
 def positions_figure(sinusoidal, learned=None, title=None):
     """Positional encodings side by side, one column per table (the sinusoidal one, and a model's learned wpe if
     given): on top the table itself (position x dimension), below the cosine similarity between positions."""
-    tables = [('sinusoidal', np.asarray(sinusoidal))]
+    tables = [('sinusoidal', as_array(sinusoidal))]
     if learned is not None:
-        tables.append(('learned (wpe)', np.asarray(learned)))
+        tables.append(('learned (wpe)', as_array(learned)))
     fig = new_figure(5.0 * len(tables) + 0.4, 9.0)
     axes = fig.subplots(2, len(tables), squeeze=False)
     for col, (name, table) in enumerate(tables):
@@ -201,7 +214,7 @@ def positions_figure(sinusoidal, learned=None, title=None):
 def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves from metrics.jsonl files.')
     p.add_argument('metrics', nargs='+', help='metrics.jsonl files written by the trainer (one curve pair each)')
-    p.add_argument('-o', '--out', default='loss.png', help='the PNG to write (default: loss.png)')
+    p.add_argument('-o', '--out', default='loss.png', help='the image to write: .png, .pdf, .svg (default: loss.png)')
     p.add_argument('--smooth', type=float, default=0.0, help='EMA factor for the train loss, e.g. 0.9 (default: 0)')
     p.add_argument('--labels', nargs='+', help='one name per file (default: the name of its folder)')
     p.add_argument('--title')

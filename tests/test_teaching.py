@@ -131,6 +131,9 @@ def test_positions_figure_puts_the_tables_and_their_similarities_side_by_side():
     np.testing.assert_allclose(panels[0].images[0].get_array(), sinusoidal)
     np.testing.assert_allclose(panels[3].images[0].get_array(), plot.cosine_similarity(learned))
     assert len(image_axes(plot.positions_figure(sinusoidal))) == 2  # no learned table: one column
+    wpe = torch.nn.Embedding(32, 8).weight  # a model's table as it is: a parameter that requires grad
+    np.testing.assert_allclose(image_axes(plot.positions_figure(sinusoidal, wpe))[1].images[0].get_array(),
+                               wpe.detach().numpy())
 
 
 # ---- projects/attention.py ----

@@ -379,3 +379,10 @@ def test_plot_draws_metrics_to_png(tmp_path):
     (tmp_path / 'model.pt').write_bytes(b'PK\x03\x04\x80\x81')  # a checkpoint given by mistake
     with pytest.raises(ValueError, match=r"model.pt is not a metrics.jsonl \(it is not text\)"):
         plot.read_metrics(tmp_path / 'model.pt')
+    # another program's JSON lines are skipped, and a file of nothing else is refused by name
+    (tmp_path / 'other.jsonl').write_text('{"iter": 0, "val_loss": 2.0}\n{"step": 0, "loss": 2}\n[1, 2, 3]\n7\n')
+    assert plot.read_metrics(tmp_path / 'other.jsonl') == []
+    with pytest.raises(ValueError, match=r"other.jsonl holds no metrics; is it a trainer's metrics.jsonl\?"):
+        plot.loss_figure([tmp_path / 'other.jsonl'])
+    plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.pdf')])  # the format its suffix names
+    assert (tmp_path / 'loss.pdf').read_bytes()[:5] == b'%PDF-'
