@@ -28,9 +28,10 @@ def key_padding_mask(ids, pad_token_id):
 
 
 def trim_padding(ids, pad_token_id):
-    """Drop the columns that are padding in every row (rows are padded at the end): they change no output, they
-    only cost time."""
-    return ids[:, :int((ids != pad_token_id).sum(1).max())]
+    """Drop the columns after the last real token of every row: padding there changes no output, it only costs
+    time."""
+    real = (ids != pad_token_id).any(0).nonzero()  # the columns where some row has a real token
+    return ids[:, :int(real.max()) + 1 if len(real) else 0]
 
 
 def encoder_block(config):

@@ -544,11 +544,21 @@ def iter_of(line):
 
 
 def describe_difference(saved, now):
-    """How two values of a must_match key differ, e.g. '62 of 65 entries differ' for two vocabularies."""
+    """How two values of a must_match key differ, e.g. '62 of 65 entries differ' for two vocabularies, or
+    'seed=3407 there, 1 here' for two dicts of settings."""
     if isinstance(saved, (list, tuple)) and isinstance(now, (list, tuple)):
         if len(saved) != len(now):
             return f"{len(saved)} entries there, {len(now)} here"
         return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
+    if isinstance(saved, dict) and isinstance(now, dict):
+        parts = []
+        for key in sorted((k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)), key=str):
+            there, here = saved.get(key), now.get(key)
+            if isinstance(there, (list, tuple, dict)) and isinstance(here, (list, tuple, dict)):
+                parts.append(f"{key}: {describe_difference(there, here)}")
+            else:
+                parts.append(f"{key}={there!r} there, {here!r} here")
+        return '; '.join(parts)
     return "the checkpoint has none" if saved is None else "not the same"
 
 

@@ -24,7 +24,7 @@ from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, save_checkpoint, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, save_checkpoint, set_from_data, set_seed
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -57,7 +57,7 @@ def get_config():
     C.eval.interval = 500  # iterations between exact-match measurements on the held-out pairs
     C.eval.examples = 8  # held-out translations printed at the end (the wrong ones first)
     C.eval.num_beams = 1  # 1: greedy decoding; more: beam search
-    C.eval.attention_text = None  # the sentence whose cross-attention is drawn; None: the longest held-out one
+    C.eval.attention_text = ''  # the sentence whose cross-attention is drawn; '': the longest held-out one
     C.sample = CN()
     C.sample.checkpoint = None  # a saved model.pt: translate sample.text with it and exit, without training
     C.sample.text = 'the 3rd of March, 2021'  # sentences to translate, separated by '|'
@@ -75,6 +75,7 @@ FORMATS = ['{do} of {M} {Y}', 'the {do} of {M}, {Y}', '{M} {do}, {Y}', '{M} {d},
            '{dd} {Mon} {Y}', '{Mon} {d} {Y}', '{d}-{Mon}-{Y}', '{dd}.{mm}.{Y}', '{d}.{m}.{Y}', '{mm}/{dd}/{Y}',
            '{m}/{d}/{Y}', '{Y}/{mm}/{dd}', '{Y}{mm}{dd}', '{W}, {M} {d}, {Y}', '{W} {do} {Mon} {Y}', '{Y}-{mm}-{dd}']
 FIRST, LAST = datetime.date(1900, 1, 1).toordinal(), datetime.date(2099, 12, 31).toordinal()
+MAX_TEST = (LAST - FIRST + 1) // 2  # held-out pairs: at least half the days stay to train on
 
 
 def ordinal(n):
@@ -114,7 +115,7 @@ def dates_task(n_train, n_test, seed):
 def read_pairs(path, n_test, seed):
     """(train, test) pairs of a TSV parallel corpus: source TAB target per line; n_test lines held out at random."""
     pairs = []
-    for number, line in enumerate(read_text(path).splitlines(), 1):
+    for number, line in enumerate(read_text(path).split('\n'), 1):  # not splitlines: U+2028 and kin are text
         if line.strip():
             parts = line.split('\t')
             if len(parts) != 2:
@@ -277,6 +278,8 @@ def main(argv):
                        ('eval.num_beams', E.num_beams), ('trainer.max_iters', config.trainer.max_iters)):
         check_range(key, value, 1, integer=True)
     check_range('eval.examples', E.examples, 0, integer=True)
+    if not D.path:
+        check_range('data.n_test', D.n_test, 1, MAX_TEST, integer=True)
     if D.tokenizer not in ('char', 'bpe'):
         raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {D.tokenizer!r}")
     set_seed(config.system.seed)
@@ -290,13 +293,20 @@ def main(argv):
     texts = [text for pair in train_pairs + (test_pairs if D.tokenizer == 'char' else []) for text in pair]
     vocab = Vocabulary.train(D.tokenizer, texts, D.vocab_size)
     train_dataset, test_dataset = PairDataset(train_pairs, vocab), PairDataset(test_pairs, vocab)
-    config.model.vocab_size = len(vocab)
-    config.model.block_size = max(t.size(1) for d in (train_dataset, test_dataset) for t in (d.src, d.tgt))
+    set_from_data(config.model, 'model', vocab_size=len(vocab),
+                  block_size=max(t.size(1) for d in (train_dataset, test_dataset) for t in (d.src, d.tgt)))
     config.model.merge_from_dict({f'{s[1:-1]}_token_id': i for s, i in vocab.special_ids.items()})
     model = Transformer(config.model)
+    attention_source = E.attention_text or max((s for s, _ in test_pairs), key=len)
+    if len(vocab.encode(attention_source)) > config.model.block_size:  # checked now, not after the training
+        raise ConfigError(f"eval.attention_text is {len(vocab.encode(attention_source))} tokens with its eos, longer "
+                          f"than the model's block_size ({config.model.block_size}): shorten it")
 
-    trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras={'vocabulary': vocab.record},
-                      run_config=config, must_match=['vocabulary'])
+    # a resume must see the same data: another seed or size would put training pairs among the held-out ones
+    data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
+    extras = {'data': data, 'vocabulary': vocab.record}  # checked in this order
+    trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
+                      must_match=list(extras))
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:
@@ -306,10 +316,10 @@ def main(argv):
     trainer.set_callback('on_batch_end', batch_end_callback)
     trainer.run()
     if trainer.rank == 0:  # under torchrun one process reports and writes, the others hold the same model
-        report(model, vocab, test_pairs, config, trainer.config.work_dir)
+        report(model, vocab, test_pairs, config, trainer.config.work_dir, attention_source)
 
 
-def report(model, vocab, test_pairs, config, work_dir):
+def report(model, vocab, test_pairs, config, work_dir, attention_source):
     """After training: exact match (and BLEU on a corpus) on the held-out pairs, examples, the checkpoint, the
     cross-attention PNG."""
     accuracy, hyps = exact_match(model, vocab, test_pairs, config.eval.num_beams)
@@ -323,8 +333,7 @@ def report(model, vocab, test_pairs, config, work_dir):
                      'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
                      'exact_match': accuracy, 'bleu': score}, path)
     print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
-    source = config.eval.attention_text or max((s for s, _ in test_pairs), key=len)
-    draw_cross_attention(model, vocab, source, os.path.join(work_dir, 'translate_attention.png'))
+    draw_cross_attention(model, vocab, attention_source, os.path.join(work_dir, 'translate_attention.png'))
 
 if __name__ == '__main__':
     run_cli(main)

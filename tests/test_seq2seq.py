@@ -6,7 +6,7 @@ import torch
 from conftest import load_project
 from mingpt.model import CausalSelfAttention, GPT
 from mingpt.sampling import beam_search
-from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos
+from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
 from mingpt.trainer import Trainer
 from mingpt.utils import ConfigError
 
@@ -226,6 +226,13 @@ def test_label_smoothing_is_the_loss_option():
 
 # ---- the project ----
 
+def test_trim_padding_keeps_every_real_token():
+    ids = torch.tensor([[3, 4, 0, 0, 0], [5, 0, 6, 2, 0]])  # a pad inside a row, and one column of padding only
+    assert trim_padding(ids, 0).tolist() == [[3, 4, 0, 0], [5, 0, 6, 2]]
+    assert trim_padding(torch.tensor([[0, 0, 3, 2]]), 0).tolist() == [[0, 0, 3, 2]]  # left padding
+    assert trim_padding(torch.zeros(2, 3, dtype=torch.long), 0).shape == (2, 0)
+
+
 def test_dates_by_hand_and_held_out():
     translate = load_project('translate')
     import datetime
@@ -262,6 +269,9 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
     path.write_text('a\tb\nno tab here\n', encoding='utf-8')
     with pytest.raises(ValueError, match='line 2: expected source TAB target'):
         translate.read_pairs(path, 1, seed=0)
+    path.write_text('Hello\u2028world\x0c!\tBonjour\nYes\tOui\n', encoding='utf-8')  # separators inside a line
+    assert sorted(sum(translate.read_pairs(path, 1, seed=0), [])) == [('Hello\u2028world\x0c!', 'Bonjour'),
+                                                                     ('Yes', 'Oui')]
 
 
 def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
@@ -278,8 +288,28 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     resume = [f'--system.work_dir={tmp_path}', '--trainer.resume=True', *tiny_run, '--trainer.max_iters=4']
     with pytest.raises(ConfigError, match="its vocabulary is not this run's"):  # another tokenizer, other ids
         translate.main(resume + ['--data.tokenizer=bpe', '--data.vocab_size=300'])
+    # other dates: some held-out days would have been trained on
+    with pytest.raises(ConfigError, match=r"its data is not this run's \(seed=3407 there, 1 here\)"):
+        translate.main(resume + ['--system.seed=1'])
+    with pytest.raises(ConfigError, match=r"its data is not this run's \(n_test=20 there, 30 here\)"):
+        translate.main(resume + ['--data.n_test=30'])
     translate.main(resume)
     assert f'resuming from {tmp_path / "ckpt.pt"} at iteration 3' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('option, message', [
+    ('--model.vocab_size=50', r"model.vocab_size=50 cannot be chosen here: the data sets it \(to \d+\)"),
+    ('--model.block_size=64', r"model.block_size=64 cannot be chosen here: the data sets it \(to \d+\)"),
+    ('--eval.attention_text=' + '1' * 60, r"eval.attention_text is 61 tokens with its eos, longer than the model's "
+                                          r"block_size \(\d+\): shorten it"),
+    ('--eval.attention_text=20210303\u03a9', r"characters '\u03a9' are not in the vocabulary"),
+    ('--data.n_test=40000', r"data.n_test=40000 is out of range: it must be an integer >= 1 and <= 36524"),
+])
+def test_project_refuses_before_training(option, message, tmp_path):
+    translate = load_project('translate')
+    with pytest.raises(ValueError, match=message):  # a ConfigError, or the vocabulary's own ValueError
+        translate.main([f'--system.work_dir={tmp_path}', '--data.n_train=200', '--data.n_test=20', option])
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing written
 
 
 def test_project_on_a_tsv_corpus_with_bpe_and_bleu(tmp_path, capsys, monkeypatch):
