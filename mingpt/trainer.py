@@ -551,8 +551,11 @@ def describe_difference(saved, now):
             return f"{len(saved)} entries there, {len(now)} here"
         return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
     if isinstance(saved, dict) and isinstance(now, dict):
+        keys = sorted((k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)), key=str)
+        if len(saved.keys() | now.keys()) > 10:  # a table (a tokenizer's encoder), not a few settings
+            return f"{len(keys)} of {len(saved.keys() | now.keys())} entries differ"
         parts = []
-        for key in sorted((k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)), key=str):
+        for key in keys:
             there, here = saved.get(key), now.get(key)
             if isinstance(there, (list, tuple, dict)) and isinstance(here, (list, tuple, dict)):
                 parts.append(f"{key}: {describe_difference(there, here)}")
