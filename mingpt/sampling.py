@@ -7,7 +7,7 @@ from mingpt.utils import check_range
 
 def top_k_filter(logits, k):
     """Keep the k largest logits of each row; the rest become -inf (never sampled)."""
-    k = min(k, logits.size(-1))
+    k = min(int(k), logits.size(-1))  # int: a config may hold 40.0
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, float('-inf'))
 
@@ -51,8 +51,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     0 (the default) is the plain sum, larger values favour longer outputs. attention_mask (1, T) marks a padded
     prompt's real tokens (1) and padding (0), as in generate.
 
-    Returns (sequences, scores): (n, T + max_new_tokens) with the prompt, best first, shorter ones padded with
-    eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer sequences exist.
+    Returns (sequences, scores): (n, T + max_new_tokens), the prompt as given and then each beam's new tokens, best
+    first, shorter ones padded with eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer exist.
     """
     if idx.dim() != 2 or idx.size(0) != 1:
         raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
@@ -86,9 +86,10 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     best = finished[:num_beams]
     pad = eos_token_id if eos_token_id is not None else 0
     out = idx.new_full((len(best), T + max_new_tokens), pad)
+    out[:, :T] = idx  # a padded prompt as given, as generate returns it
     for r, (_, seq) in enumerate(best):
-        out[r, :seq.numel()] = seq
-    return out, torch.tensor([s for s, _ in best])
+        out[r, T:seq.numel()] = seq[T:]
+    return out, torch.tensor([s for s, _ in best], device=idx.device)
 
 
 def best_extensions(scores, logprobs, num_beams, eos_token_id):

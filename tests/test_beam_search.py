@@ -91,6 +91,34 @@ def test_eos_finishes_a_beam():
         assert (seq[len(PROMPT) + len(cont):] == eos).all()  # padded with eos after the end
 
 
+def test_equals_hugging_face_beam_search(tmp_path):
+    """HF's generate(num_beams=...) on the same weights: the same beams and scores, with eos and length penalties.
+    early_stopping='never' is HF's exact search, which ours is: a beam stops only when no live one can beat it."""
+    transformers = pytest.importorskip('transformers')
+    torch.manual_seed(3)
+    vocab = 20
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=vocab, n_layer=2, n_head=2, n_embd=16,
+                                                               n_positions=32)).eval()
+    with torch.no_grad():
+        for p in hf.parameters():  # peaked distributions, so beams differ from greedy and eos comes early
+            p.mul_(10)
+    hf.save_pretrained(tmp_path)
+    ours = GPT.from_pretrained(tmp_path)
+    ended = 0
+    for num_beams, eos, length_penalty in itertools.product((2, 4), (None, 0, 7), (0.0, 1.0, 2.0)):
+        prompt = torch.tensor([[5, 11, 2]])
+        seqs, scores = beam_search(ours, prompt, 6, num_beams, eos_token_id=eos, length_penalty=length_penalty)
+        ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
+                          num_beams=num_beams, num_return_sequences=num_beams, eos_token_id=eos,
+                          pad_token_id=0 if eos is None else eos, length_penalty=length_penalty,
+                          early_stopping='never', output_scores=True, return_dict_in_generate=True)
+        width = ref.sequences.size(1)  # HF stops when every beam has ended; ours pads to max_new_tokens
+        assert torch.equal(seqs[:, :width], ref.sequences), (num_beams, eos, length_penalty)
+        torch.testing.assert_close(scores, ref.sequences_scores, atol=1e-4, rtol=1e-5)
+        ended += eos is not None and bool((seqs[:, 3:] == eos).any())
+    assert ended >= 4  # eos did finish beams
+
+
 def test_bad_arguments():
     model = tiny_model()
     with pytest.raises(ValueError, match='one prompt'):

@@ -337,6 +337,7 @@ def test_top_k_and_top_p_never_pick_outside_allowed_set():
         for row in range(64):
             assert pick[row].item() in order[row, :n_p[row]].tolist()
     assert (top_k_filter(logits, 5) > float('-inf')).sum(-1).eq(5).all()
+    assert torch.equal(top_k_filter(logits, 5.0), top_k_filter(logits, 5))  # a config's 5.0 is 5
     assert (top_p_filter(logits, 0.7) > float('-inf')).sum(-1).eq(n_p).all()
     assert (top_p_filter(logits, 1e-9) > float('-inf')).sum(-1).eq(1).all()  # always at least one token
 
@@ -408,11 +409,13 @@ def test_padding_tokens_change_nothing():
     assert torch.equal(a[:, 3:], b[:, 3:])
 
 
-def test_beam_search_with_a_padded_prompt():
+@pytest.mark.parametrize('side', ['left', 'right'])
+def test_beam_search_with_a_padded_prompt(side):
     m = model()
-    idx, mask = padded([[1, 2, 3], [4]], 'left')
+    idx, mask = padded([[1, 2, 3], [4]], side)
     seqs, scores = beam_search(m, idx[1:], 4, num_beams=3, attention_mask=mask[1:])
     ref, ref_scores = beam_search(m, torch.tensor([[4]]), 4, num_beams=3)
+    assert torch.equal(seqs[:, :3], idx[1:].expand(3, -1))  # the prompt as given, as generate returns it
     assert torch.equal(seqs[:, 3:], ref[:, 1:])
     torch.testing.assert_close(scores, ref_scores)
 
