@@ -188,7 +188,7 @@ def test_special_tokens_never_split_or_merged():
 @pytest.mark.parametrize('pretokenize', [True, False])
 def test_text_spelled_like_a_special_token_is_text(pretokenize):
     # 'EOS' is a word the regex can cut out whole, and without pre-tokenising a text may be exactly '<|endoftext|>'
-    encoder = train_bpe('hello world, hello there. ' * 20, 280, pretokenize, special_tokens=('EOS', EOT))
+    encoder = train_bpe('hello world, hello there. ' * 20, 266, pretokenize, special_tokens=('EOS', EOT))
     for special in ('EOS', EOT):
         assert encoder.encode(special) == list(special.encode()) == encoder.encode_ordinary(special)
         assert encoder.encode(special, allowed_special='all') == [encoder.special_tokens[special]]
@@ -237,13 +237,14 @@ def test_save_then_load(tmp_path):
 
 def test_a_vocabulary_without_pre_tokeniser_saves_and_loads_as_one(tmp_path):
     text = 'the cat sat on the mat. ' * 50
-    encoder = train_bpe(text, 300, pretokenize=False)
+    with pytest.warns(UserWarning, match='no pair of symbols is left'):
+        encoder = train_bpe(text, 300, pretokenize=False)
     assert len(encoder.encode(text)) == 1  # the whole text merged into one token
     encoder.save(tmp_path / 'raw')
     assert (tmp_path / 'raw' / 'vocab.bpe').read_text().startswith('#version: 0.2 no pre-tokeniser')
     for loaded in (get_encoder(directory=tmp_path / 'raw'), tokenizer_of(tokenizer_record(encoder))):
         assert loaded.pat is None and loaded.encode(text) == encoder.encode(text)
-    assert tokenizer_record(train_bpe(text, 300))['tokenizer'].keys() == {'kind', 'encoder', 'merges'}  # as before
+    assert tokenizer_record(train_bpe(text, 265))['tokenizer'].keys() == {'kind', 'encoder', 'merges'}  # as before
 
 
 def test_no_endoftext_means_padding_must_be_given(tmp_path):
