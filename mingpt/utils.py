@@ -44,14 +44,15 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     raise ConfigError(f"{key}={value!r} is out of range: it must be {'None or ' if none_ok else ''}{rule}")
 
 
-def set_from_data(config, name, **values):
+def set_from_data(config, name, fix="use the data's options (--data.*, listed by --help) instead", **values):
     """Set the options the data decides (a model's vocab_size and block_size) in config, the `name` section of a
-    project's config. One given on the command line with another value is refused, not silently replaced."""
+    project's config. One given on the command line with another value is refused, not silently replaced; `fix`
+    ends the message."""
     for key, value in values.items():
         given = getattr(config, key, None)
         if given is not None and given != value:
             raise ConfigError(f"{name}.{key}={given!r} cannot be chosen here: the data sets it (to {value!r}); leave "
-                              "it out, and use the data's options (--data.*, listed by --help) instead")
+                              f"it out, and {fix}")
         setattr(config, key, value)
 
 
@@ -234,7 +235,7 @@ class CfgNode:
             else:
                 yield prefix + k
 
-    def _normalize_args(self, args):
+    def normalize_args(self, args):
         """'--key value' and a bare '--flag' (meaning True) become '--key=value'; a key without its section
         stands for the one setting of that name ('--prompt' for '--sample.prompt') when only one has it."""
         by_leaf = {}
@@ -263,7 +264,7 @@ class CfgNode:
         literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
         and a key without its section where only one section has it. '--help' (or '-h') prints `usage` (a
         project's docstring), then the whole config with its defaults, and exits."""
-        for arg in self._normalize_args(args):
+        for arg in self.normalize_args(args):
             if arg in ('--help', '-h'):
                 if usage:
                     print(usage.strip() + '\n')

@@ -100,6 +100,8 @@ def get_config(stage='finetune'):
         C.trainer.max_iters = 1500
         C.trainer.warmup_iters = 100
         C.trainer.eval_interval = C.trainer.checkpoint_interval = 250
+    if stage in ('evaluate', 'predict'):
+        C.data.block_size = None  # the classifier's own: sentences are cut as in its fine-tuning
     C.predict = CN()
     C.predict.text = None  # predict: a sentence (or give the sentences after the stage on the command line)
     return C
@@ -251,14 +253,19 @@ def read_sst2(split, sst2_dir=None, limit=None):
         if sst2_dir:
             raise
         source = fetch('sentiment/SST-2.zip', SST2_ZIP_URL)
-        with zipfile.ZipFile(source) as z:
-            lines = z.read(f'SST-2/{name}').decode('utf-8').splitlines()
-    header = lines[0].split('\t') if lines else []
-    if header not in (['sentence', 'label'], ['index', 'sentence']):
-        raise ValueError(f"{source} ({name}) is not an SST-2 file: its first line should be 'sentence<TAB>label' "
-                         f"or 'index<TAB>sentence', got {lines[0][:60] if lines else '(empty file)'!r}")
-    rows = [line.split('\t') for line in lines[1:limit + 1 if limit else None]]
-    if header[0] == 'index':
+        try:
+            with zipfile.ZipFile(source) as z:
+                lines = z.read(f'SST-2/{name}').decode('utf-8').splitlines()
+        except (zipfile.BadZipFile, KeyError) as e:
+            raise ValueError(f"{source} is not GLUE's SST-2.zip ({e}); delete it, and it is downloaded again") from None
+    expected = ['index', 'sentence'] if split == 'test' else ['sentence', 'label']
+    if not lines or lines[0].split('\t') != expected:
+        raise ValueError(f"{source} ({name}) is not SST-2's {split} file: its first line should be "
+                         f"{'<TAB>'.join(expected)!r}, got {lines[0][:60] if lines else '(empty file)'!r}")
+    rows = [line.split('\t') for line in lines[1:] if line.strip()][:limit]
+    if not rows:
+        raise ValueError(f"{source} ({name}) holds no sentences, only its header line")
+    if split == 'test':
         return [row[-1].strip() for row in rows], None
     for n, row in enumerate(rows, start=2):
         if row[-1] not in ('0', '1'):
@@ -313,32 +320,49 @@ def load_lm(config, tokenizer_texts):
         if 'tokenizer' not in ckpt:
             raise ValueError(f"{init} was not written by projects/sentiment.py (it has no tokenizer); start from "
                              "one of its pretrain or finetune checkpoints")
-        gpt = GPT(CN(**ckpt['model_config']))
+        # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
+        shape = CN(**ckpt['model_config'])
+        shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
+        config.model = shape
+        gpt = GPT(shape)
         state = ckpt['model']
         if 'classifier' in ckpt:  # a fine-tuned classifier: keep its GPT, drop its head
             state = {k[len('gpt.'):]: v for k, v in state.items() if k.startswith('gpt.')}
         gpt.load_state_dict(state)
-        print(f"starting from {init}")
-        return gpt, Vocabulary(**ckpt['tokenizer'])
+        tokenizer = Vocabulary(**ckpt['tokenizer'])
+        print(f"starting from {init}: its model ({shape.n_layer} layers, {shape.n_head} heads, {shape.n_embd} "
+              f"wide) and its {tokenizer.kind} tokenizer; --model.* other than dropout and --data.tokenizer do not "
+              "apply")
+        config.data.tokenizer = tokenizer.kind
+        return gpt, tokenizer
     if init:  # a GPT-2 hub id or a Hugging Face directory
-        gpt = GPT.from_pretrained(init)
+        gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
+        if gpt.config.vocab_size != tokenizer.vocab_size:
+            raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
+                              f"{tokenizer.vocab_size}: sentiment.py fine-tunes GPT-2 weights with GPT-2's tokenizer")
         if config.data.tokenizer != 'gpt2':
             print(f"GPT-2 weights: using the full GPT-2 vocabulary (data.tokenizer 'gpt2', not "
                   f"{config.data.tokenizer!r})")
             config.data.tokenizer = 'gpt2'
-        return gpt, Vocabulary('gpt2')
+        return gpt, tokenizer
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
     set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
     return GPT(config.model), tokenizer
 
 
-def load_classifier(path, device):
+def load_classifier(config, device):
+    """(classifier, tokenizer, checkpoint) of config.system.checkpoint; config.data.block_size becomes the one it
+    was fine-tuned with."""
+    path = config.system.checkpoint
     ckpt = load_checkpoint(path, map_location='cpu')
     if 'classifier' not in ckpt:
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "
                          "(python projects/sentiment.py finetune ...)")
     model = GPTClassifier(GPT(CN(**ckpt['model_config'])), len(LABELS), ckpt['classifier']['dropout'])
     model.load_state_dict(ckpt['model'])
+    trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
+    set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning',
+                  block_size=min(trained, model.gpt.block_size))
     return model.to(device).eval(), Vocabulary(**ckpt['tokenizer']), ckpt
 
 
@@ -357,6 +381,8 @@ def pretrain(config):
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         path = Path(D.text).expanduser()
         texts = book_paragraphs(read_text(path if path.exists() else fetch(D.text)), D.lowercase)
+        if not texts:
+            raise ValueError(f"{D.text} holds no text to pretrain on")
     else:
         texts = sentences
 
@@ -369,8 +395,10 @@ def pretrain(config):
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = TokenDataset(ids, block_size, tokenizer.vocab_size)
     val_set = TokenDataset(token_stream(val_sentences), block_size, tokenizer.vocab_size)
+    # a resume must see the same text and tokenizer
+    extras = {'data': {k: getattr(D, k) for k in ('text', 'lowercase', 'train_limit')}, 'tokenizer': tokenizer.state()}
     trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set, run_config=config,
-                      checkpoint_extras={'tokenizer': tokenizer.state()}, must_match=['tokenizer'])
+                      checkpoint_extras=extras, must_match=list(extras))
     trainer.add_callback('on_eval_end', lambda trainer: print(
         f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}"))
     trainer.run()
@@ -410,9 +438,10 @@ def finetune(config):
 
     def on_batch_end(trainer):
         T = config.trainer
-        if trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
+        if T.eval_interval and trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
-            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.iter_num)
+            # iter_num in eval.json counts iterations done, as the checkpoints do
+            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.iter_num + 1)
 
     trainer.add_callback('on_batch_end', on_batch_end)
     trainer.run()
@@ -420,19 +449,18 @@ def finetune(config):
 
 def run_evaluate(config):
     device = resolve_device(config.trainer.device)
-    model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
+    model, tokenizer, ckpt = load_classifier(config, device)
     sentences, labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
-    block_size = min(config.data.block_size, model.gpt.block_size)
-    dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], block_size)
+    dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], config.data.block_size)
     return evaluate(model, dataset, device, config.system.work_dir, checkpoint=str(config.system.checkpoint),
                     iter_num=ckpt.get('iter_num'))
 
 
 def run_predict(config, sentences):
     device = resolve_device(config.trainer.device)
-    model, tokenizer, ckpt = load_classifier(config.system.checkpoint, device)
-    block_size = min(config.data.block_size, model.gpt.block_size)
-    dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'], block_size)
+    model, tokenizer, ckpt = load_classifier(config, device)
+    dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'],
+                              config.data.block_size)
     for s, p in zip(sentences, predict_proba(model, dataset, device)):
         c = int(p.argmax())
         print(f"{LABELS[c]} ({p[c]:.3f})\t{s}")
@@ -441,7 +469,8 @@ def run_predict(config, sentences):
 def check_options(config):
     """The project's own numbers, checked before any data is read (the trainer checks its own)."""
     D, C = config.data, config.classifier
-    check_range('data.block_size', D.block_size, 2, integer=True)  # at least one token of a sentence, and the suffix
+    # at least one token of a sentence, and the suffix; None (evaluate, predict): the classifier's own
+    check_range('data.block_size', D.block_size, 2, integer=True, none_ok=config.system.stage in STAGES[2:])
     check_range('data.train_limit', D.train_limit, 1, integer=True, none_ok=True)
     check_range('data.dev_limit', D.dev_limit, 1, integer=True, none_ok=True)
     check_range('classifier.dropout', C.dropout, 0, 1, high_open=True)
@@ -450,6 +479,7 @@ def check_options(config):
 
 
 def main(argv):
+    argv = get_config().normalize_args(argv)  # '--key value' -> '--key=value': a value is not a sentence
     positional = [a for a in argv if not a.startswith('-')]  # the stage, then predict's sentences
     argv = [a for a in argv if a.startswith('-')]
     stage = positional.pop(0) if positional else 'finetune'

@@ -97,6 +97,14 @@ def test_read_sst2_and_its_errors(tmp_path):
         sentiment.read_sst2('train', tmp_path)
     with pytest.raises(FileNotFoundError):
         sentiment.read_sst2('dev', tmp_path / 'nowhere')
+    (tmp_path / 'dev.tsv').write_text('sentence\tlabel\ndull . \t0\n\n')  # a blank last line is no sentence
+    assert sentiment.read_sst2('dev', tmp_path) == (['dull .'], [0])
+    (tmp_path / 'dev.tsv').write_text('index\tsentence\n0\tno label here . \n')  # the test split's layout
+    with pytest.raises(ValueError, match=r"is not SST-2's dev file: its first line should be 'sentence<TAB>label'"):
+        sentiment.read_sst2('dev', tmp_path)
+    (tmp_path / 'dev.tsv').write_text('sentence\tlabel\n')
+    with pytest.raises(ValueError, match=r"dev.tsv\) holds no sentences, only its header line"):
+        sentiment.read_sst2('dev', tmp_path)
 
 
 def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
@@ -118,6 +126,9 @@ def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
     assert sentiment.read_sst2('train') == (['train sentence .'], [1])
     assert downloads == [sentiment.SST2_ZIP_URL]  # the second split came from the cached zip
     assert (tmp_path / 'cache' / 'sentiment' / 'SST-2.zip').exists()
+    (tmp_path / 'cache' / 'sentiment' / 'SST-2.zip').write_text('<html>an error page</html>')
+    with pytest.raises(ValueError, match=r"SST-2.zip is not GLUE's SST-2.zip \(.*\); delete it, and it is downloaded"):
+        sentiment.read_sst2('dev')
 
 
 def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
@@ -156,6 +167,13 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     # pretrain on the SST-2 sentences, then continue on a (tiny) book
     sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=3'] + common)
     assert (pre / 'model.pt').exists() and (pre / 'metrics.jsonl').exists()
+    with pytest.raises(ConfigError, match=r"its data is not this run's \(lowercase=True there, False here\)"):
+        sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=4', '--trainer.resume=True',
+                        '--data.lowercase=False'] + common)
+    (tmp_path / 'empty.txt').write_text('\n\n')
+    with pytest.raises(ValueError, match=r"empty.txt holds no text to pretrain on"):
+        sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "e"}', f'--data.text={tmp_path / "empty.txt"}']
+                       + common)
     text = tmp_path / 'book.txt'
     text.write_text('\ufeffheader\r\n*** START OF THIS BOOK ***\r\nIt is a truth universally\r\nacknowledged.\r\n\r\n'
                     + 'A second paragraph, with a film in it.\r\n\r\n' * 20 + '*** END OF THIS BOOK ***\r\nlicence')
@@ -163,24 +181,36 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
                     f'--data.text={text}', '--trainer.max_iters=3'] + common)
     out = capsys.readouterr().out
     assert 'pretraining on 21 texts' in out and (book / 'model.pt').exists()
-    # fine-tune the pretrained LM, with the label-word head; every file goes where trainer.work_dir says
+    # fine-tune the pretrained LM, with the label-word head, on sentences cut shorter than the model's context;
+    # every file goes where trainer.work_dir says; the checkpoint's model (2 layers) is used, and said
     sentiment.main(['finetune', f'--trainer.work_dir={fine}', f'--system.init={book / "model.pt"}',
                     '--classifier.head=label_words', '--classifier.label_words=(" bad", " good")',
-                    '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common)
+                    '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common + ['--data.block_size=12',
+                                                                                       '--model.n_layer=6'])
     out = capsys.readouterr().out
     assert out.count('dev accuracy: ') == 3  # iterations 0, 2, 3
+    assert 'its model (2 layers, 2 heads, 16 wide) and its bpe tokenizer; --model.* other than dropout' in out
+    assert json.loads((fine / 'config.json').read_text())['model']['n_layer'] == 2  # what was used
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
     assert sum(map(sum, report['confusion_matrix'])) == 40 and not (tmp_path / 'out').exists()
     assert set(report['classes']['positive']) == {'precision', 'recall'}
-    # evaluate and predict from the saved classifier
-    sentiment.main(['evaluate', f'--system.checkpoint={fine / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}']
-                   + common)
+    assert report['iter_num'] == torch.load(fine / 'model.pt', weights_only=True)['iter_num'] == 4
+    # evaluate and predict from the saved classifier: sentences are cut as in its fine-tuning
+    evaluate = ['evaluate', f'--system.checkpoint={fine / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}',
+                f'--data.sst2_dir={sst2}', '--data.dev_limit=40']
+    sentiment.main(evaluate)
     out = capsys.readouterr().out
     assert f"dev accuracy: {report['accuracy']:.4f}" in out
-    sentiment.main(['predict', 'a gorgeous film .', 'dull and lifeless .', f'--system.checkpoint={fine / "model.pt"}'])
-    lines = capsys.readouterr().out.strip().splitlines()[-2:]
-    assert lines[0].endswith('\ta gorgeous film .') and lines[0].split()[0] in ('positive', 'negative')
+    with pytest.raises(ConfigError, match=r"data.block_size=32 cannot be chosen here: the data sets it \(to 12\); "
+                                          r"leave it out, and the classifier cuts sentences as in its fine-tuning"):
+        sentiment.main(evaluate + ['--data.block_size=32'])
+    # '--key value' options, after the sentences or between them
+    sentiment.main(['predict', 'a gorgeous film .', 'dull and lifeless .', '--system.checkpoint',
+                    str(fine / 'model.pt'), '--trainer.device', 'cpu'])
+    lines = [line for line in capsys.readouterr().out.splitlines() if '\t' in line]  # one per sentence
+    assert len(lines) == 2 and lines[0].endswith('\ta gorgeous film .') and lines[1].endswith('\tdull and lifeless .')
+    assert lines[0].split()[0] in ('positive', 'negative')
 
 
 def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
@@ -188,7 +218,7 @@ def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     args = ['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.checkpoint_interval=2',
             '--classifier.lm_loss_weight=0.5',
             '--classifier.trainable_blocks=1', f'--data.sst2_dir={sst2}'] + TINY
-    sentiment.main(args + ['--trainer.max_iters=2'])
+    sentiment.main(args + ['--trainer.max_iters=2', '--trainer.eval_interval=0'])  # 0: only at the end
     sentiment.main(args + ['--trainer.max_iters=4', '--trainer.resume=True'])
     out = capsys.readouterr().out
     assert 'resuming from' in out and 'dev accuracy: ' in out
@@ -209,3 +239,8 @@ def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
     assert "data.tokenizer 'gpt2'" in out and 'dev accuracy: ' in out
     ckpt = torch.load(tmp_path / 'ft' / 'model.pt', weights_only=True)
     assert ckpt['tokenizer']['kind'] == 'gpt2' and ckpt['model_config']['vocab_size'] == 50257
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=1000))
+    hf.save_pretrained(tmp_path / 'other-vocab')
+    with pytest.raises(ConfigError, match="has a vocabulary of 1000 tokens, not GPT-2's 50257"):
+        sentiment.main(['finetune', f'--system.init={tmp_path / "other-vocab"}', f'--system.work_dir={tmp_path / "o"}',
+                        f'--data.sst2_dir={sst2}'])
