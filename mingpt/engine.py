@@ -15,6 +15,7 @@ compiled with and refuses to run after they change.
 Past block_size the model's sliding window takes over, eager: every window is new, as every position shifts.
 """
 import functools
+import types
 
 import torch
 
@@ -76,7 +77,7 @@ class Engine:
             default = dict(mode='reduce-overhead' if cuda else 'max-autotune-no-cudagraphs')
             options = compile if isinstance(compile, dict) else default
             self.cuda_graphs = options.get('mode') == 'reduce-overhead'
-            self.step = torch.compile(decode_step, fullgraph=True, **options)
+            self.step = torch.compile(own_copy(decode_step), fullgraph=True, **options)
             if not cuda and options.get('backend', 'inductor') == 'inductor':
                 self.step = functools.partial(run_frozen, self.step)
                 self.frozen_weights = weight_versions(model)
@@ -96,7 +97,8 @@ class Engine:
         c, p = self.model.config, self.model.lm_head.weight
         length = min(-(-max_len // SLOTS) * SLOTS, self.block_size)
         shape = (batch_size, c.n_head, length, c.n_embd // c.n_head)
-        if not self.caches or self.caches[0].k.shape != shape or self.caches[0].k.dtype != p.dtype:
+        old = self.caches[0].k if self.caches else None
+        if old is None or (old.shape, old.dtype, old.device) != (shape, p.dtype, p.device):
             with torch.inference_mode(False):  # kept between calls: usable in and out of inference mode
                 at = torch.zeros(1, dtype=torch.long, device=p.device)
                 self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
@@ -147,7 +149,13 @@ def run_frozen(step, *args):
         return step(*args)
 
 
+def own_copy(fn):
+    """fn with a code object of its own. Dynamo keeps compiled code per code object, and its guards do not see a
+    frozen weight change: without a copy, a new Engine on a retrained model would reuse an older Engine's step."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def weight_versions(model):
-    """The version counters of the model's parameters: every in-place change (an optimizer step, load_state_dict)
-    moves them."""
-    return [p._version for p in model.parameters()]
+    """Where each parameter's data lives and its version counter: an in-place change (an optimizer step,
+    load_state_dict) moves the counter, and `p.data = ...` the address."""
+    return [(p.data_ptr(), p._version) for p in model.parameters()]

@@ -112,12 +112,21 @@ def test_inductor_compiled_decode_equals_eager():
     idx = torch.randint(0, 11, (2, 4))
     counters.clear()
     engine = Engine(m, compile=True)  # on CPU: max-autotune, the weights frozen into the step
-    assert torch.equal(engine.generate(idx, 16), m.generate(idx, 16))
+    before = engine.generate(idx, 16)
+    assert torch.equal(before, m.generate(idx, 16))
     assert counters['stats']['unique_graphs'] == 1
+    torch.manual_seed(1)
     with torch.no_grad():  # the frozen step would still use the old weights: the engine refuses to run
-        m.lm_head.weight.mul_(2)
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p))
     with pytest.raises(RuntimeError, match="weights changed after this Engine compiled"):
         engine.generate(idx, 2)
+    new = Engine(m, compile=True)  # compiles its own step, with the new weights (not the first engine's)
+    after = new.generate(idx, 16)
+    assert torch.equal(after, m.generate(idx, 16)) and not torch.equal(after, before)
+    m.transformer.h[0].mlp.c_fc.weight.data = m.transformer.h[0].mlp.c_fc.weight.data * 3  # no version change
+    with pytest.raises(RuntimeError, match="weights changed after this Engine compiled"):
+        new.generate(idx, 2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA graphs)")
