@@ -352,6 +352,7 @@ class GPT(nn.Module):
         (B, T), 1 on real tokens and 0 on padding, lets rows of different lengths share a batch (left or right
         padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask)
+        check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
         for _ in range(max_new_tokens):
@@ -437,6 +438,8 @@ class GPT(nn.Module):
         """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
         checkpoint = load_checkpoint(path, map_location)
         try:
+            if 'model_config' not in checkpoint:
+                raise ConfigError("it has no model_config")
             model = cls(CN(**checkpoint['model_config']))
             model.load_state_dict(checkpoint['model'])
         except (ConfigError, RuntimeError) as e:

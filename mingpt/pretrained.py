@@ -31,7 +31,8 @@ def load_gpt2(cls, name_or_path):
 def _hf_files(name_or_path):
     """(config.json, weights file) for a hub id or a directory in Hugging Face's layout."""
     folder = Path(name_or_path).expanduser()
-    if folder.is_dir():
+    # a folder named like a hub id ('gpt2') is the model only if it holds a config.json
+    if folder.is_dir() and (name_or_path not in HF_MODELS or (folder / 'config.json').exists()):
         weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).exists()]
         if not (folder / 'config.json').exists() or not weights:
             sharded = (' (sharded checkpoints, *.index.json, are not supported)'
@@ -48,7 +49,12 @@ def _hf_files(name_or_path):
 
 def _config_from_hf(C, config_path):
     """Our config from Hugging Face's GPT-2 config.json; refuses variants this model does not implement."""
-    hf = json.loads(Path(config_path).read_text())
+    try:
+        hf = json.loads(Path(config_path).read_text())
+    except ValueError as e:  # UnicodeDecodeError included
+        raise ValueError(f"cannot read {config_path} as JSON ({e}): not a Hugging Face config.json") from None
+    if not isinstance(hf, dict):
+        raise ValueError(f"{config_path} holds a JSON {type(hf).__name__}, not a GPT-2 config (an object)")
     if hf.get('model_type', 'gpt2') != 'gpt2':
         raise ValueError(f"{config_path} describes a {hf['model_type']!r} model; only GPT-2 checkpoints load here")
     missing = [k for k in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'n_positions') if k not in hf]
@@ -80,6 +86,8 @@ def _load_hf_weights(model, path):
     except Exception as e:
         raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
                          "corrupt; delete it and download or save it again") from None
+    if not isinstance(weights, dict):
+        raise ValueError(f"{path} holds a {type(weights).__name__}, not a state dict of GPT-2 weights")
     ours = model.state_dict()
     done = {'lm_head.weight'}  # tied to transformer.wte.weight
     for key, w in weights.items():
@@ -176,7 +184,7 @@ def load_model_and_tokenizer(name):
     else:
         model, tokenizer = GPT.from_pretrained(name), None
         vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
-        if vocab.is_file():
+        if vocab.is_file() and (Path(name) / 'config.json').is_file():
             tokenizer = get_encoder(vocab, Path(name) / 'merges.txt')
     n = model.config.vocab_size
     if tokenizer is None:

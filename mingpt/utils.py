@@ -163,7 +163,7 @@ def _parse_value(raw):
 
 def _check_type(key, old, new, raw=None):
     """Return `new` converted to the type of the default `old`, or raise a ConfigError that says what went wrong.
-    A default of None accepts anything; an int is fine where a float is expected; strings may be None."""
+    A default of None accepts anything; an int is fine where a float is expected; strings and numbers may be None."""
     if old is None:
         return new
     if isinstance(old, str):
@@ -175,6 +175,8 @@ def _check_type(key, old, new, raw=None):
         if isinstance(new, bool):
             return new
     elif isinstance(old, (int, float)):
+        if new is None:  # 'off' or 'no limit' where the option's range allows it (its range check says if not)
+            return new
         if isinstance(new, (int, float)) and not isinstance(new, bool):
             if isinstance(old, int) and isinstance(new, float) and not new.is_integer():
                 pass  # an int option given 2.5: fall through to the error
@@ -254,6 +256,9 @@ class CfgNode:
                     value, i = args[i], i + 1
                 else:
                     value = 'True'
+            if '.' not in key and len(by_leaf.get(key, [])) > 1:
+                raise ConfigError(f"'--{key}' could be any of {', '.join('--' + p for p in sorted(by_leaf[key]))}: "
+                                  "give the one you mean")
             if '.' not in key and len(by_leaf.get(key, [])) == 1:
                 key = by_leaf[key][0]
             out.append(f'--{key}={value}')

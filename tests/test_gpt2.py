@@ -6,7 +6,7 @@ import pytest
 import requests
 import torch
 
-from mingpt import data
+from mingpt import data, pretrained
 from mingpt.model import GPT
 
 transformers = pytest.importorskip('transformers')
@@ -130,6 +130,31 @@ def test_truncated_file(tmp_path, layout):
     weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
     with pytest.raises(ValueError, match='truncated or corrupt'):
         GPT.from_pretrained(folder)
+
+
+def test_config_or_weights_of_another_shape_name_the_file(small_dir):
+    (small_dir / 'config.json').write_text('[1, 2]')
+    with pytest.raises(ValueError, match=r"config.json holds a JSON list, not a GPT-2 config"):
+        GPT.from_pretrained(small_dir)
+    (small_dir / 'config.json').write_text('{"n_layer": 2,')
+    with pytest.raises(ValueError, match=r"cannot read .*config.json as JSON \(.*\): not a Hugging Face config"):
+        GPT.from_pretrained(small_dir)
+
+
+def test_weights_that_are_not_a_state_dict(tmp_path):
+    folder = save_hf(hf_model(**SMALL), tmp_path, 'bin')
+    torch.save([1, 2, 3], folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=r"pytorch_model.bin holds a list, not a state dict of GPT-2 weights"):
+        GPT.from_pretrained(folder)
+
+
+def test_a_folder_named_like_a_hub_id_without_config_is_not_the_model(tmp_path, monkeypatch):
+    (tmp_path / 'gpt2').mkdir()  # e.g. a data folder with encoder.json and vocab.bpe
+    monkeypatch.chdir(tmp_path)
+    fetched = []
+    monkeypatch.setattr(pretrained, 'fetch', lambda rel, url=None: fetched.append(rel) or tmp_path / 'none')
+    assert pretrained._hf_files('gpt2') == (tmp_path / 'none', tmp_path / 'none')  # the hub's files
+    assert fetched == ['hf/gpt2/config.json', 'hf/gpt2/model.safetensors']
 
 
 def test_not_gpt2_config(small_dir):

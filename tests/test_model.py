@@ -115,6 +115,12 @@ def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
         model().generate(torch.tensor([[0, 3, bad]]), 1)
 
 
+def test_a_negative_number_of_new_tokens_is_refused():
+    with pytest.raises(ValueError, match=r"max_new_tokens=-3 is out of range: it must be an integer >= 0"):
+        model().generate(torch.tensor([[0, 3]]), -3)
+    assert model().generate(torch.tensor([[0, 3]]), 0).tolist() == [[0, 3]]
+
+
 @pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
 def test_causality(impl):
     m = model(attn_impl=impl)

@@ -57,9 +57,12 @@ def test_space_separated_values_flags_and_unique_short_keys():
     C.merge_from_args(['--trainer.batch_size', '32', '--compile', '--learning_rate', '0.01', '--model_type=gpt2'])
     assert C.trainer.batch_size == 32 and C.trainer.compile is True and C.trainer.learning_rate == 0.01
     assert C.model.model_type == 'gpt2'
-    C.model.batch_size = 1  # now 'batch_size' is ambiguous: the short form is an unknown key
-    with pytest.raises(ConfigError, match="unknown config key 'batch_size'"):
+    C.model.batch_size = 1  # now 'batch_size' is ambiguous: the short form names both
+    with pytest.raises(ConfigError, match="'--batch_size' could be any of --model.batch_size, --trainer.batch_size: "
+                                          "give the one you mean"):
         C.merge_from_args(['--batch_size=3'])
+    C.merge_from_args(['--trainer.learning_rate=None'])  # a number may be None ('off'); range checks say where not
+    assert C.trainer.learning_rate is None
 
 
 def test_malformed_argument_and_section_assignment():
