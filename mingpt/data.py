@@ -13,13 +13,13 @@ import requests
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.utils import atomic_write
+from mingpt.utils import atomic_write, check_range
 
 TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 
 
 def cache_dir():
-    return Path(os.environ.get('MINGPT_CACHE_DIR') or Path.home() / '.cache' / 'mingpt')
+    return Path(os.environ.get('MINGPT_CACHE_DIR') or Path.home() / '.cache' / 'mingpt').expanduser()
 
 
 def sha256_of(path):
@@ -128,7 +128,12 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids):
-        return ''.join(self.chars[int(i)] for i in ids)
+        """The text of ids; the unknown id (with unknown=True) reads as U+FFFD, the replacement character."""
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self)]
+        if bad:
+            raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are 0..{len(self) - 1}")
+        return ''.join(self.chars[i] if i < len(self.chars) else '\ufffd' for i in ids)
 
 
 class CharDataset(torch.utils.data.Dataset):
@@ -136,7 +141,7 @@ class CharDataset(torch.utils.data.Dataset):
 
     def __init__(self, data, block_size, tokenizer=None):
         self.tokenizer = tokenizer or CharTokenizer.from_text(data)
-        self.block_size = block_size
+        self.block_size = check_range('block_size', block_size, low=1, integer=True)
         self.data = torch.tensor(self.tokenizer.encode(data), dtype=torch.long)
         if len(self.data) <= block_size:
             raise ValueError(f"the text has {len(self.data)} characters, too few for one window of block_size "
@@ -166,13 +171,13 @@ class TokenDataset(torch.utils.data.Dataset):
         self.path = None
         if isinstance(tokens, (str, os.PathLike)):
             self.path = os.fspath(tokens)
-            if os.path.getsize(self.path) % 2:
-                raise ValueError(f"{self.path} has an odd number of bytes, so it is not a file of uint16 token ids "
-                                 "(write one with TokenDataset.write)")
+            if os.path.getsize(self.path) % 2 or not os.path.getsize(self.path):
+                raise ValueError(f"{self.path} is empty or has an odd number of bytes, so it is not a file of uint16 "
+                                 "token ids (write one with TokenDataset.write)")
             self.tokens = np.memmap(self.path, dtype=np.uint16, mode='r')
         else:
             self.tokens = np.asarray(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens)
-        self.block_size = block_size
+        self.block_size = check_range('block_size', block_size, low=1, integer=True)
         self.vocab_size = vocab_size
         if len(self.tokens) <= block_size:
             raise ValueError(f"the token array has {len(self.tokens)} tokens, too few for one window of block_size "

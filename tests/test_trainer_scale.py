@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from mingpt.data import TokenDataset
+from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir
 from mingpt.model import GPT
 from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
 from mingpt.utils import ConfigError, set_seed
@@ -358,6 +358,25 @@ def test_token_dataset_memmap(tmp_path):
         TokenDataset(tmp_path / 'odd.bin', 2)
     with pytest.raises(ValueError, match='65535'):
         TokenDataset.write(tmp_path / 'big.bin', [70000])
+    (tmp_path / 'empty.bin').write_bytes(b'')
+    with pytest.raises(ValueError, match=r"empty.bin is empty or has an odd number of bytes"):
+        TokenDataset(tmp_path / 'empty.bin', 2)
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=rf"block_size={bad} is out of range: it must be an integer >= 1"):
+            TokenDataset(torch.arange(10), bad)
+        with pytest.raises(ValueError, match=rf"block_size={bad} is out of range"):
+            CharDataset('some text', bad)
+
+
+def test_char_tokenizer_decodes_its_ids_and_names_others(monkeypatch, tmp_path):
+    tok = CharTokenizer(['a', 'b'])
+    assert tok.decode([1, 0, torch.tensor(1)]) == 'bab'
+    with pytest.raises(ValueError, match=r"cannot decode ids \[2, -1\]: this vocabulary's ids are 0..1"):
+        tok.decode([0, 2, -1])
+    assert CharTokenizer(['a'], unknown=True).decode([0, 1]) == 'a\ufffd'  # the unknown id
+    monkeypatch.setenv('MINGPT_CACHE_DIR', '~/somewhere')
+    monkeypatch.setenv('HOME', str(tmp_path))
+    assert cache_dir() == tmp_path / 'somewhere'
 
 
 def test_workers_draw_the_same_batches():
