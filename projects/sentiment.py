@@ -374,7 +374,7 @@ def pretrain(config):
     sentences, _ = read_sst2('train', D.sst2_dir, D.train_limit)
     try:  # the LM's val text: GLUE's test sentences (unlabelled, never scored here), else the dev sentences
         val_sentences, _ = read_sst2('test', D.sst2_dir, D.dev_limit)
-    except FileNotFoundError:
+    except (FileNotFoundError, RuntimeError):  # RuntimeError: GLUE's zip could not be downloaded
         print("no SST-2 test.tsv: the LM's val loss is on the dev sentences (their text only, not their labels)")
         val_sentences, _ = read_sst2('dev', D.sst2_dir, D.dev_limit)
     gpt, tokenizer = load_lm(config, sentences)

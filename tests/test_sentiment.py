@@ -131,6 +131,23 @@ def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
         sentiment.read_sst2('dev')
 
 
+def test_pretrain_without_test_split_offline_uses_the_dev_sentences(tmp_path, monkeypatch, capsys):
+    data_dir('gpt2', 'encoder.json')
+    sst2 = tmp_path / 'data' / 'sentiment' / 'sst2'
+    sst2.mkdir(parents=True)
+    for split in ('train', 'dev'):
+        (sst2 / f'{split}.tsv').write_text('sentence\tlabel\n' + 'a fine film . \t1\nso dull . \t0\n' * 40)
+    (tmp_path / 'data' / 'gpt2').symlink_to(data_dir('gpt2'))
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'data'))
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+
+    def offline(url, dest, sha256=None, quiet=False):
+        raise RuntimeError(f'could not download {url}')
+    monkeypatch.setattr(mingpt.data, 'download', offline)
+    sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--trainer.max_iters=1'] + TINY)
+    assert "no SST-2 test.tsv: the LM's val loss is on the dev sentences" in capsys.readouterr().out
+
+
 def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
     data_dir('gpt2', 'encoder.json')
     chars = sentiment.Vocabulary.build('char', ['ab', 'ba c'])
