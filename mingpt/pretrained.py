@@ -178,6 +178,9 @@ def load_model_and_tokenizer(name):
     GPT-2 from a hub id or a Hugging Face directory, with the directory's vocab.json and merges.txt if it has them.
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens."""
     from mingpt.model import GPT
+    if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
+        raise FileNotFoundError(f"no checkpoint at {name}: train one first (e.g. python projects/chargpt.py writes "
+                                "out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
         tokenizer = tokenizer_of(checkpoint)

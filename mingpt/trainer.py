@@ -326,14 +326,16 @@ class Trainer:
         c = self.config
         if c.resume or c.overwrite or c.work_dir is None:
             return
-        name = next((n for n in ('ckpt.pt', 'model.pt') if os.path.exists(self._path(n))), None)
+        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl') if os.path.exists(self._path(n))), None)
         if name is None:
             return
-        try:
-            held = f"{load_checkpoint(self._path(name), mmap=True)['iter_num']} iterations done"
-            resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
-        except (ValueError, KeyError):
-            held, resume = "unreadable", ''
+        held, resume = "no checkpoint to resume from", ''  # metrics.jsonl only: no val set, no checkpoint_interval
+        if name != 'metrics.jsonl':
+            try:
+                held = f"{load_checkpoint(self._path(name), mmap=True)['iter_num']} iterations done"
+                resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
+            except (ValueError, KeyError):
+                held = "unreadable"
         system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
         option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
         raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "

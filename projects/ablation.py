@@ -8,7 +8,8 @@ writes a val-loss table (work_dir/results.md) and the loss curves of every run (
     python projects/ablation.py --variants="('gpt2', 'post-norm')" --seeds="(1, 2, 3)"
 
 Every option of chargpt applies to all runs (--help lists them). Each run lives in work_dir/<variant>/ (with
-several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone. One seed
+several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone.
+--trainer.resume=True continues an interrupted ablation: finished runs are read, the others resumed or started. One seed
 per variant tells little about a difference smaller than the spread between seeds: give several to measure it.
 Needs matplotlib for the plot: pip install -e '.[plot]'.
 """
@@ -22,7 +23,7 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
-from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, run_cli
+from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, run_cli
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402
@@ -73,19 +74,36 @@ def runs(config):
     if unknown or not A.variants or not A.seeds:
         raise ConfigError(f"ablation.variants must name some of {', '.join(VARIANTS)} (got {A.variants!r}) and "
                           f"ablation.seeds hold at least one seed (got {A.seeds!r})")
+    if len(set(A.variants)) < len(A.variants) or len(set(A.seeds)) < len(A.seeds):
+        raise ConfigError(f"ablation.variants {A.variants!r} and seeds {A.seeds!r} must not repeat one")
     if config.trainer.work_dir is not None:  # every run would share it, and the second would refuse the first's
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
+    if config.system.seed != get_config().system.seed:
+        raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give --seeds="
+                          f"'({config.system.seed},)' instead of --system.seed")
+    if config.sample.checkpoint:
+        raise ConfigError("the ablation trains; to sample a run's model, use chargpt: python projects/chargpt.py "
+                          "--sample.checkpoint=WORK_DIR/<variant>/model.pt")
     for variant in A.variants:
         for seed in A.seeds:
             name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'
-            settings = {**flat(config), **VARIANTS[variant], 'system.seed': seed,
-                        'system.work_dir': os.path.join(config.system.work_dir, name)}
+            work_dir = os.path.join(config.system.work_dir, name)
+            # a resumed ablation continues the runs that have a checkpoint and starts the others
+            resume = bool(config.trainer.resume) and os.path.exists(os.path.join(work_dir, 'ckpt.pt'))
+            settings = {**flat(config), **VARIANTS[variant], 'system.seed': seed, 'system.work_dir': work_dir,
+                        'trainer.resume': resume or None}
             yield variant, name, chargpt_args(settings)
 
 
+def finished(work_dir, max_iters):
+    """True if work_dir holds a run that trained max_iters iterations (a resumed ablation skips it)."""
+    path = os.path.join(work_dir, 'ckpt.pt')
+    return os.path.exists(path) and load_checkpoint(path, mmap=True)['iter_num'] >= max_iters
+
+
 def result_of(work_dir, seconds):
-    """What the table reports of a finished run: its last val loss, its size and its time."""
+    """What the table reports of a finished run: its last val loss, its size and its time (None: not timed)."""
     val = [r['val_loss'] for r in read_metrics(os.path.join(work_dir, 'metrics.jsonl')) if 'val_loss' in r]
     model, _ = GPT.from_checkpoint(os.path.join(work_dir, 'model.pt'))
     return {'val_loss': val[-1], 'params': model.num_parameters(), 'seconds': seconds}
@@ -106,9 +124,10 @@ def table(config, results):
         spread = f' ({min(losses):.4f} to {max(losses):.4f})' if len(losses) > 1 else ''
         change = ', '.join(f'{k.split(".")[-1]}={v}' for k, v in VARIANTS[variant].items()) or '(GPT-2)'
         delta = f"{means[variant] - means['gpt2']:+.4f}" if 'gpt2' in means and variant != 'gpt2' else ''
-        seconds = sum(r['seconds'] for r in rows) / len(rows)
+        timed = [r['seconds'] for r in rows if r['seconds'] is not None]  # not the runs done before a resume
+        seconds = f"{sum(timed) / len(timed):.0f}" if timed else '-'
         lines.append(f"| {variant} | {change} | {rows[0]['params']:,} | {means[variant]:.4f}{spread} | {delta} | "
-                     f"{seconds:.0f} |")
+                     f"{seconds} |")
     return '\n'.join(lines) + '\n'
 
 
@@ -120,10 +139,14 @@ def main(argv):
     results, start = {}, time.time()
     for i, (variant, name, args) in enumerate(plan):
         print(f"\n[{i + 1}/{len(plan)}] {name}: python projects/chargpt.py {shlex.join(args)}")
-        t0 = time.time()
-        chargpt.main(args)
-        work_dir = os.path.join(config.system.work_dir, name)
-        results.setdefault(variant, []).append(result_of(work_dir, time.time() - t0))
+        work_dir, t0 = os.path.join(config.system.work_dir, name), time.time()
+        if config.trainer.resume and finished(work_dir, config.trainer.max_iters):
+            print(f"{work_dir} has trained all {config.trainer.max_iters} iterations: its result is read from there")
+            seconds = None
+        else:
+            chargpt.main(args)
+            seconds = time.time() - t0
+        results.setdefault(variant, []).append(result_of(work_dir, seconds))
 
     out = config.system.work_dir
     text = table(config, results) + f"\nwall time of the whole ablation: {time.time() - start:.0f} s\n"

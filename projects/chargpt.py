@@ -64,7 +64,10 @@ def split(seq, val_fraction, block_size):
 
 def prompt_ids(tokenizer, prompt, block_size):
     """The prompt's ids, checked at start-up: not after an hour of training, at the first sample."""
-    ids = tokenizer.encode(prompt)
+    try:
+        ids = tokenizer.encode(prompt)
+    except ValueError as e:  # characters outside a character vocabulary
+        raise ConfigError(f"sample.prompt: {e}") from None
     if not 1 <= len(ids) <= block_size:
         fix = "shorten it, or train with a larger --data.block_size" if ids else "give some text, e.g. a newline"
         raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to {block_size} tokens, the "
@@ -104,7 +107,7 @@ def main(argv):
         train_text, val_text = split(text, D.val_fraction, D.block_size)
         train_dataset = CharDataset(train_text, D.block_size, tokenizer)
         val_dataset = CharDataset(val_text, D.block_size, tokenizer)
-    ids = prompt_ids(tokenizer, S.prompt, D.block_size)
+    ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
     identity = tokenizer_record(tokenizer)
 
     set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)

@@ -214,7 +214,7 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--model.vocab_size=100'], r"model.vocab_size=100 cannot be chosen here: the data sets it \(to 20\)"),
     (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the model's "
                                           r"context \(block_size\): shorten it, or train with a larger --data.block_size"),
-    (['--sample.prompt=O God'], r"characters 'GO' are not in the vocabulary"),
+    (['--sample.prompt=O God'], r"sample.prompt: characters 'GO' are not in the vocabulary"),
     (['--sample.prompt='], r"sample.prompt is 0 tokens long; .*: give some text, e.g. a newline"),
 ])
 def test_bad_options_are_refused_by_name_value_and_range(run_dir, text, args, match):

@@ -125,6 +125,8 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
     save_checkpoint({**state, 'model_config': {**C.to_dict(), 'model_type': 'transformer-micro'}}, tmp_path / 't.pt')
     with pytest.raises(ValueError, match=r"does not hold a GPT \(give either model_type \('transformer-micro'\)"):
         GPT.from_checkpoint(tmp_path / 't.pt')
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt: train one first"):
+        load_model_and_tokenizer(str(tmp_path / 'missing.pt'))
     save_checkpoint({'model': state['model']}, tmp_path / 'weights-only.pt')
     with pytest.raises(ValueError, match=r"does not hold a GPT \(it has no model_config\)"):
         GPT.from_checkpoint(tmp_path / 'weights-only.pt')

@@ -121,6 +121,28 @@ def test_a_negative_number_of_new_tokens_is_refused():
     assert model().generate(torch.tensor([[0, 3]]), 0).tolist() == [[0, 3]]
 
 
+def test_one_obvious_place_chooses_the_attention_path(monkeypatch):
+    """The comparisons of the two paths mean something only if each runs where it should."""
+    calls = []
+    sdpa, explicit = torch.nn.functional.scaled_dot_product_attention, CausalSelfAttention.explicit_attention
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention',
+                        lambda *a, **k: calls.append('sdpa') or sdpa(*a, **k))
+    monkeypatch.setattr(CausalSelfAttention, 'explicit_attention',
+                        lambda *a, **k: calls.append('explicit') or explicit(*a, **k))
+    idx = torch.randint(0, 11, (1, 8))
+
+    def paths(m, run):
+        calls.clear()
+        run(m)
+        return set(calls)
+    assert paths(model(attn_impl='explicit'), lambda m: m(idx)) == {'explicit'}
+    assert paths(model(), lambda m: m(idx)) == {'sdpa'}
+    assert paths(model(), lambda m: m.generate(idx[:, :3], 3)) == {'sdpa'}
+    assert paths(model(attn_impl='explicit'), lambda m: m.generate(idx[:, :3], 3)) == {'explicit'}
+    assert paths(model(), lambda m: m.attention_maps(idx)) == {'explicit'}  # the maps are its weights
+    assert paths(model(attn_pdrop=0.1).train(), lambda m: m(idx)) == {'explicit'}  # CPU training with dropout
+
+
 @pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
 def test_causality(impl):
     m = model(attn_impl=impl)

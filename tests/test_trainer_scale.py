@@ -259,6 +259,11 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: 2 iterations done\) that this fresh "
                                           r"run would overwrite; train in another work_dir"):
         train(tmp_path / 'run')
+    # a run without a val set or checkpoint_interval writes no checkpoint: its metrics still mark it
+    train(tmp_path / 'bare')
+    assert sorted(p.name for p in (tmp_path / 'bare').iterdir()) == ['metrics.jsonl']
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(metrics.jsonl: no checkpoint to resume from\)"):
+        train(tmp_path / 'bare')
 
 
 def test_bad_checkpoints_give_clear_errors(tmp_path):
