@@ -139,7 +139,6 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     token i; its colours say how it spreads its attention over the keys j <= i (each row sums to 1). The future,
     which the causal mask hides, is left blank. The colour scale is the square root of the weight, so that a
     weight spread over many keys still shows. A single map is drawn large, every token labelled if they fit."""
-    from matplotlib.colors import PowerNorm
     maps = np.stack([as_array(m) for m in maps])  # (n_layer, n_head, T, T)
     n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     if maps.shape[2:] != (T, T) or len(tokens) != T:
@@ -149,7 +148,8 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     one = n_layer * n_head == 1
     panel = min(10.0, max(4.0, 0.16 * T)) if one else min(2.6, max(1.4, 10.0 / max(n_layer, n_head)))
     fontsize = 8 if one else 7
-    fig = new_figure(n_head * panel + 1.6, n_layer * panel + 1.2)
+    fig = new_figure(n_head * panel + 1.6, n_layer * panel + 1.2)  # first: it says if matplotlib is missing
+    from matplotlib.colors import PowerNorm
     axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True, sharey=True)
     labels = [readable(t) for t in tokens]
     future = np.triu(np.ones((T, T), dtype=bool), k=1)

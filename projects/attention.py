@@ -7,13 +7,15 @@ model's learned table (wpe) side by side, each with the cosine similarity betwee
     python projects/attention.py --model=out/chargpt/model.pt --prompt="ROMEO: But soft, what light"
     python projects/attention.py --model=out/chargpt/model.pt --layer=1 --head=2     # one map, large
     python projects/attention.py --model=out/chargpt/model.pt --layer=1              # every head of one layer
-    python projects/attention.py --model=gpt2 --prompt="The cat sat on the mat because it" --out=gpt2.png
-    python projects/attention.py --model=out/chargpt/model.pt --positions --out=positions.png
+    python projects/attention.py --model=gpt2 --prompt="The cat sat on the mat because it" --out=out/gpt2.png
+    python projects/attention.py --model=out/chargpt/model.pt --positions     # out/positions.png
 
 --model takes a checkpoint of projects/chargpt.py (model.pt or ckpt.pt; characters or a BPE vocabulary, as it
 records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
 merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e '.[plot]'.
 """
+import os
+
 import torch
 
 from mingpt.model import sinusoidal_positions
@@ -31,7 +33,7 @@ def get_config():
     C.plot.layer = None  # draw only this layer (a row of the grid); with head, one map
     C.plot.head = None  # draw only this head (a column of the grid)
     C.plot.positions = False  # draw the positional encodings instead of attention
-    C.plot.out = None  # the PNG to write; default attention.png (or positions.png)
+    C.plot.out = None  # the PNG to write; default out/attention.png (or out/positions.png)
     return C
 
 
@@ -72,7 +74,7 @@ def main(argv):
         fig = draw_positions(model, config.model)
     else:
         fig = draw_attention(model, tokenizer, P, config.model)
-    out = P.out or ('positions.png' if P.positions else 'attention.png')
+    out = P.out or os.path.join('out', 'positions.png' if P.positions else 'attention.png')
     print(f"wrote {save(fig, out)}")
 
 

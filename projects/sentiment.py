@@ -49,6 +49,10 @@ from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range,
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
+# the README's book, Project Gutenberg #2600 (War and Peace), as GITenberg keeps it at a fixed commit: (url, sha256)
+BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenberg/War-and-Peace_2600/'
+                                       'fa22ab90f00f627e83d14acabe32d91602d2365d/2600-0.txt',
+                                       '6cbcc5ca5e590fb9ace161a5b93e4ecf280d7118104be0d63b686c004cfa70ae')}
 LABELS = ('negative', 'positive')
 TOKENIZERS = ('bpe', 'gpt2', 'char')
 
@@ -380,7 +384,8 @@ def pretrain(config):
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         path = Path(D.text).expanduser()
-        texts = book_paragraphs(read_text(path if path.exists() else fetch(D.text)), D.lowercase)
+        url, sha256 = BOOKS.get(D.text, (None, None))
+        texts = book_paragraphs(read_text(path if path.exists() else fetch(D.text, url, sha256=sha256)), D.lowercase)
         if not texts:
             raise ValueError(f"{D.text} holds no text to pretrain on")
     else:

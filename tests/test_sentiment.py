@@ -148,6 +148,24 @@ def test_pretrain_without_test_split_offline_uses_the_dev_sentences(tmp_path, mo
     assert "no SST-2 test.tsv: the LM's val loss is on the dev sentences" in capsys.readouterr().out
 
 
+def test_the_readmes_book_is_downloaded_from_its_pinned_copy(tmp_path, monkeypatch):
+    sst2, book = data_dir('sentiment', 'sst2'), data_dir('text', 'gutenberg', '2600-0.txt')
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    asked = []
+
+    def offline(url, dest, sha256=None, quiet=False):
+        asked.append((url, sha256))
+        raise RuntimeError(f'could not download {url}')
+    monkeypatch.setattr(mingpt.data, 'download', offline)
+    with pytest.raises(RuntimeError, match='could not download'):
+        sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--data.text=text/gutenberg/2600-0.txt',
+                        f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
+    assert asked == [sentiment.BOOKS['text/gutenberg/2600-0.txt']]
+    # the pinned copy is the one the tests read
+    assert mingpt.data.sha256_of(book) == asked[0][1]
+
+
 def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
     data_dir('gpt2', 'encoder.json')
     chars = sentiment.Vocabulary.build('char', ['ab', 'ba c'])

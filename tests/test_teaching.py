@@ -4,6 +4,7 @@ import json
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -103,6 +104,15 @@ def test_one_map_is_drawn_large_with_every_token():
     assert panel.get_title() == 'layer 2, head 1' and fig.get_figwidth() > 8
     fig.canvas.draw()
     assert [t.get_text() for t in panel.get_yticklabels()] == [plot.readable(t) for t in tokens]
+
+
+def test_without_matplotlib_every_picture_says_how_to_get_it(monkeypatch):
+    for name in ('matplotlib', 'matplotlib.figure', 'matplotlib.colors'):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    with pytest.raises(RuntimeError, match="drawing needs matplotlib, which is not installed: pip install"):
+        plot.attention_figure(torch.rand(1, 1, 3, 3), ['a', 'b', 'c'])
+    with pytest.raises(RuntimeError, match="drawing needs matplotlib"):
+        plot.positions_figure(sinusoidal_positions(4, 2))
 
 
 def test_maps_and_tokens_must_agree():
