@@ -39,7 +39,6 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch
-from mingpt.plot import new_figure, save
 from mingpt.utils import atomic_write, run_cli
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -587,6 +586,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
            title='Vocabulary size against corpus length')
     ax.grid(True, which='both', alpha=0.3)
     ax.legend(fontsize=8)
+    from mingpt.plot import save
     save(fig, path, dpi=120)
     print(f"wrote {path}: Heaps' law fit V = {np.exp(log_k):.1f} n^{beta:.2f} on {len(words):,} words; "
           f"{types[-1]:,} distinct words, {tokens[-1]:,} distinct BPE tokens")
@@ -616,6 +616,7 @@ def main(argv=None):
     train.add_argument('--curve', metavar='PNG',
                        help='draw vocabulary size against corpus length into PNG (or .pdf, .svg)')
     args = parser.parse_args(argv)
+    from mingpt.plot import new_figure  # the command line's pictures; the tokenizer itself needs no plotting
     fig = new_figure(7, 4.5) if args.curve else None  # fail before training if matplotlib is missing
     try:
         text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation

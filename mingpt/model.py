@@ -399,8 +399,9 @@ class GPT(nn.Module):
         if config.model_type is not None:
             if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
                 raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
-                                  f"({'/'.join(map(str, sizes.values()))}, which GPT(config) also fills in from a "
-                                  "preset), not both: set model_type=None to use these sizes, or the sizes to None")
+                                  f"({'/'.join(map(str, sizes.values()))}), not both (a config that GPT() has filled "
+                                  "from a preset holds both): set model_type=None to use these sizes, or the sizes "
+                                  "to None")
             if config.model_type not in cls.PRESETS:
                 raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
                                   f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")

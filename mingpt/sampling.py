@@ -59,6 +59,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     if not isinstance(num_beams, int) or num_beams < 1:
         raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
     prompt, mask = model.check_prompt(idx, attention_mask)
+    check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)

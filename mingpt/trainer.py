@@ -102,7 +102,8 @@ class Trainer:
         """checkpoint_extras: project data saved in every checkpoint beside the trainer's own keys, e.g. {'vocab':
         ...}. run_config: the project's whole config, saved as config.json and in checkpoints ('config'); its
         system.work_dir is the default work_dir. must_match: keys of checkpoint_extras that a resume requires
-        unchanged, because they say what the model was trained on (a vocabulary, a tokenizer)."""
+        unchanged, because they say what the model was trained on (a vocabulary, a tokenizer); 'key?' checks key
+        only where the checkpoint records it (a record added after some runs were saved)."""
         self.config = config
         self.model = model
         self.optimizer = None
@@ -329,7 +330,8 @@ class Trainer:
         name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl') if os.path.exists(self._path(n))), None)
         if name is None:
             return
-        held, resume = "no checkpoint to resume from", ''  # metrics.jsonl only: no val set, no checkpoint_interval
+        # metrics.jsonl alone: a run with no val set nor checkpoint_interval, or killed before its first checkpoint
+        held, resume = "no checkpoint to resume from", ''
         if name != 'metrics.jsonl':
             try:
                 held = f"{load_checkpoint(self._path(name), mmap=True)['iter_num']} iterations done"
@@ -375,6 +377,11 @@ class Trainer:
             raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
                               "nothing is left to train; raise --trainer.max_iters to train on")
         for key in self.must_match:
+            if key.endswith('?'):
+                key = key[:-1]
+                if key not in ckpt:
+                    print(f"note: {path} does not record its {key} (it is older than that record): not checked")
+                    continue
             if ckpt.get(key) != self.checkpoint_extras.get(key):
                 raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
@@ -605,7 +612,14 @@ class LinesAboveBar:
             self.bar.refresh()
         return len(text)
 
-    def __getattr__(self, name):  # flush, isatty, encoding...: stdout's own
+    def flush(self):  # e.g. input()'s prompt, which has no newline: shown now, not when the callback returns
+        if self.pending:
+            self.bar.clear()
+            self.out.write(self.pending)
+            self.pending = ''
+        self.out.flush()
+
+    def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)
 
 

@@ -45,7 +45,7 @@ def get_config():
     C.data.block_size = 64
     C.trainer.batch_size = 32
     C.trainer.max_iters = 500
-    C.trainer.eval_interval = 50
+    C.trainer.eval_interval = C.trainer.checkpoint_interval = 50  # a killed ablation resumes from there
     C.sample.length = 0  # no samples while training: the table is the result
     C.ablation = CN()
     C.ablation.variants = tuple(VARIANTS)
@@ -89,10 +89,13 @@ def runs(config):
         for seed in A.seeds:
             name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'
             work_dir = os.path.join(config.system.work_dir, name)
-            # a resumed ablation continues the runs that have a checkpoint and starts the others
-            resume = bool(config.trainer.resume) and os.path.exists(os.path.join(work_dir, 'ckpt.pt'))
+            # a resumed ablation continues the runs that have a checkpoint and starts the others again (a run
+            # killed before its first checkpoint has nothing to resume)
+            checkpointed = os.path.exists(os.path.join(work_dir, 'ckpt.pt'))
+            resume = bool(config.trainer.resume) and checkpointed
+            restart = bool(config.trainer.resume) and not checkpointed and os.path.isdir(work_dir)
             settings = {**flat(config), **VARIANTS[variant], 'system.seed': seed, 'system.work_dir': work_dir,
-                        'trainer.resume': resume or None}
+                        'trainer.resume': resume or None, 'trainer.overwrite': restart or config.trainer.overwrite}
             yield variant, name, chargpt_args(settings)
 
 

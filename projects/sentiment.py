@@ -403,7 +403,7 @@ def pretrain(config):
     # a resume must see the same text and tokenizer
     extras = {'data': {k: getattr(D, k) for k in ('text', 'lowercase', 'train_limit')}, 'tokenizer': tokenizer.state()}
     trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set, run_config=config,
-                      checkpoint_extras=extras, must_match=list(extras))
+                      checkpoint_extras=extras, must_match=['data?', 'tokenizer'])  # data?: older ones lack it
     trainer.add_callback('on_eval_end', lambda trainer: print(
         f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}"))
     trainer.run()

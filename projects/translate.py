@@ -304,9 +304,9 @@ def main(argv):
 
     # a resume must see the same data: another seed or size would put training pairs among the held-out ones
     data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
-    extras = {'data': data, 'vocabulary': vocab.record}  # checked in this order
+    extras = {'data': data, 'vocabulary': vocab.record}
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
-                      must_match=list(extras))
+                      must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:

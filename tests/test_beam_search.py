@@ -127,3 +127,5 @@ def test_bad_arguments():
         beam_search(model, torch.zeros(1, 9, dtype=torch.long), 2, 2)
     with pytest.raises(ValueError, match='num_beams'):
         beam_search(model, torch.tensor([PROMPT]), 2, 0)
+    with pytest.raises(ValueError, match=r'max_new_tokens=-2 is out of range: it must be an integer >= 0'):
+        beam_search(model, torch.tensor([PROMPT]), -2, 2)

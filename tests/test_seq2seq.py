@@ -293,8 +293,13 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
         translate.main(resume + ['--system.seed=1'])
     with pytest.raises(ConfigError, match=r"its data is not this run's \(n_test=20 there, 30 here\)"):
         translate.main(resume + ['--data.n_test=30'])
+    ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
+    del ckpt['data']  # as written before the data was recorded: resumed, with a note
+    torch.save(ckpt, tmp_path / 'ckpt.pt')
     translate.main(resume)
-    assert f'resuming from {tmp_path / "ckpt.pt"} at iteration 3' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ckpt.pt does not record its data (it is older than that record): not checked" in out
+    assert f'resuming from {tmp_path / "ckpt.pt"} at iteration 3' in out
 
 
 @pytest.mark.parametrize('option, message', [

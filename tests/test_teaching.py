@@ -225,10 +225,10 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
     assert not os.listdir(tmp_path)
 
 
-def test_a_resumed_ablation_reads_its_finished_runs_and_starts_the_others(ablation_dir, tmp_path):
+def test_a_resumed_ablation_reads_its_finished_runs_and_starts_a_killed_one_again(ablation_dir, tmp_path):
     work = tmp_path / 'ablation'
     shutil.copytree(ablation_dir, work)
-    shutil.rmtree(work / 'sinusoidal')  # as if the ablation was stopped before its last run
+    (work / 'sinusoidal' / 'ckpt.pt').unlink()  # as if the last run was killed before its first checkpoint
     finished = (work / 'gpt2' / 'ckpt.pt').read_bytes()
     load_project('ablation').main(ablation_args(work) + ['--trainer.resume=True'])
     assert (work / 'gpt2' / 'ckpt.pt').read_bytes() == finished  # read, not trained again

@@ -86,3 +86,19 @@ def test_callback_prints_go_above_the_progress_bar(monkeypatch):
         # the bar's line was cleared (carriage return, blanks, carriage return), so the text starts its own line
         assert before.rsplit('\n', 1)[-1].rsplit('\r', 1)[-1] == '', repr(before[-120:])
     assert '3/3' in raw.rsplit('done\n', 1)[-1]  # and the bar is drawn again below it
+
+
+def test_a_flushed_line_start_shows_at_once(monkeypatch):
+    # e.g. input()'s prompt: no newline, flushed, and the user must see it while the callback waits
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, 'stdout', screen)
+    monkeypatch.setattr(sys, 'stderr', screen)
+    trainer = make_trainer(max_iters=1, quiet=False)
+    seen = []
+
+    def ask(t):
+        print('Continue? [y/n] ', end='', flush=True)
+        seen.append(screen.getvalue().rsplit('\r', 1)[-1])
+    trainer.add_callback('on_batch_end', ask)
+    trainer.run()
+    assert seen == ['Continue? [y/n] ']  # on its own line start, the bar cleared
