@@ -73,6 +73,11 @@ def check(config):
         check_range('sample.top_p', S.top_p, 0, 1, low_open=True, none_ok=True)
     if config.system.dtype not in ('auto', *DTYPES):
         raise ConfigError(f"system.dtype={config.system.dtype!r} is not one of: auto, {', '.join(DTYPES)}")
+    if S.num_beams > 1 and S.num_samples > S.num_beams:
+        raise ConfigError(f"beam search keeps sample.num_beams={S.num_beams} sequences, fewer than "
+                          f"sample.num_samples={S.num_samples}: raise num_beams or lower num_samples")
+    if S.prompt and S.prompt_file:
+        raise ConfigError("give sample.prompt or sample.prompt_file, not both")
     if config.system.compile and S.num_beams > 1:
         raise ConfigError(f"system.compile=True compiles sampling and greedy decoding, not beam search "
                           f"(sample.num_beams={S.num_beams}): drop one of the two")
@@ -209,7 +214,7 @@ def run_beams(model, tokenizer, prompt, ids, S, eos, device):
 
 def read_prompts(S):
     if not S.prompt_file:
-        return [S.prompt]
+        return [S.prompt or '']  # --prompt=None as the empty prompt
     prompts = [line for line in read_text(S.prompt_file).splitlines() if line.strip()]
     if not prompts:
         raise ConfigError(f"sample.prompt_file={S.prompt_file} holds no prompt; write one prompt per line")

@@ -216,6 +216,9 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     ('--top_p=0', 'sample.top_p=0 is out of range: it must be None or a number > 0 and <= 1'),
     ('--dtype=float8', "system.dtype='float8' is not one of"),
     ('--num_beams=3 --compile', 'not beam search (sample.num_beams=3)'),
+    ('--num_beams=2 --num_samples=3', 'beam search keeps sample.num_beams=2 sequences, fewer than '
+                                      'sample.num_samples=3: raise num_beams or lower num_samples'),
+    ('--prompt_file=p.txt', 'give sample.prompt or sample.prompt_file, not both'),  # with --prompt=x
 ])
 def test_options_are_checked_before_loading_anything(option, message, capsys):
     g = generate_module()
