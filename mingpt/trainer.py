@@ -163,11 +163,12 @@ class Trainer:
     def trigger_callbacks(self, onevent: str):
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model."""
-        if self.rank != 0:
+        callbacks = self.callbacks.get(onevent, [])
+        if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
         with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
-            for callback in self.callbacks.get(onevent, []):
+            for callback in callbacks:
                 callback(self)
 
     # ----------------------------------------------------------------------------------------------------------
@@ -560,9 +561,10 @@ def describe_difference(saved, now):
             return f"{len(saved)} entries there, {len(now)} here"
         return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
     if isinstance(saved, dict) and isinstance(now, dict):
-        keys = sorted((k for k in saved.keys() | now.keys() if saved.get(k) != now.get(k)), key=str)
-        if len(saved.keys() | now.keys()) > 10:  # a table (a tokenizer's encoder), not a few settings
-            return f"{len(keys)} of {len(saved.keys() | now.keys())} entries differ"
+        every = saved.keys() | now.keys()
+        keys = sorted((k for k in every if saved.get(k) != now.get(k)), key=str)
+        if len(every) > 10:  # a table (a tokenizer's encoder), not a few settings
+            return f"{len(keys)} of {len(every)} entries differ"
         parts = []
         for key in keys:
             there, here = saved.get(key), now.get(key)
@@ -601,7 +603,8 @@ class LinesAboveBar:
 
     def __exit__(self, *exc):
         sys.stdout = self.out
-        self.out.write(self.pending)  # the start of a line, printed with end=''
+        if self.pending:  # the start of a line, printed with end=''
+            self.out.write(self.pending)
 
     def write(self, text):
         self.pending += text
