@@ -331,6 +331,8 @@ class GPT(nn.Module):
         if attention_mask.shape != idx.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the prompt has "
                              f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
+        if ((attention_mask != 0) & (attention_mask != 1)).any():  # e.g. a float mask of -inf, or token ids
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
         return idx.gather(1, order), attention_mask.gather(1, order)
 

@@ -116,6 +116,13 @@ def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
         model().generate(torch.tensor([[0, 3, bad]]), 1)
 
 
+@pytest.mark.parametrize('mask', [[[0, 1, 2]], [[0.0, float('-inf'), 0.0]]])
+def test_an_attention_mask_other_than_zeros_and_ones_is_refused(mask):
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 0 \(padding\) and 1 \(real tokens\)"):
+        model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor(mask))
+    assert model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor([[0.0, 1.0, 1.0]])).shape == (1, 4)
+
+
 def test_a_negative_number_of_new_tokens_is_refused():
     with pytest.raises(ValueError, match=r"max_new_tokens=-3 is out of range: it must be an integer >= 0"):
         model().generate(torch.tensor([[0, 3]]), -3)
