@@ -44,6 +44,7 @@ def get_config():
     C.model.model_type = 'transformer-micro'
     # no dropout: training reads each generated date about twice at most; for a real corpus, the paper's 0.1
     C.model.embd_pdrop = C.model.resid_pdrop = C.model.attn_pdrop = 0.0
+    C.model.pad_token_id = C.model.bos_token_id = C.model.eos_token_id = None  # the vocabulary's, set below
     C.trainer = Trainer.get_default_config()
     C.trainer.max_iters = 2000
     C.trainer.batch_size = 128
@@ -294,8 +295,8 @@ def main(argv):
     vocab = Vocabulary.train(D.tokenizer, texts, D.vocab_size)
     train_dataset, test_dataset = PairDataset(train_pairs, vocab), PairDataset(test_pairs, vocab)
     set_from_data(config.model, 'model', vocab_size=len(vocab),
-                  block_size=max(t.size(1) for d in (train_dataset, test_dataset) for t in (d.src, d.tgt)))
-    config.model.merge_from_dict({f'{s[1:-1]}_token_id': i for s, i in vocab.special_ids.items()})
+                  block_size=max(t.size(1) for d in (train_dataset, test_dataset) for t in (d.src, d.tgt)),
+                  **{f'{s[1:-1]}_token_id': i for s, i in vocab.special_ids.items()})
     model = Transformer(config.model)
     attention_source = E.attention_text or max((s for s, _ in test_pairs), key=len)
     if len(vocab.encode(attention_source)) > config.model.block_size:  # checked now, not after the training

@@ -305,6 +305,7 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
 @pytest.mark.parametrize('option, message', [
     ('--model.vocab_size=50', r"model.vocab_size=50 cannot be chosen here: the data sets it \(to \d+\)"),
     ('--model.block_size=64', r"model.block_size=64 cannot be chosen here: the data sets it \(to \d+\)"),
+    ('--model.pad_token_id=5', r"model.pad_token_id=5 cannot be chosen here: the data sets it \(to 0\)"),
     ('--eval.attention_text=' + '1' * 60, r"eval.attention_text is 61 tokens with its eos, longer than the model's "
                                           r"block_size \(\d+\): shorten it"),
     ('--eval.attention_text=20210303\u03a9', r"characters '\u03a9' are not in the vocabulary"),
