@@ -44,14 +44,15 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     raise ConfigError(f"{key}={value!r} is out of range: it must be {'None or ' if none_ok else ''}{rule}")
 
 
-def set_from_data(config, name, fix="use the data's options (--data.*, listed by --help) instead", **values):
+def set_from_data(config, name, fix="use the data's options (--data.*, listed by --help) instead", source='the data',
+                  **values):
     """Set the options the data decides (a model's vocab_size and block_size) in config, the `name` section of a
-    project's config. One given on the command line with another value is refused, not silently replaced; `fix`
-    ends the message."""
+    project's config. One given on the command line with another value is refused, not silently replaced; the
+    message says what decides it (`source`) and ends with `fix`."""
     for key, value in values.items():
         given = getattr(config, key, None)
         if given is not None and given != value:
-            raise ConfigError(f"{name}.{key}={given!r} cannot be chosen here: the data sets it (to {value!r}); leave "
+            raise ConfigError(f"{name}.{key}={given!r} cannot be chosen here: {source} sets it (to {value!r}); leave "
                               f"it out, and {fix}")
         setattr(config, key, value)
 

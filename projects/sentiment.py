@@ -365,7 +365,7 @@ def load_classifier(config, device):
     model = GPTClassifier(GPT(CN(**ckpt['model_config'])), len(LABELS), ckpt['classifier']['dropout'])
     model.load_state_dict(ckpt['model'])
     trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
-    set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning',
+    set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,
                   block_size=min(trained, model.gpt.block_size))
     return model.to(device).eval(), Vocabulary(**ckpt['tokenizer']), ckpt
 
