@@ -130,6 +130,23 @@ class CausalSelfAttention(nn.Module):
         return att @ v  # (B, nh, T, hd): each query's weighted mix of the values
 
 
+@torch.no_grad()
+def kept_weights(model, attns, forward):
+    """The attention weights that each of attns (CausalSelfAttention modules of model) computes during forward(),
+    with model in eval mode (no dropout) whichever mode it is in: for attention maps."""
+    was_training = model.training
+    try:
+        model.eval()
+        for a in attns:
+            a.keep_weights = True
+        forward()
+        return [a.weights for a in attns]
+    finally:
+        model.train(was_training)
+        for a in attns:
+            a.keep_weights, a.weights = False, None
+
+
 # ---- the MLP, the block ----
 
 class MLP(nn.Module):
@@ -288,22 +305,10 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    @torch.no_grad()
     def attention_maps(self, idx):
         """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching).
         They are the model's in eval mode, without dropout, whichever mode it is in."""
-        attns = [block.attn for block in self.transformer.h]
-        was_training = self.training
-        try:
-            self.eval()
-            for a in attns:
-                a.keep_weights = True
-            self.hidden_states(idx)
-            return [a.weights for a in attns]
-        finally:
-            self.train(was_training)
-            for a in attns:
-                a.keep_weights, a.weights = False, None
+        return kept_weights(self, [block.attn for block in self.transformer.h], lambda: self.hidden_states(idx))
 
     # ---- generation ----
 

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, layer_stack
+from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
 from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_range
 
@@ -180,19 +180,11 @@ class Transformer(nn.Module):
                                label_smoothing=c.label_smoothing)
         return logits, loss
 
-    @torch.no_grad()
     def cross_attention_maps(self, src, tgt):
         """Cross-attention weights of every decoder layer while it predicts tgt from src: a list of (B, n_head, T, S)
-        tensors, row t the source positions the decoder looked at to write tgt[t]."""
-        attns = [block.crossattention for block in self.decoder.h]
-        try:
-            for a in attns:
-                a.keep_weights = True
-            self(src, tgt)
-            return [a.weights for a in attns]
-        finally:
-            for a in attns:
-                a.keep_weights, a.weights = False, None
+        tensors, row t the source positions the decoder looked at to write tgt[t]. They are the model's in eval
+        mode, without dropout, whichever mode it is in."""
+        return kept_weights(self, [block.crossattention for block in self.decoder.h], lambda: self(src, tgt))
 
     # ---- decoding ----
 

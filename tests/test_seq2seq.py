@@ -226,6 +226,15 @@ def test_label_smoothing_is_the_loss_option():
 
 # ---- the project ----
 
+def test_cross_attention_maps_leave_dropout_out_and_the_mode_alone():
+    m = tiny(embd_pdrop=0.5, resid_pdrop=0.5, attn_pdrop=0.5).train()
+    src, tgt = sentences([5, 3]), sentences([4, 6], seed=1)
+    first, again = m.cross_attention_maps(src, tgt), m.cross_attention_maps(src, tgt)
+    assert m.training and all(torch.equal(a, b) for a, b in zip(first, again))
+    assert all(torch.equal(a, b) for a, b in zip(first, m.eval().cross_attention_maps(src, tgt)))
+    assert first[0].shape == (2, 2, tgt.size(1), src.size(1))
+
+
 def test_trim_padding_keeps_every_real_token():
     ids = torch.tensor([[3, 4, 0, 0, 0], [5, 0, 6, 2, 0]])  # a pad inside a row, and one column of padding only
     assert trim_padding(ids, 0).tolist() == [[3, 4, 0, 0], [5, 0, 6, 2]]
