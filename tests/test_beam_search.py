@@ -1,4 +1,5 @@
-"""Beam search against exhaustive search over every continuation of a tiny model, and against greedy decoding."""
+"""Beam search against exhaustive search over every continuation of a tiny model, against greedy decoding and
+against Hugging Face's; sampling against Hugging Face's."""
 import itertools
 
 import pytest
@@ -91,32 +92,65 @@ def test_eos_finishes_a_beam():
         assert (seq[len(PROMPT) + len(cont):] == eos).all()  # padded with eos after the end
 
 
+def hf_twin(tmp_path, seed=3, vocab=20, n_layer=2, scale=10):
+    """A random Hugging Face GPT2LMHeadModel and our GPT with its weights. The weights are scaled up: peaked,
+    varied distributions, so beams differ from greedy and eos comes early."""
+    transformers = pytest.importorskip('transformers')
+    torch.manual_seed(seed)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=vocab, n_layer=n_layer, n_head=2, n_embd=16,
+                                                               n_positions=32)).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(scale)
+    hf.save_pretrained(tmp_path)
+    return hf, GPT.from_pretrained(tmp_path)
+
+
+def check_beams_equal_hfs(hf, ours, prompt, num_beams, eos, length_penalty):
+    seqs, scores = beam_search(ours, prompt, 6, num_beams, eos_token_id=eos, length_penalty=length_penalty)
+    ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
+                      num_beams=num_beams, num_return_sequences=num_beams, eos_token_id=eos,
+                      pad_token_id=0 if eos is None else eos, length_penalty=length_penalty,
+                      early_stopping='never', output_scores=True, return_dict_in_generate=True)
+    width = ref.sequences.size(1)  # HF stops when every beam has ended; ours pads to max_new_tokens
+    assert torch.equal(seqs[:, :width], ref.sequences), (num_beams, eos, length_penalty)
+    torch.testing.assert_close(scores, ref.sequences_scores, atol=1e-4, rtol=1e-5)
+    return eos is not None and bool((seqs[:, prompt.size(1):] == eos).any())
+
+
 def test_equals_hugging_face_beam_search(tmp_path):
     """HF's generate(num_beams=...) on the same weights: the same beams and scores, with eos and length penalties.
     early_stopping='never' is HF's exact search, which ours is: a beam stops only when no live one can beat it."""
-    transformers = pytest.importorskip('transformers')
-    torch.manual_seed(3)
-    vocab = 20
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=vocab, n_layer=2, n_head=2, n_embd=16,
-                                                               n_positions=32)).eval()
-    with torch.no_grad():
-        for p in hf.parameters():  # peaked distributions, so beams differ from greedy and eos comes early
-            p.mul_(10)
-    hf.save_pretrained(tmp_path)
-    ours = GPT.from_pretrained(tmp_path)
-    ended = 0
-    for num_beams, eos, length_penalty in itertools.product((2, 4), (None, 0, 7), (0.0, 1.0, 2.0)):
-        prompt = torch.tensor([[5, 11, 2]])
-        seqs, scores = beam_search(ours, prompt, 6, num_beams, eos_token_id=eos, length_penalty=length_penalty)
-        ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
-                          num_beams=num_beams, num_return_sequences=num_beams, eos_token_id=eos,
-                          pad_token_id=0 if eos is None else eos, length_penalty=length_penalty,
-                          early_stopping='never', output_scores=True, return_dict_in_generate=True)
-        width = ref.sequences.size(1)  # HF stops when every beam has ended; ours pads to max_new_tokens
-        assert torch.equal(seqs[:, :width], ref.sequences), (num_beams, eos, length_penalty)
-        torch.testing.assert_close(scores, ref.sequences_scores, atol=1e-4, rtol=1e-5)
-        ended += eos is not None and bool((seqs[:, 3:] == eos).any())
+    hf, ours = hf_twin(tmp_path)
+    ended = sum(check_beams_equal_hfs(hf, ours, torch.tensor([[5, 11, 2]]), *options)
+                for options in itertools.product((2, 4), (None, 0, 7), (0.0, 1.0, 2.0)))
     assert ended >= 4  # eos did finish beams
+
+
+@pytest.mark.parametrize('seed', range(8))
+def test_equals_hugging_face_beam_search_on_more_models(seed, tmp_path):
+    """Other random models end beams at other ranks and steps: when eos is not the best continuation, when the
+    finished beams outnumber the live ones, when a finished beam can no longer be beaten."""
+    hf, ours = hf_twin(tmp_path, seed, vocab=12, n_layer=1, scale=6)
+    for options in itertools.product((2, 4), (0, 5), (0.0, 1.0)):
+        check_beams_equal_hfs(hf, ours, torch.tensor([[5, 11, 2]]), *options)
+
+
+@pytest.mark.parametrize('options', [dict(temperature=0.5), dict(temperature=2.0), dict(top_k=3), dict(top_k=50),
+                                     dict(top_p=0.6), dict(temperature=3.0, top_p=0.5),
+                                     dict(temperature=0.7, top_k=5, top_p=0.8)])
+def test_sampling_equals_hugging_face(options, tmp_path):
+    """With the same seed, sampling draws the same tokens as HF's generate(do_sample=True): temperature, top-k
+    (larger than the vocabulary too) and top-p (nucleus) shape the same distribution, in the same order."""
+    hf, ours = hf_twin(tmp_path, scale=5)
+    prompt = torch.tensor([[5, 11, 2]] * 4)
+    torch.manual_seed(11)
+    got = ours.generate(prompt, 8, do_sample=True, **options)
+    torch.manual_seed(11)
+    want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=8, do_sample=True,
+                       pad_token_id=0, **{'top_k': 0, 'temperature': 1.0, **options})  # HF's default top_k is 50
+    assert torch.equal(got, want)
+    assert len(set(map(tuple, got.tolist()))) > 1  # the draws differ between rows: sampling, not greedy
 
 
 def test_bad_arguments():

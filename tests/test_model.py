@@ -376,6 +376,8 @@ def test_top_k_and_top_p_never_pick_outside_allowed_set():
     assert torch.equal(top_k_filter(logits, 5.0), top_k_filter(logits, 5))  # a config's 5.0 is 5
     assert (top_p_filter(logits, 0.7) > float('-inf')).sum(-1).eq(n_p).all()
     assert (top_p_filter(logits, 1e-9) > float('-inf')).sum(-1).eq(1).all()  # always at least one token
+    # four equal tokens, p=0.5: the first two already hold 0.5, so two are kept (as HF's TopPLogitsWarper)
+    assert (top_p_filter(torch.zeros(1, 4), 0.5) > float('-inf')).sum().item() == 2
 
 
 @pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
