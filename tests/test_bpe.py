@@ -129,6 +129,7 @@ def test_cold_and_warm_encoders_agree(encoder):
     assert fresh.encode(text) == encoder.encode(text) == fresh.encode(text)
     tiny = Encoder(encoder.encoder, [tuple(m) for m in _merges()], cache_size=50)  # cache overflow path
     assert tiny.encode(text) == fresh.encode(text) and len(tiny.cache) <= 50 + len(set(tiny.pat.findall(text)))
+    assert tiny.encode(text[:3000]) == fresh.encode(text[:3000])  # a full cache is cleared and filled again
 
 
 def _merges():

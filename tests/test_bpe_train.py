@@ -183,6 +183,10 @@ def test_special_tokens_never_split_or_merged():
     assert encoder.encode('<|pad|>', allowed_special={'<|pad|>'}) == [n - 2]
     with pytest.raises(ValueError, match='does not have'):
         encoder.encode('x', allowed_special={'<|unknown|>'})
+    # a special token is written as itself on decode, even with a space or a character outside the byte alphabet
+    odd = ('<|end of text|>', '\u2039\u00e9>')
+    encoder = train_bpe('hello world ' * 30, 262, special_tokens=odd)
+    assert [encoder.decode([encoder.encoder[s]]) for s in odd] == list(odd)
 
 
 @pytest.mark.parametrize('pretokenize', [True, False])
