@@ -127,6 +127,8 @@ def test_an_attention_mask_other_than_zeros_and_ones_is_refused(mask):
     with pytest.raises(ValueError, match=r"attention_mask must hold only 0 \(padding\) and 1 \(real tokens\)"):
         model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor(mask))
     assert model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor([[0.0, 1.0, 1.0]])).shape == (1, 4)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 2\) but the prompt has \(1, 3\)"):
+        model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor([[1, 1]]))
 
 
 def test_a_negative_number_of_new_tokens_is_refused():
@@ -155,6 +157,7 @@ def test_one_obvious_place_chooses_the_attention_path(monkeypatch):
     assert paths(model(attn_impl='explicit'), lambda m: m.generate(idx[:, :3], 3)) == {'explicit'}
     assert paths(model(), lambda m: m.attention_maps(idx)) == {'explicit'}  # the maps are its weights
     assert paths(model(attn_pdrop=0.1).train(), lambda m: m(idx)) == {'explicit'}  # CPU training with dropout
+    assert paths(model(attn_pdrop=0.1).eval(), lambda m: m(idx)) == {'sdpa'}  # in eval, no dropout: fused again
 
 
 @pytest.mark.parametrize('impl', ['sdpa', 'explicit'])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import load_project
-from mingpt.model import CausalSelfAttention, GPT
+from mingpt.model import CausalSelfAttention, GPT, sinusoidal_positions
 from mingpt.sampling import beam_search
 from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
 from mingpt.trainer import Trainer
@@ -225,6 +225,18 @@ def test_label_smoothing_is_the_loss_option():
 
 
 # ---- the project ----
+
+def test_embedding_is_scaled_by_sqrt_d_and_the_pre_norm_encoder_ends_in_a_layer_norm():
+    m = tiny()
+    src = sentences([5, 3])
+    T = src.size(1)
+    assert m.config.pos_embd == 'sinusoidal'  # the paper's default
+    want = m.encoder.wte(src) * 32 ** 0.5 + sinusoidal_positions(16, 32)[:T]  # n_embd 32, block_size 16
+    torch.testing.assert_close(m.embed(m.encoder, src), want)
+    memory, _ = tiny(**VARIANTS[1]).encode(src)  # pre-norm: the last layer norm is ln_f (gain 1, bias 0)
+    torch.testing.assert_close(memory.mean(-1), torch.zeros(2, T), atol=1e-5, rtol=0)
+    torch.testing.assert_close(memory.var(-1, unbiased=False), torch.ones(2, T), atol=1e-3, rtol=0)
+
 
 def test_cross_attention_maps_leave_dropout_out_and_the_mode_alone():
     m = tiny(embd_pdrop=0.5, resid_pdrop=0.5, attn_pdrop=0.5).train()
