@@ -40,6 +40,15 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(engine.generate(other, new), m.generate(other, new))
 
 
+def test_caches_follow_the_models_dtype():
+    m = model(scale=8)
+    idx = torch.randint(0, 11, (2, 3))
+    engine = Engine(m)
+    engine.generate(idx, 4)
+    m.double()  # the same shapes as before, another dtype: the caches are made again
+    assert torch.equal(engine.generate(idx, 4), m.generate(idx, 4))
+
+
 @pytest.mark.parametrize('make, vocab, batch', [(lambda: model(block_size=256), 11, 1), (chargpt_model, 65, 2)])
 def test_compiled_decode_equals_eager_and_compiles_once(make, vocab, batch):
     m = make()
