@@ -1,6 +1,7 @@
 """The trainer's scale features: schedule, accumulation, mixed precision, compile, evaluation, metrics, checkpoints
 and exact resume (a run killed with SIGKILL and resumed reproduces the uninterrupted run bit for bit on CPU)."""
 import json
+import math
 import os
 import pickle
 import signal
@@ -159,6 +160,10 @@ def test_lr_schedule_warmup_then_cosine():
     assert lrs[60] == pytest.approx(0.55)  # half way down the cosine
     assert lrs[110] == pytest.approx(0.1) and lrs[119] == pytest.approx(0.1)  # then min_lr
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    # lr_decay_iters ends the cosine before max_iters; min_lr defaults to learning_rate / 10
+    c.merge_from_dict(dict(warmup_iters=0, lr_decay_iters=40, min_lr=None))
+    assert trainer.get_lr(0) == 1.0 and trainer.get_lr(40) == pytest.approx(0.1) == trainer.get_lr(100)
+    assert trainer.get_lr(10) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi / 4)))
     c.merge_from_dict(dict(lr_schedule='constant', warmup_iters=0))
     assert trainer.get_lr(50) == 1.0
 
@@ -167,7 +172,18 @@ def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
     trainer, _ = train(tmp_path, lr_schedule='cosine', warmup_iters=2, max_iters=6, learning_rate=1e-2, min_lr=0.0)
     lrs = [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')]
     assert lrs == pytest.approx([trainer.get_lr(i) for i in range(6)])
+    assert all(group['lr'] == lrs[-1] for group in trainer.optimizer.param_groups)  # decayed or not, every group
+    train(tmp_path / 'warmup', lr_schedule='constant', warmup_iters=2, learning_rate=3e-2)  # warmup, then constant
+    assert [r['lr'] for r in read_metrics(tmp_path / 'warmup' / 'metrics.jsonl')] == pytest.approx([1e-2, 2e-2, 3e-2, 3e-2])
     assert lrs[0] < lrs[1] < lrs[2] and lrs[2] > lrs[5]
+
+
+def test_a_callback_may_steer_the_learning_rate_of_a_constant_schedule(tmp_path):
+    def halve(trainer):  # as a minGPT user would write it
+        for group in trainer.optimizer.param_groups:
+            group['lr'] /= 2
+    train(tmp_path, callbacks=[('on_batch_end', halve)])
+    assert [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [1e-2, 5e-3, 2.5e-3, 1.25e-3]
 
 
 def test_resume_trains_at_this_runs_learning_rate(tmp_path):
@@ -200,11 +216,11 @@ def test_mixed_precision_trains(dtype):
 
 def test_eval_metrics_and_files(tmp_path):
     evals = []
-    trainer, losses = train(tmp_path, val=True, max_iters=5, eval_interval=2, eval_iters=2,
+    trainer, losses = train(tmp_path, val=True, max_iters=6, eval_interval=2, eval_iters=2,
                             callbacks=[('on_eval_end', lambda t: evals.append((t.iter_num, t.val_loss)))])
-    assert [i for i, _ in evals] == [0, 2, 4]  # every eval_interval iterations and at the last
+    assert [i for i, _ in evals] == [0, 2, 4, 5]  # every eval_interval iterations and at the last
     records = read_metrics(tmp_path / 'metrics.jsonl')
-    assert [r['iter'] for r in records] == list(range(5))
+    assert [r['iter'] for r in records] == list(range(6))
     assert [r['loss'] for r in records] == losses
     assert all(r['tokens_per_s'] > 0 and r['lr'] == 1e-2 for r in records)
     assert [r['val_loss'] for r in records if 'val_loss' in r] == [v for _, v in evals]
