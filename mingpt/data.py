@@ -182,6 +182,17 @@ class TokenDataset(torch.utils.data.Dataset):
         if len(self.tokens) <= block_size:
             raise ValueError(f"the token array has {len(self.tokens)} tokens, too few for one window of block_size "
                              f"{block_size} plus its target; use more data or a smaller block_size")
+        if self.path is None:  # in memory, so a check is cheap; it spares the model's cryptic "index out of range"
+            self._check_ids()
+
+    def _check_ids(self):
+        if not np.issubdtype(self.tokens.dtype, np.integer):
+            raise ValueError(f"token ids must be integers, not {self.tokens.dtype}")
+        if self.tokens.min() < 0:
+            raise ValueError(f"token ids must be >= 0; these include {self.tokens.min()}")
+        if self.vocab_size is not None and self.tokens.max() >= self.vocab_size:
+            raise ValueError(f"token id {self.tokens.max()} is outside the vocabulary (vocab_size={self.vocab_size}: "
+                             f"ids 0..{self.vocab_size - 1}); pass the right vocab_size or fix the ids")
 
     @staticmethod
     def write(path, ids):

@@ -250,6 +250,38 @@ def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
     assert asked == [{'Range': 'bytes=1000-'}] and dest.read_bytes() == body and not part.exists()
 
 
+def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_range(tmp_path, monkeypatch):
+    body = bytes(range(256)) * 4
+    dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
+    part.write_bytes(body)
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'', status=416))  # nothing left
+    data.download('https://example.org/f.bin', dest, sha256=hashlib.sha256(body).hexdigest(), quiet=True)
+    assert dest.read_bytes() == body and not part.exists()
+    dest.unlink()
+    part.write_bytes(b'stale bytes')
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(body))  # 200: the whole file again
+    data.download('https://example.org/f.bin', dest, quiet=True)
+    assert dest.read_bytes() == body and not part.exists()
+
+
+def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monkeypatch):
+    for folder in ('data', 'cache'):
+        (tmp_path / folder / 'set').mkdir(parents=True)
+        (tmp_path / folder / 'set' / 'f.txt').write_text(folder)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'data'))
+    monkeypatch.setattr(data.requests, 'get', None)  # nothing is downloaded
+    assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'data'
+    assert data.fetch('set/f.txt', path=tmp_path / 'cache' / 'set' / 'f.txt').read_text() == 'cache'
+    with pytest.raises(FileNotFoundError, match=r"nowhere.txt does not exist; pass the path of an existing file"):
+        data.fetch('set/f.txt', path=tmp_path / 'nowhere.txt')
+    monkeypatch.delenv('MINGPT_DATA_DIR')
+    assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'cache'
+    with pytest.raises(FileNotFoundError, match=r"set/g.txt not found \(looked in: .*cache/set/g.txt\) and there is "
+                                                r"no known download address"):
+        data.fetch('set/g.txt')
+
+
 def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'{"not": "the vocabulary"}'))
     with pytest.raises(RuntimeError, match='sha256'):
@@ -266,8 +298,10 @@ def vocab_bodies():
 def test_download_into_cache_then_reuse(encoder, vocab_bodies, empty_cache, monkeypatch):
     bodies = vocab_bodies
     calls = []
-    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: calls.append(url) or FakeResponse(bodies[url]))
+    monkeypatch.setattr(data.requests, 'get', lambda url, headers, **kw: calls.append((url, headers)) or
+                        FakeResponse(bodies[url]))
     assert get_encoder().encode('hello world') == [31373, 995]
     assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe'] and len(calls) == 2
+    assert all(headers == {} for _, headers in calls)  # a fresh download asks for no range
     assert get_encoder().encode(' again!') == encoder.encode(' again!')
     assert len(calls) == 2  # the second time from the cache

@@ -377,8 +377,17 @@ def test_token_dataset_memmap(tmp_path):
     (tmp_path / 'odd.bin').write_bytes(b'abc')
     with pytest.raises(ValueError, match='uint16'):
         TokenDataset(tmp_path / 'odd.bin', 2)
-    with pytest.raises(ValueError, match='65535'):
-        TokenDataset.write(tmp_path / 'big.bin', [70000])
+    for bad in ([70000], [3, -1]):
+        with pytest.raises(ValueError, match='65535'):
+            TokenDataset.write(tmp_path / 'big.bin', bad)
+    assert not (tmp_path / 'big.bin').exists()
+    # in memory, ids outside the vocabulary are refused here rather than as an IndexError deep in the model
+    with pytest.raises(ValueError, match=r"token ids must be >= 0; these include -1"):
+        TokenDataset([0, 1, -1, 3], 2)
+    with pytest.raises(ValueError, match=r"token id 5 is outside the vocabulary \(vocab_size=5: ids 0..4\)"):
+        TokenDataset(torch.tensor([0, 1, 5, 3]), 2, vocab_size=5)
+    with pytest.raises(ValueError, match="token ids must be integers, not float64"):
+        TokenDataset(np.array([0.5, 1, 2, 3]), 2)
     (tmp_path / 'empty.bin').write_bytes(b'')
     with pytest.raises(ValueError, match=r"empty.bin is empty or has an odd number of bytes"):
         TokenDataset(tmp_path / 'empty.bin', 2)
