@@ -62,7 +62,8 @@ def _config_from_hf(C, config_path):
         raise ValueError(f"{config_path} lacks {', '.join(missing)}: not a GPT-2 config.json")
     unsupported = {k: hf[k] for k, ok in [('activation_function', ('gelu_new', 'gelu_pytorch_tanh')),
                                          ('n_inner', (None, 4 * hf['n_embd'])), ('layer_norm_epsilon', (1e-5,)),
-                                         ('scale_attn_weights', (True,)), ('scale_attn_by_inverse_layer_idx', (False,))]
+                                         ('scale_attn_weights', (True,)), ('scale_attn_by_inverse_layer_idx', (False,)),
+                                         ('tie_word_embeddings', (True,))]
                    if k in hf and hf[k] not in ok}
     if unsupported:
         raise ValueError(f"{config_path} asks for a GPT-2 variant this model does not implement: {unsupported}")

@@ -83,12 +83,27 @@ def test_save_pretrained_round_trip(tmp_path):
     config = json.loads((folder / 'config.json').read_text())
     assert config['model_type'] == 'gpt2' and config['architectures'] == ['GPT2LMHeadModel']
     assert (config['n_layer'], config['n_head'], config['n_embd'], config['n_positions']) == (2, 2, 16, 32)
+    assert config['bos_token_id'] == config['eos_token_id'] == 50256  # GPT-2's <|endoftext|>
     assert sorted(p.name for p in folder.iterdir()) == ['config.json', 'model.safetensors']  # no temp files left
     hf = GPT2LMHeadModel.from_pretrained(folder).eval()
     hf.generation_config.eos_token_id = None
     assert_same_as_hf(ours, hf, 50257, steps=5)
     again = GPT.from_pretrained(folder)
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), again.state_dict().values()))
+
+
+def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=2, n_embd=16, vocab_size=65, block_size=32))
+    folder = GPT(C).save_pretrained(tmp_path)
+    hf = GPT2Config.from_pretrained(folder)  # left out, HF's defaults would name id 50256, outside this vocabulary
+    assert hf.bos_token_id is None and hf.eos_token_id is None
+
+
+def test_dropout_comes_from_config_json(tmp_path):
+    drops = dict(embd_pdrop=0.0, resid_pdrop=0.05, attn_pdrop=0.2)  # HF's defaults are all 0.1, as are ours
+    model = GPT.from_pretrained(save_hf(hf_model(**SMALL, **drops), tmp_path, 'safetensors'))
+    assert {k: getattr(model.config, k) for k in drops} == drops
 
 
 @pytest.fixture
@@ -159,9 +174,44 @@ def test_a_folder_named_like_a_hub_id_without_config_is_not_the_model(tmp_path, 
 
 def test_not_gpt2_config(small_dir):
     config = json.loads((small_dir / 'config.json').read_text())
-    (small_dir / 'config.json').write_text(json.dumps({**config, 'activation_function': 'relu'}))
-    with pytest.raises(ValueError, match='activation_function'):
+    (small_dir / 'config.json').write_text(json.dumps({**config, 'model_type': 'gpt_neo'}))
+    with pytest.raises(ValueError, match="describes a 'gpt_neo' model; only GPT-2 checkpoints load here"):
         GPT.from_pretrained(small_dir)
+
+
+# each changes what HF's GPT-2 computes, which this model does not implement
+VARIANTS = dict(activation_function='relu', n_inner=3 * SMALL['n_embd'], layer_norm_epsilon=1e-2,
+                scale_attn_weights=False, scale_attn_by_inverse_layer_idx=True, tie_word_embeddings=False)
+
+
+@pytest.mark.parametrize('key', VARIANTS)
+def test_a_gpt2_variant_is_refused_by_name(tmp_path, key):
+    variant = hf_model(**SMALL, **{key: VARIANTS[key]})
+    plain = hf_model(**SMALL)
+    if key != 'n_inner':  # the same weights give other logits: the variant really computes something else
+        plain.load_state_dict(variant.state_dict())
+        idx = torch.arange(7)[None]
+        with torch.no_grad():
+            assert (variant(idx).logits - plain(idx).logits).abs().max() > 1e-3
+    with pytest.raises(ValueError, match=rf"a GPT-2 variant this model does not implement: \{{'{key}'"):
+        GPT.from_pretrained(save_hf(variant, tmp_path, 'safetensors'))
+
+
+@pytest.mark.parametrize('same', [dict(activation_function='gelu_pytorch_tanh'), dict(n_inner=4 * SMALL['n_embd']),
+                                  dict(layer_norm_epsilon=1e-5, tie_word_embeddings=True)])
+def test_settings_equal_to_gpt2s_own_load(tmp_path, same):
+    hf = hf_model(**SMALL, **same)
+    assert_same_as_hf(GPT.from_pretrained(save_hf(hf, tmp_path, 'safetensors')), hf, SMALL['vocab_size'], steps=3)
+
+
+def test_an_untied_head_is_refused(tmp_path):
+    hf = hf_model(**SMALL)
+    folder = save_hf(hf, tmp_path, 'bin')  # the full state dict, lm_head.weight included
+    sd = torch.load(folder / 'pytorch_model.bin')
+    sd['lm_head.weight'] = sd['lm_head.weight'] + 1  # config.json still says tied
+    torch.save(sd, folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=r"lm_head.weight differs from wte.weight; this GPT ties them"):
+        GPT.from_pretrained(folder)
 
 
 @pytest.fixture
