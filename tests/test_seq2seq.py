@@ -86,6 +86,39 @@ def test_cached_decoding_equals_uncached(variant):
     assert torch.equal(full_logits.argmax(-1), seq[:, 1:])  # greedy wrote the argmax at every step
 
 
+def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
+    model = tiny()
+    memory, mask = model.encode(sentences([3, 7, 5]))
+    plain = model.greedy(memory, mask, max_new_tokens=8)
+    assert not (plain == EOS).any()  # the untrained model never writes EOS by itself
+    logits = model.next_token_logits
+
+    def eos_at(steps):  # row i writes EOS at step steps[i] (0: the first new token), else what the model says
+        def forced(seq, caches):
+            out = logits(seq, caches).clone()
+            out[[i for i, s in enumerate(steps) if s == seq.size(1) - 1], EOS] = 1e9
+            return out
+        return forced
+
+    model.next_token_logits = eos_at([2, None, None])
+    seq = model.greedy(memory, mask, max_new_tokens=8)
+    assert torch.equal(seq[0, :3], plain[0, :3]) and (seq[0, 3:] == EOS).all()  # padded from its EOS on
+    assert torch.equal(seq[1:], plain[1:])  # the other rows go on as before
+    model.next_token_logits = eos_at([2, 4, 0])
+    assert model.greedy(memory, mask, max_new_tokens=8).size(1) == 1 + 5  # BOS and 5 steps: all rows are done
+    assert model.translate(sentences([3, 7, 5]), max_new_tokens=8) == [plain[0, 1:3].tolist(), plain[1, 1:5].tolist(), []]
+
+
+def test_translate_writes_up_to_block_size_tokens():
+    model = tiny()  # block_size 16: the decoder reads BOS and the first 15 new tokens
+    src = sentences([3, 7])
+    assert [len(t) for t in model.translate(src)] == [15, 15]  # by default, the longest target training can show
+    assert [len(t) for t in model.translate(src, max_new_tokens=16)] == [16, 16]
+    assert [len(t) for t in model.translate(src, max_new_tokens=16, num_beams=2)] == [16, 16]
+    with pytest.raises(ValueError, match="max_new_tokens must be 1 to block_size = 16, got 17"):
+        model.translate(src, max_new_tokens=17)
+
+
 def test_encoder_keys_values_are_computed_once_and_reused():
     model = tiny()
     memory, mask = model.encode(sentences([5, 3]))
