@@ -89,17 +89,18 @@ def test_cached_decoding_equals_uncached(variant):
 def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
     model = tiny()
     memory, mask = model.encode(sentences([3, 7, 5]))
-    plain = model.greedy(memory, mask, max_new_tokens=8)
-    assert not (plain == EOS).any()  # the untrained model never writes EOS by itself
     logits = model.next_token_logits
 
-    def eos_at(steps):  # row i writes EOS at step steps[i] (0: the first new token), else what the model says
+    def eos_at(steps):  # row i writes EOS at step steps[i] (0: the first new token) and never otherwise
         def forced(seq, caches):
             out = logits(seq, caches).clone()
+            out[:, EOS] = -1e9
             out[[i for i, s in enumerate(steps) if s == seq.size(1) - 1], EOS] = 1e9
             return out
         return forced
 
+    model.next_token_logits = eos_at([None, None, None])
+    plain = model.greedy(memory, mask, max_new_tokens=8)
     model.next_token_logits = eos_at([2, None, None])
     seq = model.greedy(memory, mask, max_new_tokens=8)
     assert torch.equal(seq[0, :3], plain[0, :3]) and (seq[0, 3:] == EOS).all()  # padded from its EOS on
