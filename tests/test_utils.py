@@ -1,11 +1,12 @@
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, remove_stale_temps, resolve_device,
-                          run_cli, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
+                          resolve_device, run_cli, save_checkpoint, set_from_data, setup_logging)
 
 
 def make():
@@ -23,6 +24,13 @@ def test_merge_from_args_parses_literals_and_keeps_strings():
     assert C.trainer.batch_size == 32 and C.trainer.learning_rate == 1e-3
     assert C.trainer.betas == (0.8, 0.9) and C.trainer.compile is True
     assert C.trainer.device == 'cuda:1' and C.model.n_layer == 4 and C.model.model_type is None
+
+
+def test_a_list_for_a_tuple_option_becomes_a_tuple_and_a_value_may_hold_equals_signs():
+    C = make()
+    C.model.model_type = 'x'
+    C.merge_from_args(['--trainer.betas=[0.8, 0.9]', '--model.model_type=a=b'])
+    assert C.trainer.betas == (0.8, 0.9) and isinstance(C.trainer.betas, tuple) and C.model.model_type == 'a=b'
 
 
 def test_int_is_fine_for_float_and_string_default_keeps_digits():
@@ -94,8 +102,12 @@ def test_str_and_to_dict():
     assert "trainer:\n    batch_size: 64" in str(C)
 
 
-def test_setup_logging(tmp_path):
+def test_setup_logging(tmp_path, monkeypatch):
     C = CN(system=CN(work_dir=str(tmp_path / 'run')), x=CN(a=1))
+    monkeypatch.setenv('RANK', '1')  # under torchrun only rank 0 writes
+    setup_logging(C)
+    assert not (tmp_path / 'run').exists()
+    monkeypatch.delenv('RANK')
     setup_logging(C)
     assert json.load(open(tmp_path / 'run' / 'config.json'))['x'] == {'a': 1}
     assert (tmp_path / 'run' / 'args.txt').exists()
@@ -138,6 +150,31 @@ def test_check_range_accepts_the_range():
     assert check_range('x', 4.0, low=1, integer=True) == 4.0 and check_range('x', 0.5, 0, 1, True, True) == 0.5
 
 
+def test_check_range_bounds_are_closed_unless_open():
+    assert check_range('x', 1.0, 0, 1) == 1.0 and check_range('x', 0, 0, 1) == 0
+    for value, kwargs in ((1.0, dict(high_open=True)), (0, dict(low_open=True))):
+        with pytest.raises(ConfigError, match='out of range'):
+            check_range('x', value, 0, 1, **kwargs)
+
+
+def test_set_from_data_accepts_the_value_the_data_sets():
+    C = CN(vocab_size=65, block_size=None)
+    set_from_data(C, 'model', vocab_size=65, block_size=128)  # given on the command line as the data has it
+    assert (C.vocab_size, C.block_size) == (65, 128)
+    with pytest.raises(ConfigError, match=r"model.vocab_size=65 cannot be chosen here: the data sets it \(to 50\)"):
+        set_from_data(C, 'model', vocab_size=50)
+
+
+def test_atomic_write_leaves_no_temporary_file_when_the_write_fails(tmp_path):
+    def fails(tmp):
+        Path(tmp).write_text('half')
+        raise OSError('disk full')
+    (tmp_path / 'f.txt').write_text('old')
+    with pytest.raises(OSError, match='disk full'):
+        atomic_write(tmp_path / 'f.txt', fails)
+    assert [p.name for p in tmp_path.iterdir()] == ['f.txt'] and (tmp_path / 'f.txt').read_text() == 'old'
+
+
 def test_resolve_device(monkeypatch):
     assert resolve_device('cpu') == 'cpu'
     expected = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
@@ -172,6 +209,12 @@ def test_run_cli_turns_user_errors_into_exit_2(capsys, monkeypatch):
         run_cli(main, ['a.txt', '--debug'])
     assert 'Traceback' in capsys.readouterr().err
     assert run_cli(lambda argv: argv, ['--x=1']) == ['--x=1']  # success: main's result, no exit
+
+    def offline(argv):
+        raise RuntimeError('could not download https://example.org/f.txt')
+    with pytest.raises(SystemExit) as e:  # a failed download is the user's to fix too
+        run_cli(offline, [])
+    assert e.value.code == 2 and capsys.readouterr().err.startswith('error: could not download')
 
     def bug(argv):
         raise KeyError('a bug, not a user error')
