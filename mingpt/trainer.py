@@ -146,6 +146,7 @@ class Trainer:
             print("running on device", self.device)
         # variables that will be assigned to trainer class later for logging and etc
         self.iter_num = 0
+        self.steps_done = 0  # iter_num + 1 within a step's evaluation and callbacks, iter_num between steps
         self.iter_time = 0.0
         self.iter_dt = 0.0
         self.loss = None
@@ -246,12 +247,13 @@ class Trainer:
             dist.all_reduce(loss_sum)
             loss_sum /= self.world_size
         self.loss = loss_sum
+        self.steps_done = self.iter_num + 1
         return x, y
 
     def _after_step(self, t0):
         """Evaluation, callbacks, metrics.jsonl, the progress bar and checkpoints, after the step that began at t0."""
         c = self.config
-        last = self.iter_num + 1 == c.max_iters
+        last = self.steps_done == c.max_iters
         evaluate = self.val_dataset is not None and bool(c.eval_interval) and (
             self.iter_num % c.eval_interval == 0 or last)
         record = None
@@ -273,7 +275,7 @@ class Trainer:
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         self._bar.update(1)
-        if c.checkpoint_interval and ((self.iter_num + 1) % c.checkpoint_interval == 0 or last):
+        if c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last):
             self.save_checkpoint()
             if self.val_dataset is None:
                 self._save_model()  # no val loss to pick the best by: model.pt is the latest
@@ -368,6 +370,7 @@ class Trainer:
             self.scaler.load_state_dict(ckpt['scaler'])
         self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
         self.sampler_seed, self.iter_num = ckpt['sampler']['seed'], ckpt['iter_num']
+        self.steps_done = self.iter_num
         if self.rank == 0:
             print(f"resuming from {path} at iteration {ckpt['iter_num']}")
         return ckpt
@@ -513,7 +516,7 @@ class Trainer:
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
-        state = {**self.checkpoint_extras, 'model': self.model.state_dict(), 'iter_num': self.iter_num + 1}
+        state = {**self.checkpoint_extras, 'model': self.model.state_dict(), 'iter_num': self.steps_done}
         config = getattr(self.model, 'config', None)
         if isinstance(config, CN):
             state['model_config'] = config.to_dict()
@@ -540,7 +543,7 @@ class Trainer:
             'scaler': self.scaler.state_dict(),
             'trainer_config': self.config.to_dict(),
             'rng': rng,
-            'sampler': {'seed': self.sampler_seed, 'iter': self.iter_num + 1},
+            'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
             'best_val_loss': self.best_val_loss,
         }, path or self._path('ckpt.pt'))
 

@@ -134,7 +134,7 @@ def main(argv):
         if test_acc > best:
             best = test_acc
             save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(),
-                             'config': config.to_dict(), 'iter_num': trainer.iter_num + 1,  # as the trainer counts
+                             'config': config.to_dict(), 'iter_num': trainer.steps_done,
                              'test_accuracy': test_acc}, ckpt_path)
             print(f"saved the best model so far to {ckpt_path}")
 

@@ -446,7 +446,7 @@ def finetune(config):
         if T.eval_interval and trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
             # iter_num in eval.json counts iterations done, as the checkpoints do
-            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.iter_num + 1)
+            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.steps_done)
 
     trainer.add_callback('on_batch_end', on_batch_end)
     trainer.run()

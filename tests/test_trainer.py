@@ -102,3 +102,13 @@ def test_a_flushed_line_start_shows_at_once(monkeypatch):
     trainer.add_callback('on_batch_end', ask)
     trainer.run()
     assert seen == ['Continue? [y/n] ']  # on its own line start, the bar cleared
+
+
+def test_a_line_start_never_finished_is_not_lost(monkeypatch):
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, 'stdout', screen)
+    monkeypatch.setattr(sys, 'stderr', screen)
+    trainer = make_trainer(max_iters=1, quiet=False)
+    trainer.add_callback('on_batch_end', lambda t: print('no newline, no flush', end=''))
+    trainer.run()
+    assert 'no newline, no flush' in screen.getvalue()

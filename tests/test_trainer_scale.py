@@ -17,7 +17,7 @@ import torch
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir
 from mingpt.model import GPT
 from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
-from mingpt.utils import ConfigError, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint, set_seed
 
 VOCAB, BLOCK = 16, 8
 
@@ -124,6 +124,9 @@ def test_mps_gets_float32_evaluation_and_no_torchrun(monkeypatch, tmp_path):
     tc.device = 'mps'
     with pytest.raises(ConfigError, match="torchrun on 'mps': gloo, .* --trainer.device=cpu"):
         Trainer(tc, tiny_gpt(), tokens())
+    monkeypatch.delenv('WORLD_SIZE')  # one process on MPS is fine
+    monkeypatch.setattr(torch.nn.Module, 'to', lambda module, *args, **kwargs: module)  # stays on the CPU here
+    assert Trainer(tc, tiny_gpt(), tokens()).device == 'mps'
 
 
 def test_tokens_per_second_counts_the_time_of_unlogged_steps_too(tmp_path):
@@ -192,17 +195,162 @@ def test_resume_trains_at_this_runs_learning_rate(tmp_path):
     assert [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [1e-2] * 4 + [1e-3] * 2
 
 
+def test_run_config_gives_the_work_dir_only_to_a_trainer_without_one(tmp_path):
+    run = CN(system=CN(work_dir=str(tmp_path / 'project')))
+    tc = Trainer.get_default_config()
+    tc.work_dir = str(tmp_path / 'mine')
+    assert Trainer(tc, tiny_gpt(), tokens(), run_config=run).config.work_dir == str(tmp_path / 'mine')
+    tc.work_dir = None
+    assert Trainer(tc, tiny_gpt(), tokens(), run_config=run).config.work_dir == str(tmp_path / 'project')
+    with pytest.raises(ValueError, match=r"checkpoint_extras may not use the trainer's own keys \['model'\]"):
+        Trainer(tc, tiny_gpt(), tokens(), checkpoint_extras={'model': 'mine'})
+
+
+def test_different_seeds_draw_different_batches():
+    def first_batch(seed):
+        set_seed(seed)
+        model = tiny_gpt()
+        seen = []
+        model.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+        tc = Trainer.get_default_config()
+        tc.merge_from_dict({'max_iters': 1, 'batch_size': 8, 'quiet': True})
+        Trainer(tc, model, tokens()).run()
+        return seen[0]
+    assert torch.equal(first_batch(0), first_batch(0)) and not torch.equal(first_batch(0), first_batch(1))
+
+
+def test_a_callback_that_draws_random_numbers_changes_no_training():
+    _, plain = train(dropout=0.1, max_iters=3)
+    _, drawn = train(dropout=0.1, max_iters=3, callbacks=[('on_batch_end', lambda t: torch.rand(100))])
+    assert drawn == plain
+
+
+def test_gradients_are_clipped_to_their_true_norm(monkeypatch):
+    """The optimizer sees gradients of norm grad_norm_clip; under float16 the norm is the true gradients', taken after
+    unscaling, not the loss-scaled ones' (65536 times larger)."""
+    norms, clip = [], torch.nn.utils.clip_grad_norm_
+
+    def record(trainer):
+        def pre_step(optimizer, args, kwargs):
+            norms.append(torch.cat([p.grad.flatten() for p in trainer.model.parameters()]).norm().item())
+        trainer.optimizer.register_step_pre_hook(pre_step)
+    # the optimizer exists once the run starts: hook it at the first evaluation, after step 0, for steps 1 and 2
+    train(val=True, grad_norm_clip=0.01, max_iters=3, eval_interval=100, eval_iters=1,
+          callbacks=[('on_eval_end', lambda t: t.iter_num == 0 and record(t))])
+    assert norms == pytest.approx([0.01, 0.01], rel=1e-3)
+
+    def norms_before_clipping(dtype):
+        seen = []
+        monkeypatch.setattr(torch.nn.utils, 'clip_grad_norm_', lambda p, max_norm: seen.append(clip(p, max_norm)))
+        train(grad_norm_clip=0.01, max_iters=3, dtype=dtype)
+        return [n.item() for n in seen]
+    assert norms_before_clipping('float16') == pytest.approx(norms_before_clipping('float32'), rel=0.05)
+
+
+def test_mixed_precision_computes_in_its_dtype():
+    dtypes = []
+    set_seed(0)
+    model = tiny_gpt()
+    model.lm_head.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype))
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 1, 'batch_size': 8, 'quiet': True, 'dtype': 'bfloat16'})
+    Trainer(tc, model, tokens()).run()
+    assert dtypes == [torch.bfloat16]
+
+
+def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path):
+    """Steps 0-4 sleep 0.5 s; the line at iteration 8 covers steps 5-8 only, so it is far faster than the 230
+    tokens/s of all nine steps."""
+    set_seed(0)
+    model, steps = tiny_gpt(), []
+
+    def slow_start(module, args):
+        steps.append(0)
+        if len(steps) <= 5:
+            time.sleep(0.5)
+    model.register_forward_pre_hook(slow_start)
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 12, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'log_interval': 4})
+    Trainer(tc, model, tokens()).run()
+    records = read_metrics(tmp_path / 'metrics.jsonl')
+    assert [r['iter'] for r in records] == [0, 4, 8, 11]
+    assert records[1]['tokens_per_s'] < 4 * 8 * BLOCK / 2.0  # steps 1-4: 2 s of sleep
+    assert records[2]['tokens_per_s'] > 2 * 9 * 8 * BLOCK / 2.5  # steps 5-8, not 0-8 with their 2.5 s
+
+
+def test_validation_loss_by_hand_and_the_mode_kept():
+    trainer, _ = train(val=True, eval_interval=100, eval_iters=2, max_iters=1)
+    ix = np.random.default_rng(0).integers(len(trainer.val_dataset), size=2 * 8)  # eval_iters batches, fixed
+    x, y = (torch.stack(t) for t in zip(*[trainer.val_dataset[i] for i in ix]))
+    model = trainer.model.eval()
+    with torch.no_grad():
+        logits = model(x)[0]
+    by_hand = torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
+    assert trainer.evaluate() == pytest.approx(by_hand, rel=1e-5)
+    assert not model.training  # evaluate() leaves the mode as it found it
+    model.train()
+    trainer.evaluate()
+    assert model.training
+
+
+def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work_dir(tmp_path):
+    best, _ = train(tmp_path, val=True, max_iters=4, eval_interval=2, eval_iters=1, checkpoint_interval=4)
+    # the resumed run's one step at learning rate 1 ruins the model: model.pt must stay the best one so far
+    worse, _ = train(tmp_path, val=True, resume=True, max_iters=5, eval_iters=1, learning_rate=1.0)
+    assert worse.val_loss > best.best_val_loss == worse.best_val_loss
+    assert load_checkpoint(tmp_path / 'model.pt')['val_loss'] == best.best_val_loss
+    elsewhere, _ = train(resume=str(tmp_path / 'ckpt.pt'), max_iters=6)  # writes nothing, needs no work_dir
+    assert elsewhere.iter_num == 6
+    elsewhere.save_checkpoint(tmp_path / 'named.pt')  # an explicit path is written even without a work_dir
+    assert load_checkpoint(tmp_path / 'named.pt')['iter_num'] == 6
+
+
+def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
+    train(tmp_path, max_iters=2, checkpoint_interval=2)
+    ckpt = load_checkpoint(tmp_path / 'ckpt.pt')
+    del ckpt['model_config']['pos_embd']  # a setting added after this checkpoint was written
+    save_checkpoint(ckpt, tmp_path / 'ckpt.pt')
+    set_seed(0)
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 3, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'resume': True})
+    trainer = Trainer(tc, tiny_gpt(), tokens(), checkpoint_extras={'vocab': list('abcdefghijklmnop')},
+                      must_match=('vocab', 'tokenizer?'))
+    trainer.run()
+    assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
+
+
+def test_overwrite_removes_the_old_runs_checkpoints_at_the_start(tmp_path):
+    train(tmp_path, max_iters=2, checkpoint_interval=2)
+    assert (tmp_path / 'ckpt.pt').exists() and (tmp_path / 'model.pt').exists()
+    train(tmp_path, max_iters=1, overwrite=True)  # saves nothing: the old files must not stay to be resumed
+    assert not (tmp_path / 'ckpt.pt').exists() and not (tmp_path / 'model.pt').exists()
+
+
+def test_resume_drops_a_metrics_line_without_its_newline(tmp_path):
+    train(tmp_path, max_iters=4, checkpoint_interval=2)
+    metrics = tmp_path / 'metrics.jsonl'
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text(''.join(lines[:2]) + lines[2].rstrip('\n'))  # killed as it wrote iteration 2's newline
+    train(tmp_path, resume=True, max_iters=5)
+    assert [r['iter'] for r in read_metrics(metrics)] == [0, 1, 4]
+
+
 def test_gradient_accumulation_matches_the_full_batch():
     _, full = train(max_iters=3)
     _, accumulated = train(max_iters=3, grad_accum_steps=4)
     assert accumulated == pytest.approx(full, abs=1e-5)
 
 
-def test_bad_settings_are_clear_errors():
+def test_bad_settings_are_clear_errors(monkeypatch):
     with pytest.raises(ConfigError, match='dtype'):
         train(dtype='half')
     with pytest.raises(ConfigError, match='multiple of grad_accum_steps'):
         train(grad_accum_steps=3)
+    for key, value in TORCHRUN_RANK_1.items():  # refused before any process group is made
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match=r"batch_size \(5\) must be a multiple of grad_accum_steps \(1\) times the "
+                                          r"number of processes \(2\)"):
+        train(batch_size=5)
     with pytest.raises(ConfigError, match='work_dir'):
         train(resume=True)
 
