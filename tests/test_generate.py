@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import data_dir, load_project
 
+from mingpt.bpe import get_encoder
 from mingpt.model import GPT
 from mingpt.sampling import beam_search
 from mingpt.utils import save_checkpoint
@@ -132,6 +133,31 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
         GPT.from_checkpoint(tmp_path / 'weights-only.pt')
     with pytest.raises(TypeError, match='give a CharTokenizer or a bpe.Encoder'):
         tokenizer_record(object())
+
+
+def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(capsys):
+    g = generate_module()
+    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
+    eot = enc.special_tokens['<|endoftext|>']
+    assert g.encode(enc, 'Hi<|endoftext|>') == enc.encode('Hi') + [eot]
+    assert g.text_of(enc, enc.encode('Hi there') + [eot] + enc.encode(' more'), eot) == 'Hi there'
+    on_token, finish = g.streamed(enc, eot)
+    for token in enc.encode('Hi') + [eot]:
+        on_token(token)
+    finish()
+    assert capsys.readouterr().out == 'Hi\n'
+
+
+def test_greedy_prints_one_sample_and_beams_as_many_as_asked(hf_dir, capsys, monkeypatch):
+    folder, _ = hf_dir
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    g = generate_module()
+    g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--greedy', '--num_samples=3'])
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 1 and 'one sample' in out.err
+    g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--num_beams=3', '--num_samples=3'])
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 3 and out.err.count('--- beam') == 3
 
 
 def test_errors_and_help():

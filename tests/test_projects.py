@@ -91,3 +91,12 @@ def test_help_shows_the_projects_usage_then_its_options(project, args, first_lin
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(first_line) and 'trainer:\n' in out and 'overwrite: False' in out
+
+
+def test_chargpt_holds_out_the_end_and_needs_a_window_in_each_part():
+    split = load_project('chargpt').split
+    assert split('abcdefghij', 0.3, 2) == ('abcdefg', 'hij')
+    assert split(list(range(10)), 0.3, 2) == (list(range(7)), [7, 8, 9])  # token ids alike
+    for fraction, block_size in ((0.3, 3), (0.8, 2)):  # 3 held out for block 3; 2 to train on for block 2
+        with pytest.raises(ConfigError, match=rf"data.val_fraction={fraction} splits the text's 10 tokens"):
+            split('abcdefghij', fraction, block_size)

@@ -1,6 +1,7 @@
 """projects/sentiment.py: the classifier (padding invariance, label-word head, freezing), the SST-2 files, and every
 stage end to end on a slice of SST-2 with tiny models."""
 import json
+import math
 import zipfile
 
 import pytest
@@ -25,7 +26,7 @@ def test_padding_never_changes_a_prediction():
     torch.manual_seed(0)
     model = sentiment.GPTClassifier(tiny_gpt()).eval()
     torch.nn.init.normal_(model.head.weight)  # a head that is not almost zero, so the logits differ by sentence
-    sentences = [[5, 7, 9], [3, 1, 4, 1, 5, 9, 2, 6], [8]]
+    sentences = [[5, 7, 0], [3, 1, 4, 1, 5, 9, 2, 6], [8]]  # id 0 is a token like any other, not padding
     alone = [model(torch.tensor([s]))[0][0] for s in sentences]  # no padding at all
     batch = torch.full((len(sentences), 16), -1)  # padded to block_size, beside longer and shorter sentences
     for i, s in enumerate(sentences):
@@ -46,7 +47,7 @@ def test_label_word_head_starts_as_the_lms_next_token_logits():
     torch.manual_seed(0)
     gpt = tiny_gpt().eval()
     model = sentiment.GPTClassifier(gpt, dropout=0.0, label_ids=[11, 22]).eval()
-    idx = torch.tensor([[5, 7, 9, -1, -1]])
+    idx = torch.tensor([[5, 7, 0, -1, -1]])  # the head reads the state after the last real token, here id 0
     lm_logits, _ = gpt(idx[:, :3])
     torch.testing.assert_close(model(idx)[0][0], lm_logits[0, -1, [11, 22]])
 
@@ -55,13 +56,33 @@ def test_auxiliary_lm_loss_counts_only_real_next_tokens():
     torch.manual_seed(0)
     gpt = tiny_gpt()
     model = sentiment.GPTClassifier(gpt, dropout=0.0, lm_loss_weight=0.5)
-    idx, y = torch.tensor([[5, 7, 9, -1], [3, 4, 5, 6]]), torch.tensor([0, 1])
+    idx, y = torch.tensor([[5, 7, 9, -1], [3, 4, 0, 6]]), torch.tensor([0, 1])
     logits, loss = model(idx, y)
     lm = torch.nn.functional.cross_entropy(
-        torch.cat([gpt(idx[:1, :3])[0][0, :2], gpt(idx[1:])[0][0, :3]]), torch.tensor([7, 9, 4, 5, 6]))
+        torch.cat([gpt(idx[:1, :3])[0][0, :2], gpt(idx[1:])[0][0, :3]]), torch.tensor([7, 9, 4, 0, 6]))
     torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, y) + 0.5 * lm)
     model.eval()  # evaluation scores the classifier alone
     torch.testing.assert_close(model(idx, y)[1], torch.nn.functional.cross_entropy(logits, y))
+
+
+def test_evaluation_report_by_hand(tmp_path):
+    """Five examples, true labels 0 0 0 1 1, predicted 0 1 1 1 0, each with probability 0.8."""
+    class Fixed(torch.nn.Module):
+        def forward(self, idx):
+            return torch.tensor([[0.8, 0.2], [0.2, 0.8]]).log()[idx[:, 0]], None
+
+    class Examples:
+        x, y = torch.tensor([[0], [1], [1], [1], [0]]), torch.tensor([0, 0, 0, 1, 1])
+
+        def __len__(self):
+            return 5
+    report = sentiment.evaluate(Fixed(), Examples(), 'cpu', tmp_path)
+    assert report['confusion_matrix'] == [[1, 2], [1, 1]]  # rows: the true label; columns: the prediction
+    assert report['accuracy'] == pytest.approx(2 / 5)
+    assert report['classes'] == {'negative': {'precision': pytest.approx(1 / 2), 'recall': pytest.approx(1 / 3)},
+                                 'positive': {'precision': pytest.approx(1 / 3), 'recall': pytest.approx(1 / 2)}}
+    assert report['loss'] == pytest.approx(-(2 * math.log(0.8) + 3 * math.log(0.2)) / 5)
+    assert json.loads((tmp_path / 'eval.json').read_text())['confusion_matrix'] == [[1, 2], [1, 1]]
 
 
 @pytest.mark.parametrize('blocks, trainable', [
