@@ -160,6 +160,19 @@ def test_greedy_prints_one_sample_and_beams_as_many_as_asked(hf_dir, capsys, mon
     assert len(out.out.splitlines()) == 3 and out.err.count('--- beam') == 3
 
 
+def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(hf_dir, capsys, monkeypatch):
+    folder, _ = hf_dir  # a context of 64 tokens
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    g = generate_module()
+    long, last = ' '.join(map(str, range(70))), ''.join(f' {i}' for i in range(6, 70))  # 70 tokens; the last 64
+    args = [f'--model={folder}', '--max_new_tokens=8', '--greedy']
+    g.main(args + [f'--prompt={long}'])
+    out = capsys.readouterr()
+    assert 'keeps its last 64 tokens' in out.err
+    g.main(args + [f'--prompt={last}'])
+    assert out.out.removeprefix(long) == capsys.readouterr().out.removeprefix(last)
+
+
 def test_errors_and_help():
     r = run('--model=no-such-model', '--prompt=x')
     assert r.returncode == 2 and 'unknown pretrained model' in r.stderr and 'Traceback' not in r.stderr

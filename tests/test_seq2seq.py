@@ -312,6 +312,8 @@ def test_vocabularies_round_trip(tmp_path):
         ids = vocab.batch(texts)
         assert [vocab.decode(row.tolist()) for row in ids] == texts
         assert (ids[:, 0] != vocab.special_ids['<pad>']).all() and vocab.special_ids['<eos>'] in ids[2].tolist()
+        eos_at = [row.tolist().index(vocab.special_ids['<eos>']) for row in ids]  # each text ends in one eos
+        assert all((row[n + 1:] == vocab.special_ids['<pad>']).all() for row, n in zip(ids, eos_at))  # then pad
         assert translate.Vocabulary(vocab.record).encode(texts[0]) == vocab.encode(texts[0])
 
 
@@ -321,9 +323,16 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
     path.write_text(''.join(f'src {i}\ttgt {i}\n' for i in range(10)), encoding='utf-8')
     train, test = translate.read_pairs(path, 3, seed=0)
     assert len(train) == 7 and len(test) == 3 and not set(train) & set(test)
-    path.write_text('a\tb\nno tab here\n', encoding='utf-8')
-    with pytest.raises(ValueError, match='line 2: expected source TAB target'):
-        translate.read_pairs(path, 1, seed=0)
+    assert translate.read_pairs(path, 3, seed=0) == (train, test) != translate.read_pairs(path, 3, seed=1)
+    assert test != [(f'src {i}', f'tgt {i}') for i in range(3)]  # drawn at random, not the first lines
+    with pytest.raises(ConfigError, match=r"has 10 pairs, not more than data.n_test=10"):
+        translate.read_pairs(path, 10, seed=0)
+    for bad in ('no tab here', 'a\tb\tc'):
+        path.write_text(f' a \t b \n{bad}\n', encoding='utf-8')
+        with pytest.raises(ValueError, match='line 2: expected source TAB target'):
+            translate.read_pairs(path, 1, seed=0)
+    path.write_text(' a \t b \nc\td\n', encoding='utf-8')
+    assert sorted(sum(translate.read_pairs(path, 1, seed=0), [])) == [('a', 'b'), ('c', 'd')]  # stripped
     path.write_text('Hello\u2028world\x0c!\tBonjour\nYes\tOui\n', encoding='utf-8')  # separators inside a line
     assert sorted(sum(translate.read_pairs(path, 1, seed=0), [])) == [('Hello\u2028world\x0c!', 'Bonjour'),
                                                                      ('Yes', 'Oui')]
