@@ -37,14 +37,17 @@ def tokens(n=2000, seed=0):
     return TokenDataset(ids, BLOCK, vocab_size=VOCAB)
 
 
-def train(tmp_path=None, val=False, callbacks=(), **overrides):
-    set_seed(0)
+def train(tmp_path=None, val=False, callbacks=(), seed=0, hook=None, must_match=(), **overrides):
+    """Train tiny_gpt on tokens(); hook(model), when given, runs first (to register the test's module hooks)."""
+    set_seed(seed)
     model = tiny_gpt(overrides.pop('dropout', 0.0))
+    if hook:
+        hook(model)
     tc = Trainer.get_default_config()
     tc.merge_from_dict({'max_iters': 4, 'batch_size': 8, 'quiet': True, 'learning_rate': 1e-2,
                         'work_dir': str(tmp_path) if tmp_path else None, **overrides})
     trainer = Trainer(tc, model, tokens(), val_dataset=tokens(500, seed=1) if val else None,
-                      checkpoint_extras={'vocab': list('abcdefghijklmnop')})
+                      checkpoint_extras={'vocab': list('abcdefghijklmnop')}, must_match=must_match)
     losses = []
     trainer.add_callback('on_batch_end', lambda t: losses.append(t.loss.item()))
     for event, fn in callbacks:
@@ -131,12 +134,8 @@ def test_mps_gets_float32_evaluation_and_no_torchrun(monkeypatch, tmp_path):
 
 def test_tokens_per_second_counts_the_time_of_unlogged_steps_too(tmp_path):
     """Each forward sleeps 50 ms, so no 64-token step can run faster than 1,280 tokens/s."""
-    set_seed(0)
-    model = tiny_gpt()
-    model.register_forward_pre_hook(lambda module, args: time.sleep(0.05))
-    tc = Trainer.get_default_config()
-    tc.merge_from_dict({'max_iters': 8, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'log_interval': 4})
-    Trainer(tc, model, tokens()).run()
+    train(tmp_path, hook=lambda model: model.register_forward_pre_hook(lambda module, args: time.sleep(0.05)),
+          max_iters=8, log_interval=4)
     records = read_metrics(tmp_path / 'metrics.jsonl')
     assert [r['iter'] for r in records] == [0, 4, 7]
     assert all(r['tokens_per_s'] < 8 * BLOCK / 0.05 for r in records)
@@ -208,13 +207,9 @@ def test_run_config_gives_the_work_dir_only_to_a_trainer_without_one(tmp_path):
 
 def test_different_seeds_draw_different_batches():
     def first_batch(seed):
-        set_seed(seed)
-        model = tiny_gpt()
         seen = []
-        model.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
-        tc = Trainer.get_default_config()
-        tc.merge_from_dict({'max_iters': 1, 'batch_size': 8, 'quiet': True})
-        Trainer(tc, model, tokens()).run()
+        train(seed=seed, max_iters=1,
+              hook=lambda model: model.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone())))
         return seen[0]
     assert torch.equal(first_batch(0), first_batch(0)) and not torch.equal(first_batch(0), first_batch(1))
 
@@ -249,29 +244,21 @@ def test_gradients_are_clipped_to_their_true_norm(monkeypatch):
 
 def test_mixed_precision_computes_in_its_dtype():
     dtypes = []
-    set_seed(0)
-    model = tiny_gpt()
-    model.lm_head.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype))
-    tc = Trainer.get_default_config()
-    tc.merge_from_dict({'max_iters': 1, 'batch_size': 8, 'quiet': True, 'dtype': 'bfloat16'})
-    Trainer(tc, model, tokens()).run()
+    train(max_iters=1, dtype='bfloat16',
+          hook=lambda model: model.lm_head.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype)))
     assert dtypes == [torch.bfloat16]
 
 
 def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path):
     """Steps 0-4 sleep 0.5 s; the line at iteration 8 covers steps 5-8 only, so it is far faster than the 230
     tokens/s of all nine steps."""
-    set_seed(0)
-    model, steps = tiny_gpt(), []
+    steps = []
 
     def slow_start(module, args):
         steps.append(0)
         if len(steps) <= 5:
             time.sleep(0.5)
-    model.register_forward_pre_hook(slow_start)
-    tc = Trainer.get_default_config()
-    tc.merge_from_dict({'max_iters': 12, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'log_interval': 4})
-    Trainer(tc, model, tokens()).run()
+    train(tmp_path, hook=lambda model: model.register_forward_pre_hook(slow_start), max_iters=12, log_interval=4)
     records = read_metrics(tmp_path / 'metrics.jsonl')
     assert [r['iter'] for r in records] == [0, 4, 8, 11]
     assert records[1]['tokens_per_s'] < 4 * 8 * BLOCK / 2.0  # steps 1-4: 2 s of sleep
@@ -310,12 +297,7 @@ def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     ckpt = load_checkpoint(tmp_path / 'ckpt.pt')
     del ckpt['model_config']['pos_embd']  # a setting added after this checkpoint was written
     save_checkpoint(ckpt, tmp_path / 'ckpt.pt')
-    set_seed(0)
-    tc = Trainer.get_default_config()
-    tc.merge_from_dict({'max_iters': 3, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path), 'resume': True})
-    trainer = Trainer(tc, tiny_gpt(), tokens(), checkpoint_extras={'vocab': list('abcdefghijklmnop')},
-                      must_match=('vocab', 'tokenizer?'))
-    trainer.run()
+    trainer, _ = train(tmp_path, resume=True, max_iters=3, must_match=('vocab', 'tokenizer?'))
     assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
 
 
