@@ -126,7 +126,7 @@ def main(argv):
 
     def batch_end_callback(trainer):
         nonlocal best
-        last = trainer.iter_num + 1 == config.trainer.max_iters
+        last = trainer.steps_done == config.trainer.max_iters
         if trainer.iter_num % config.eval.interval != 0 and not last:
             return
         test_acc = eval_split(model, test_dataset, trainer.device, config.eval.mistakes)

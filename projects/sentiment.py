@@ -443,7 +443,7 @@ def finetune(config):
 
     def on_batch_end(trainer):
         T = config.trainer
-        if T.eval_interval and trainer.iter_num % T.eval_interval == 0 or trainer.iter_num + 1 == T.max_iters:
+        if T.eval_interval and trainer.iter_num % T.eval_interval == 0 or trainer.steps_done == T.max_iters:
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
             # iter_num in eval.json counts iterations done, as the checkpoints do
             evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.steps_done)

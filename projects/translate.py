@@ -310,7 +310,7 @@ def main(argv):
                       must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it
 
     def batch_end_callback(trainer):
-        if trainer.iter_num % E.interval == 0 and trainer.iter_num + 1 != config.trainer.max_iters:
+        if trainer.iter_num % E.interval == 0 and trainer.steps_done != config.trainer.max_iters:
             accuracy = exact_match(model, vocab, test_pairs)[0]
             print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out exact match {accuracy:.4f}")
 
