@@ -1,7 +1,8 @@
 """A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss).
 
-minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_dt / loss) plus, each off by default
-so that the defaults behave as minGPT's loop: a warmup + cosine learning-rate schedule, gradient accumulation,
+minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_dt / loss; steps_done counts the
+iterations finished, for a callback's checkpoint) plus, each off by default so that the defaults behave as minGPT's
+loop: a warmup + cosine learning-rate schedule, gradient accumulation,
 mixed precision, torch.compile, evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl,
 and DistributedDataParallel when started by torchrun.
 
