@@ -232,9 +232,15 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     torch._dynamo.reset()  # room under dynamo's limit of compiled versions, whatever compiled before
     g = generate_module()
     from mingpt.engine import Engine
-    compiled = []
-    monkeypatch.setattr(g, 'Engine', lambda model, compile: compiled.append(compile) or Engine(
-        model, compile=dict(backend='aot_eager')))  # inductor's C++ compile is test_engine's to check
+    compiled, calls = [], []
+
+    def engine(model, compile):
+        compiled.append(compile)
+        e = Engine(model, compile=dict(backend='aot_eager'))  # inductor's C++ compile is test_engine's to check
+        for name in ('warm_up', 'generate_stream'):
+            setattr(e, name, lambda *a, f=getattr(e, name), name=name, **k: calls.append(name) or f(*a, **k))
+        return e
+    monkeypatch.setattr(g, 'Engine', engine)
     (tmp_path / 'prompts.txt').write_text(f'{PROMPT}\nHi\n')
     args = [f'--model={folder}', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=9', '--greedy']
     g.main(args)
@@ -242,6 +248,7 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     g.main(args + ['--compile'])
     fast = capsys.readouterr()
     assert compiled == [True] and fast.out == eager.out and PROMPT in fast.out
+    assert calls[0] == 'warm_up' and calls[-1] == 'generate_stream'  # compiled before the clock starts
     assert 'compiled the decode step for 2 x 5' in fast.err
 
 
@@ -276,3 +283,101 @@ def test_prompt_file_errors(content, message, tmp_path, capsys):
         g.run_cli(g.main, ['--model=never-loaded', f'--prompt_file={tmp_path / "prompts.txt"}'])
     err = capsys.readouterr().err
     assert exit.value.code == 2 and message in err and 'prompts.txt' in err, err
+
+
+@pytest.fixture(scope='module')
+def eos_dir(hf_dir, tmp_path_factory):
+    """hf_dir's model made to write <|endoftext|> after any prompt: the final layer norm outputs a constant that
+    points along the end-of-text embedding, which is made much longer than any other."""
+    model = GPT.from_pretrained(hf_dir[0])
+    eot = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe')).special_tokens['<|endoftext|>']
+    with torch.no_grad():
+        wte = model.transformer.wte.weight
+        wte[eot] = 10 * wte[eot] / wte[eot].norm()
+        model.transformer.ln_f.weight.zero_()
+        model.transformer.ln_f.bias.copy_(wte[eot])
+    folder = tmp_path_factory.mktemp('eos-gpt2')
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_generation_stops_at_endoftext_unless_told_not_to(eos_dir, capsys, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    g = generate_module()
+    args = [f'--model={eos_dir}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--greedy']
+    g.main(args)
+    out = capsys.readouterr()
+    assert out.out == PROMPT + '\n' and '(1 tokens in' in out.err
+    g.main(args + ['--stop_at_eos=False'])
+    out = capsys.readouterr()
+    assert out.out == PROMPT + '<|endoftext|>' * 3 + '\n' and '(3 tokens in' in out.err
+    g.main(args + ['--num_beams=2'])
+    out = capsys.readouterr()
+    assert out.out == PROMPT + '\n' and "(1 tokens (the best beams')" in out.err
+
+
+def test_a_batch_keeps_each_rows_tokens_up_to_its_endoftext():
+    g = generate_module()
+    S = g.get_config().sample
+    eos = 9
+
+    def stream(idx, max_new_tokens, **kwargs):  # row 0 ends at the second step; the stream pads it with eos
+        assert idx.tolist() == [[0, 1, 2], [3, 4, 5]] and kwargs['eos_token_id'] == eos
+        yield from (torch.tensor(step) for step in ([[5], [6]], [[eos], [7]], [[eos], [eos]]))
+    new, first = g.generate_batch(stream, [[1, 2], [3, 4, 5]], S, eos, 'cpu')
+    assert new == [[5, eos], [6, 7, eos]] and first >= 0
+
+
+def test_an_empty_prompt_starts_from_endoftext_or_a_newline():
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
+    chars = CharTokenizer(list('ab\n '))
+    assert g.encode(enc, '') == [enc.special_tokens['<|endoftext|>']] and g.encode(chars, '') == chars.encode('\n')
+    with pytest.raises(g.ConfigError, match='needs a prompt'):
+        g.encode(CharTokenizer(list('ab')), '')
+
+
+def test_top_k_one_samples_the_greedy_text(hf_dir, capsys, monkeypatch):
+    folder, _ = hf_dir
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    g = generate_module()
+    args = [f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=12', '--stop_at_eos=False']
+    texts = []
+    for extra in (['--greedy'], ['--temperature=50', '--top_k=1'], ['--temperature=50']):
+        g.main(args + extra)
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1] != texts[2]  # at temperature 50 only top_k=1 keeps it from wandering
+
+
+def test_a_stream_ending_inside_a_character_shows_a_replacement_mark(capsys):
+    g = generate_module()
+    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
+    on_token, finish = g.streamed(enc, eos=None)
+    on_token(enc.encode('🙂')[0])  # the first two of its four bytes
+    assert capsys.readouterr().out == ''
+    finish()
+    assert capsys.readouterr().out == '\ufffd\n'
+
+
+def test_one_row_prints_its_text_as_it_is_generated(hf_dir, capsys, monkeypatch):
+    folder, _ = hf_dir
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    g = generate_module()
+    seen, real = [], g.generate_batch
+
+    def spy(stream, *args, **kwargs):
+        def watched(*a, **k):
+            for nxt in stream(*a, **k):
+                seen.append(capsys.readouterr().out)  # what was printed before this token came
+                yield nxt
+        return real(watched, *args, **kwargs)
+    monkeypatch.setattr(g, 'generate_batch', spy)
+    g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=6', '--greedy', '--stop_at_eos=False'])
+    seen.append(capsys.readouterr().out)
+    assert seen[0] == PROMPT and all(seen[1:-1]) and ''.join(seen).count('\n') == 1
+
+
+def test_the_model_runs_in_the_dtype_asked(hf_dir):
+    model, _ = generate_module().load(str(hf_dir[0]), 'cpu', torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
