@@ -78,6 +78,8 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
     assert out.startswith('number of parameters') and out.splitlines()[1].startswith('ROMEO:')
     with pytest.raises(ValueError, match=r"characters '\{' are not in the vocabulary"):
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt={ROMEO'])
+    with pytest.raises(ConfigError, match=r"sample.prompt is 17 tokens long; it must be 1 to 16 tokens"):
+        chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=' + 'a' * 17])
 
 
 @pytest.mark.parametrize('project, args, first_line', [
@@ -100,3 +102,40 @@ def test_chargpt_holds_out_the_end_and_needs_a_window_in_each_part():
     for fraction, block_size in ((0.3, 3), (0.8, 2)):  # 3 held out for block 3; 2 to train on for block 2
         with pytest.raises(ConfigError, match=rf"data.val_fraction={fraction} splits the text's 10 tokens"):
             split('abcdefghij', fraction, block_size)
+
+
+@pytest.mark.parametrize('tokenizer', [None, 'gpt2'])
+def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_path, monkeypatch):
+    chargpt = load_project('chargpt')
+    text = tmp_path / 'text.txt'
+    start, end = 'the cat sat on the mat. ' * 5, 'a dog ran in the fog! ' * 2
+    text.write_text(start + end)
+    seen = {}
+
+    class Spy(chargpt.Trainer):
+        def run(self):
+            seen.update(train=self.train_dataset, val=self.val_dataset)
+    monkeypatch.setattr(chargpt, 'Trainer', Spy)
+    args = [f'--data.path={text}', '--data.val_fraction=0.25', '--data.block_size=4', f'--system.work_dir={tmp_path}',
+            '--model.model_type=gpt-nano', '--sample.length=0']
+    chargpt.main(args + ([f'--data.tokenizer={data_dir("gpt2")}'] if tokenizer else []))
+    decode = (chargpt.get_encoder(directory=data_dir('gpt2')) if tokenizer else
+              chargpt.CharTokenizer.from_text(text.read_text())).decode
+    first = {part: decode(ds[0][0].tolist()) for part, ds in seen.items()}
+    assert first['train'] in start and first['val'] in end and first['val'] not in start, first
+
+
+def test_chargpt_samples_in_eval_mode_among_the_ten_likeliest(capsys):
+    chargpt = load_project('chargpt')
+    tokenizer = chargpt.CharTokenizer(list('abcdefghijklmnopqrstuvwxyz .\n'))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(tokenizer), block_size=16, embd_pdrop=0.5,
+                           resid_pdrop=0.5, attn_pdrop=0.5))
+    model = GPT(C)  # in training mode, with dropout that would change every sample
+    capsys.readouterr()
+    torch.manual_seed(1)
+    chargpt.sample(model, tokenizer, tokenizer.encode('the '), 40, 'cpu')
+    printed = capsys.readouterr().out
+    torch.manual_seed(1)
+    want = model.eval().generate(torch.tensor([tokenizer.encode('the ')]), 40, do_sample=True, top_k=10)
+    assert printed == tokenizer.decode(want[0].tolist()) + '\n'
