@@ -10,7 +10,7 @@ import torch
 import mingpt.data
 from conftest import data_dir, load_project
 from mingpt.model import GPT
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, save_checkpoint
 
 sentiment = load_project('sentiment')
 
@@ -113,9 +113,10 @@ def test_read_sst2_and_its_errors(tmp_path):
     (tmp_path / 'train.tsv').write_text('text\tlabel\nsomething\t1\n')
     with pytest.raises(ValueError, match="sentence<TAB>label"):
         sentiment.read_sst2('train', tmp_path)
-    (tmp_path / 'train.tsv').write_text('sentence\tlabel\nfine . \tpositive\n')
-    with pytest.raises(ValueError, match='train.tsv\\), line 2'):
-        sentiment.read_sst2('train', tmp_path)
+    for bad in ('positive', '2'):
+        (tmp_path / 'train.tsv').write_text(f'sentence\tlabel\nfine . \t1\nfine . \t{bad}\n')
+        with pytest.raises(ValueError, match=f"train.tsv\\), line 3: the label must be 0 or 1, got '{bad}'"):
+            sentiment.read_sst2('train', tmp_path)
     with pytest.raises(FileNotFoundError):
         sentiment.read_sst2('dev', tmp_path / 'nowhere')
     (tmp_path / 'dev.tsv').write_text('sentence\tlabel\ndull . \t0\n\n')  # a blank last line is no sentence
@@ -208,6 +209,11 @@ def test_command_line_errors():
         sentiment.main(['predict'])
     with pytest.raises(ConfigError, match='only predict'):
         sentiment.main(['evaluate', 'a sentence'])
+    # checked before any data is read: a sentence needs one token and the suffix; dropout 1 would drop everything
+    with pytest.raises(ConfigError, match=r'data.block_size=1 is out of range: it must be an integer >= 2'):
+        sentiment.main(['finetune', '--data.block_size=1', '--data.sst2_dir=/nowhere'])
+    with pytest.raises(ConfigError, match=r'classifier.dropout=1.0 is out of range: it must be a number >= 0 and < 1'):
+        sentiment.main(['finetune', '--classifier.dropout=1', '--data.sst2_dir=/nowhere'])
 
 
 TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--model.n_embd=16',
@@ -223,9 +229,11 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     # pretrain on the SST-2 sentences, then continue on a (tiny) book
     sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=3'] + common)
     assert (pre / 'model.pt').exists() and (pre / 'metrics.jsonl').exists()
-    with pytest.raises(ConfigError, match=r"its data is not this run's \(lowercase=True there, False here\)"):
-        sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=4', '--trainer.resume=True',
-                        '--data.lowercase=False'] + common)
+    for option, differs in (('--data.lowercase=False', 'lowercase=True there, False here'),
+                            ('--data.train_limit=200', 'train_limit=300 there, 200 here')):
+        with pytest.raises(ConfigError, match=rf"its data is not this run's \({differs}\)"):
+            sentiment.main(['pretrain', f'--system.work_dir={pre}', '--trainer.max_iters=4', '--trainer.resume=True']
+                           + common + [option])
     (tmp_path / 'empty.txt').write_text('\n\n')
     with pytest.raises(ValueError, match=r"empty.txt holds no text to pretrain on"):
         sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "e"}', f'--data.text={tmp_path / "empty.txt"}']
@@ -300,3 +308,80 @@ def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
     with pytest.raises(ConfigError, match="has a vocabulary of 1000 tokens, not GPT-2's 50257"):
         sentiment.main(['finetune', f'--system.init={tmp_path / "other-vocab"}', f'--system.work_dir={tmp_path / "o"}',
                         f'--data.sst2_dir={sst2}'])
+
+
+def classifier_checkpoint(path, tokenizer, block_size=16, trained_block_size=None):
+    """A fine-tuned classifier's checkpoint as finetune writes it (random weights), and the classifier."""
+    torch.manual_seed(0)
+    model = sentiment.GPTClassifier(tiny_gpt(tokenizer.vocab_size, block_size))
+    config = sentiment.get_config('finetune')
+    config.data.block_size = trained_block_size or block_size
+    save_checkpoint({'model': model.state_dict(), 'model_config': model.gpt.config.to_dict(), 'iter_num': 5,
+                     'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state(),
+                     'config': config.to_dict()}, path)
+    return model
+
+
+def test_a_fine_tuned_classifier_starts_a_new_run_with_its_gpt_and_this_runs_dropout(tmp_path):
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier = classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    config = sentiment.get_config('finetune')
+    config.system.init, config.model.resid_pdrop = str(tmp_path / 'model.pt'), 0.3
+    gpt, got = sentiment.load_lm(config, ['other sentences'])
+    assert gpt.state_dict().keys() == classifier.gpt.state_dict().keys()
+    for key, value in classifier.gpt.state_dict().items():
+        assert torch.equal(gpt.state_dict()[key], value), key
+    assert got.state() == tokenizer.state() and config.data.tokenizer == 'char'
+    assert gpt.config.resid_pdrop == gpt.transformer.h[0].attn.resid_dropout.p == 0.3  # the checkpoint had 0.0
+
+
+def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16, trained_block_size=64)
+    config = sentiment.get_config('evaluate')  # fine-tuned with data.block_size 64 on a model of context 16
+    config.system.checkpoint = tmp_path / 'model.pt'
+    model, _, ckpt = sentiment.load_classifier(config, 'cpu')
+    assert config.data.block_size == 16 and ckpt['iter_num'] == 5 and not model.training
+
+
+def test_a_long_sentence_keeps_its_start_and_the_suffix():
+    tokenizer = sentiment.Vocabulary.build('char', ['abcdef'])
+    data = sentiment.SentenceDataset(['abcdef', 'ab'], [1, 0], tokenizer, '<|endoftext|>', block_size=4)
+    eot = tokenizer.eot
+    assert data.x.tolist() == [tokenizer.encode(' ab') + [eot], tokenizer.encode(' ab') + [eot]]
+    assert data.cut == 1 and data.y.tolist() == [1, 0]
+
+
+def test_label_words_must_be_known_single_tokens():
+    data_dir('gpt2', 'encoder.json')
+    tokenizer = sentiment.Vocabulary.build('bpe', ['a bad film'])
+    config = sentiment.get_config('finetune')
+    config.classifier.head = 'label_words'
+    gpt = tiny_gpt(tokenizer.vocab_size)
+    config.classifier.label_words = (' bad', ' film')
+    assert sentiment.make_classifier(config, gpt, tokenizer).head.weight.shape == (2, 16)
+    config.classifier.label_words = (' bad', ' good')  # one GPT-2 token, but not one of the training sentences'
+    with pytest.raises(ConfigError, match=r"encode to \[\[\d+\], \[(\d+)\]\] \(the unknown token's id: \1\)"):
+        sentiment.make_classifier(config, gpt, tokenizer)
+
+
+def test_a_book_keeps_its_case_when_asked(tmp_path, monkeypatch):
+    book = tmp_path / 'book.txt'
+    book.write_text('It is a Truth universally\nacknowledged.\n\nSecond paragraph.\n')
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(ids, *args):
+        seen.append(ids)
+        raise Stop
+    monkeypatch.setattr(sentiment, 'TokenDataset', spy)
+    for lowercase in (True, False):
+        with pytest.raises(Stop):
+            sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', f'--data.text={book}',
+                            f'--data.lowercase={lowercase}', '--data.tokenizer=gpt2',
+                            f'--data.sst2_dir={data_dir("sentiment", "sst2")}'] + TINY)
+    texts = [sentiment.Vocabulary('gpt2').bpe.decode(ids) for ids in seen]
+    assert texts == ['<|endoftext|> it is a truth universally acknowledged.<|endoftext|> second paragraph.',
+                     '<|endoftext|> It is a Truth universally acknowledged.<|endoftext|> Second paragraph.']
