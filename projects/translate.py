@@ -336,5 +336,6 @@ def report(model, vocab, test_pairs, config, work_dir, attention_source):
     print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
     draw_cross_attention(model, vocab, attention_source, os.path.join(work_dir, 'translate_attention.png'))
 
+
 if __name__ == '__main__':
     run_cli(main)

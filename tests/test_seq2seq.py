@@ -304,6 +304,18 @@ def test_dates_by_hand_and_held_out():
     assert all(datetime.date.fromisoformat(iso) for _, iso in train)
 
 
+def test_every_held_out_day_is_kept_from_training(monkeypatch):
+    translate = load_project('translate')
+    import datetime
+    first = datetime.date(2000, 1, 1).toordinal()
+    monkeypatch.setattr(translate, 'FIRST', first)
+    monkeypatch.setattr(translate, 'LAST', first + 19)  # 20 days, so training draws each of the others many times
+    train, test = translate.dates_task(1000, 3, seed=1)
+    held_out = {iso for _, iso in test}
+    assert len(held_out) == 3  # three different days (seed 0 draws one twice)
+    assert {iso for _, iso in train} == {datetime.date.fromordinal(first + i).isoformat() for i in range(20)} - held_out
+
+
 def test_vocabularies_round_trip(tmp_path):
     translate = load_project('translate')
     texts = ['the 3rd of March, 2021', '2021-03-03', 'über', 'Straße']
@@ -355,8 +367,10 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     # other dates: some held-out days would have been trained on
     with pytest.raises(ConfigError, match=r"its data is not this run's \(seed=3407 there, 1 here\)"):
         translate.main(resume + ['--system.seed=1'])
-    with pytest.raises(ConfigError, match=r"its data is not this run's \(n_test=20 there, 30 here\)"):
-        translate.main(resume + ['--data.n_test=30'])
+    for option, differs in (('--data.n_test=30', 'n_test=20 there, 30 here'),
+                            ('--data.n_train=300', 'n_train=200 there, 300 here')):
+        with pytest.raises(ConfigError, match=rf"its data is not this run's \({differs}\)"):
+            translate.main(resume + [option])
     ckpt = torch.load(tmp_path / 'ckpt.pt', weights_only=True)
     del ckpt['data']  # as written before the data was recorded: resumed, with a note
     torch.save(ckpt, tmp_path / 'ckpt.pt')
@@ -374,6 +388,7 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
                                           r"block_size \(\d+\): shorten it"),
     ('--eval.attention_text=20210303\u03a9', r"characters '\u03a9' are not in the vocabulary"),
     ('--data.n_test=40000', r"data.n_test=40000 is out of range: it must be an integer >= 1 and <= 36524"),
+    ('--eval.examples=-1', r"eval.examples=-1 is out of range: it must be an integer >= 0"),
 ])
 def test_project_refuses_before_training(option, message, tmp_path):
     translate = load_project('translate')
@@ -398,3 +413,70 @@ def test_project_on_a_tsv_corpus_with_bpe_and_bleu(tmp_path, capsys, monkeypatch
     monkeypatch.setitem(sys.modules, 'sacrebleu', fake)
     translate.main([f'--system.work_dir={tmp_path / "b"}'] + args)
     assert 'BLEU: 12.50' in capsys.readouterr().out
+
+
+def opinionated_translator(translate):
+    """A character vocabulary of 'abcd' and a random tiny Transformer whose beam search and greedy decoding differ
+    on 'abc' (weights scaled up so that it has strong preferences)."""
+    vocab = translate.Vocabulary.train('char', ['abcd'], 0)
+    model = tiny(vocab_size=len(vocab), block_size=12)
+    torch.manual_seed(2)
+    model = Transformer(model.config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(5)
+    return vocab, model
+
+
+def test_the_final_report_and_a_checkpoint_translate_with_eval_num_beams(tmp_path, capsys, monkeypatch):
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    greedy, beams = (translate.translate(model, vocab, ['abc', 'dcba'], n) for n in (1, 3))
+    assert greedy[0] != beams[0]  # so the two can be told apart
+    config = translate.get_config()
+    config.model, config.eval.num_beams = model.config, 3
+    drawn = []
+    monkeypatch.setattr(translate, 'draw_cross_attention', lambda *args: drawn.append(args))
+    translate.report(model, vocab, [('abc', beams[0]), ('dcba', beams[1])], config, tmp_path, 'dcba')
+    out = capsys.readouterr().out
+    assert 'exact match on 2 held-out pairs: 1.0000' in out and drawn[0][2:] == ('dcba', str(tmp_path /
+                                                                                        'translate_attention.png'))
+    translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=abc | dcba', '--eval.num_beams=3'])
+    assert capsys.readouterr().out.splitlines()[-2:] == [f"'abc' -> {beams[0]!r}", f"'dcba' -> {beams[1]!r}"]
+
+
+def test_examples_show_the_wrong_translations_first(capsys):
+    translate = load_project('translate')
+    pairs = [('one', '1'), ('two', '2'), ('three', '3'), ('four', '4')]
+    translate.print_examples(pairs, ['1', 'x', '3', 'y'], 3)
+    assert capsys.readouterr().out.splitlines() == ["  BAD 'two' -> 'x' (expected '2')",
+                                                    "  BAD 'four' -> 'y' (expected '4')", "  ok  'one' -> '1'"]
+
+
+def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tmp_path, monkeypatch):
+    pytest.importorskip('matplotlib')
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    seen, real = [], model.cross_attention_maps
+    monkeypatch.setattr(model, 'cross_attention_maps', lambda src, tgt: seen.append(tgt) or real(src, tgt))
+    translate.draw_cross_attention(model, vocab, 'abc', tmp_path / 'a.png')
+    written = model.translate(vocab.batch(['abc']))[0]
+    assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
+
+
+def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, monkeypatch):
+    translate = load_project('translate')
+    path = tmp_path / 'pairs.tsv'
+    lines = [f'{w} {i}\t{i} {w[::-1]}' for i, w in enumerate(['cat', 'dog', 'bird', 'fish', 'cow', 'owl'] * 2)]
+    path.write_text('\n'.join(lines))
+    _, test = translate.read_pairs(path, 2, seed=3407)
+    long = 'a long sentence about a cat 12'  # held out: the shuffle moves lines by their number, not their text
+    lines[lines.index('\t'.join(test[0]))] = f'{long}\t12 tac'
+    path.write_text('\n'.join(lines))
+    drawn = []
+    monkeypatch.setattr(translate, 'draw_cross_attention', lambda model, vocab, source, png: drawn.append(source))
+    translate.main([f'--system.work_dir={tmp_path / "run"}', f'--data.path={path}', '--data.n_test=2',
+                    '--model.model_type=transformer-nano', '--trainer.max_iters=1', '--trainer.batch_size=4',
+                    '--trainer.quiet=True'])
+    ckpt = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)
+    assert drawn == [long] and ckpt['model_config']['block_size'] == len(long) + 1  # and its eos
