@@ -42,6 +42,41 @@ def test_adder_eval_scores_a_perfect_and_a_wrong_model():
     assert adder.eval_split(Oracle(1), ds, 'cpu') == 0.0
 
 
+def test_adder_eval_prints_the_first_mistakes_and_decodes_in_eval_mode_in_batches(capsys):
+    adder = load_project('adder')
+    ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
+
+    class OneOff(torch.nn.Module):  # the right sum plus one, in the reversed digits; notes how it was called
+        calls = []
+
+        def generate(self, idx, n, do_sample=False):
+            self.calls.append((len(idx), self.training, do_sample))
+            c = idx[:, 0] * 10 + idx[:, 1] + idx[:, 2] * 10 + idx[:, 3] + 1
+            return torch.cat([idx, torch.stack([c % 10, c // 10 % 10, c // 100], dim=1)], dim=1)
+    model = OneOff()
+    assert adder.eval_split(model, ds, 'cpu', max_mistakes=2, batch_size=200) == 0.0
+    assert model.calls == [(200, False, False), (200, False, False), (100, False, False)] and model.training
+    a, b = [divmod(ds.ixes[i].item(), 100) for i in range(2)]
+    assert capsys.readouterr().out.splitlines() == [f"  mistake: {x} + {y} = {x + y}, model said {x + y + 1}"
+                                                    for x, y in (a, b)]
+
+
+def test_adder_evaluates_every_interval_and_at_the_end_and_keeps_the_first_best(tmp_path, capsys, monkeypatch):
+    adder = load_project('adder')
+    seen = []
+    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device, mistakes: seen.append(len(dataset)) or 0.5)
+    adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=4', '--eval.interval=2', '--trainer.quiet=True',
+                '--trainer.batch_size=8'])
+    out = capsys.readouterr().out
+    assert seen == [500] * 3 and [line.split(':')[0] for line in out.splitlines() if 'held-out' in line] == \
+        ['iter 0', 'iter 2', 'iter 3']  # the last iteration too
+    assert torch.load(tmp_path / 'best.pt', weights_only=True)['iter_num'] == 1  # a tie is no better
+    for option, message in (('--data.ndigit=5', 'data.ndigit=5 is out of range: it must be an integer >= 1 and <= 4'),
+                            ('--eval.mistakes=-1', 'eval.mistakes=-1 is out of range: it must be an integer >= 0')):
+        with pytest.raises(ConfigError, match=message):
+            adder.main([f'--system.work_dir={tmp_path / "other"}', option])
+
+
 def test_adder_trains_and_saves_best(tmp_path, capsys):
     adder = load_project('adder')
     adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=3', '--eval.interval=2',
