@@ -163,12 +163,41 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
         assert (tmp_path / f'{name}.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     with pytest.raises(ConfigError, match=r'plot.head=3 is out of range'):
         attention.main([f'--model={model}', '--prompt=First', '--head=3'])  # gpt-nano has heads 0, 1, 2
+    with pytest.raises(ConfigError, match=r'plot.layer=3 is out of range: it must be None or an integer >= 0 and '
+                                          r'<= 2'):
+        attention.main([f'--model={model}', '--prompt=First', '--layer=3'])
     with pytest.raises(ConfigError, match='1 to 64 tokens'):
         attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
     model, _ = load_model_and_tokenizer(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
     assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
     assert 'no learned table' in capsys.readouterr().out
+
+
+def test_attention_project_draws_the_layer_and_head_asked_for(ablation_dir):
+    attention = load_project('attention')
+    model, tokenizer = load_model_and_tokenizer(str(ablation_dir / 'gpt2' / 'model.pt'))  # 3 layers, 3 heads
+    maps = model.attention_maps(torch.tensor([tokenizer.encode('First')]))
+    for layer, head, n_panels in ((None, None, 9), (1, None, 3), (None, 2, 3), (1, 2, 1)):
+        P = attention.get_config().plot
+        P.prompt, P.layer, P.head = 'First', layer, head
+        panels = image_axes(attention.draw_attention(model, tokenizer, P, 'gpt2'))
+        assert len(panels) == n_panels
+        if n_panels == 1:
+            assert panels[0].get_title() == 'layer 1, head 2'
+            np.testing.assert_allclose(panels[0].images[0].get_array().filled(0), maps[1][0, 2], atol=1e-6)
+
+
+def test_attention_project_draws_the_sinusoidal_table_beside_the_learned_one(ablation_dir, tmp_path, monkeypatch):
+    attention = load_project('attention')
+    model, _ = load_model_and_tokenizer(str(ablation_dir / 'gpt2' / 'model.pt'))
+    panels = image_axes(attention.draw_positions(model, 'gpt2'))
+    assert len(panels) == 4
+    np.testing.assert_allclose(panels[0].images[0].get_array(), sinusoidal_positions(64, 48))
+    np.testing.assert_allclose(panels[1].images[0].get_array(), model.transformer.wpe.weight.detach())
+    monkeypatch.chdir(tmp_path)  # the default picture goes to out/, named by what it shows
+    attention.main([f'--model={ablation_dir / "gpt2" / "model.pt"}', '--positions'])
+    assert os.listdir(tmp_path / 'out') == ['positions.png']
 
 
 def test_attention_project_draws_a_hugging_face_directory_with_its_tokenizer(tmp_path):
@@ -219,7 +248,8 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
     for args, message in [(["--variants=('postnorm',)"], 'post-norm'),
                           (["--variants=('relu', 'relu')"], r"must not repeat one"),
                           (['--system.seed=5'], r"give --seeds='\(5,\)' instead of --system.seed"),
-                          (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt")]:
+                          (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt"),
+                          (['--trainer.work_dir=x'], r"give --system.work_dir=DIR, not --trainer.work_dir")]:
         with pytest.raises(ConfigError, match=message):
             ablation.main([f'--system.work_dir={tmp_path}', *args])
     assert not os.listdir(tmp_path)
@@ -236,3 +266,37 @@ def test_a_resumed_ablation_reads_its_finished_runs_and_starts_a_killed_one_agai
     assert {v: row[:5] for v, row in after.items()} == {v: row[:5] for v, row in before.items()}  # same losses
     times = [row[5] for row in after.values()]
     assert times[:3] == ['-', '-', '-'] and times[3].isdigit()  # the runs read back were not timed; the last was
+
+
+def test_ablation_without_matplotlib_stops_before_training(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'matplotlib.figure', None)  # as if not installed
+    with pytest.raises(RuntimeError, match="drawing needs matplotlib"):
+        load_project('ablation').main(ablation_args(tmp_path))
+    assert not os.listdir(tmp_path)
+
+
+def test_ablation_runs_pass_on_only_what_differs_from_chargpt_and_overwrite(tmp_path):
+    ablation = load_project('ablation')
+    config = ablation.get_config()
+    config.merge_from_args([f'--system.work_dir={tmp_path}', "--variants=('gpt2', 'relu')", '--trainer.overwrite=True'])
+    plan = list(ablation.runs(config))
+    assert [name for _, name, _ in plan] == ['gpt2', 'relu']
+    for (_, name, args), extra in zip(plan, [[], ['--model.activation=relu']]):
+        assert sorted(args) == sorted([f'--system.work_dir={tmp_path / name}', '--data.block_size=64',
+                                       '--model.model_type=gpt-nano', '--trainer.batch_size=32',
+                                       '--trainer.checkpoint_interval=50', '--trainer.eval_interval=50',
+                                       '--trainer.max_iters=500', '--trainer.overwrite=True', '--sample.length=0',
+                                       *extra])
+
+
+def test_ablation_table_averages_seeds_and_compares_with_gpt2_by_hand():
+    ablation = load_project('ablation')
+    config = ablation.get_config()
+    config.ablation.seeds = (1, 2)
+    results = {'gpt2': [{'val_loss': 2.0, 'params': 1000, 'seconds': 10.0},
+                        {'val_loss': 2.2, 'params': 1000, 'seconds': None}],
+               'relu': [{'val_loss': 2.5, 'params': 1000, 'seconds': 30.0},
+                        {'val_loss': 2.3, 'params': 1000, 'seconds': 20.0}]}
+    rows = [line for line in ablation.table(config, results).splitlines() if line.startswith('| ')][2:]
+    assert rows == ['| gpt2 | (GPT-2) | 1,000 | 2.1000 (2.0000 to 2.2000) |  | 10 |',
+                    '| relu | activation=relu | 1,000 | 2.4000 (2.3000 to 2.5000) | +0.3000 | 25 |']  # relu is worse
