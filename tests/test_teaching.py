@@ -68,7 +68,10 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     assert [ax.get_title() for ax in panels[:3]] == ['head 0', 'head 1', 'head 2']
     assert [panels[0].get_ylabel(), panels[3].get_ylabel()] == ['layer 0', 'layer 1']
     bars = [ax for ax in fig.axes if ax.get_label() == '<colorbar>']
-    assert len(bars) == 1 and 'attention weight' in bars[0].get_ylabel()
+    assert len(bars) == 1 and 'attention weight' in bars[0].get_ylabel() and fig.get_suptitle() == 'a title'
+    numbered = image_axes(plot.attention_figure([m[0] for m in maps], tokens, layers=[4, 7], heads=[0, 2, 5]))
+    assert [ax.get_title() for ax in numbered[:3]] == ['head 0', 'head 2', 'head 5']
+    assert [numbered[0].get_ylabel(), numbered[3].get_ylabel()] == ['layer 4', 'layer 7']
     fig.canvas.draw()  # tick labels are made when the figure is drawn
     for axis in (panels[3].xaxis, panels[3].yaxis):  # the bottom-left panel: keys along x, queries along y
         ticks = axis.get_ticklocs()
@@ -135,6 +138,15 @@ def test_cosine_similarity_of_the_sinusoidal_table_by_hand():
     table = np.random.default_rng(0).normal(size=(5, 7))  # any table: the textbook dot / (norm * norm)
     naive = [[a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) for b in table] for a in table]
     np.testing.assert_allclose(plot.cosine_similarity(table), naive)
+
+
+def test_a_tables_colours_span_its_own_largest_value():
+    learned = torch.randn(16, 8, dtype=torch.bfloat16) * 3  # a model's table, in bf16, of any scale
+    sinusoidal, wpe = (ax.images[0] for ax in image_axes(plot.positions_figure(sinusoidal_positions(16, 8),
+                                                                               learned))[:2])
+    limit = learned.float().abs().max().item()
+    assert wpe.get_clim() == pytest.approx((-limit, limit)) and sinusoidal.get_clim() == pytest.approx((-1, 1))
+    np.testing.assert_array_equal(wpe.get_array(), learned.float().numpy())
 
 
 def test_positions_figure_puts_the_tables_and_their_similarities_side_by_side():

@@ -545,6 +545,39 @@ def test_workers_draw_the_same_batches():
     assert workers == inline
 
 
+def test_loss_curves_by_hand(tmp_path, capsys):
+    pytest.importorskip('matplotlib')
+    from matplotlib.colors import to_rgba
+    from mingpt import plot
+    assert plot.ema([4, 0, 0], 0.75) == [4, 3, 2.25]  # each step keeps 75% of the average
+    runs = {'a': [4, 2, 2, 1], 'b': [5, 5, 5, 5]}
+    for run, losses in runs.items():
+        (tmp_path / run).mkdir()
+        records = [{'iter': i, 'loss': x, **({'val_loss': x - 0.5} if run == 'a' and i in (0, 3) else {})}
+                   for i, x in enumerate(losses)]
+        (tmp_path / run / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    paths = [tmp_path / run / 'metrics.jsonl' for run in runs]
+    ax = plot.loss_figure(paths, smooth=0.5, title='two runs', logy=True).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith('_')}
+    assert {k: (list(v.get_xdata()), list(v.get_ydata())) for k, v in lines.items()} == {
+        'a train': ([0, 1, 2, 3], [4, 3, 2.5, 1.75]), 'a val': ([0, 3], [3.5, 0.5]),
+        'b train': ([0, 1, 2, 3], [5, 5, 5, 5])}
+    assert len(ax.get_lines()) == 5  # and each run's raw train loss, thin, under its average
+    colour = {k: to_rgba(v.get_color()) for k, v in lines.items()}
+    assert colour['a train'] == colour['a val'] != colour['b train']  # one colour per run
+    assert ax.get_yscale() == 'log' and ax.get_title() == 'two runs'
+    ax = plot.loss_figure(paths[:1], labels=['mine']).axes[0]  # no smoothing: the train loss as it is
+    assert [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()] == [
+        ('mine train', [4, 2, 2, 1]), ('mine val', [3.5, 0.5])]
+    assert ax.get_yscale() == 'linear'
+    for args, message in (([str(paths[0]), '--labels', 'x', 'y'], '--labels gives 2 names for 1 files'),
+                          ([str(tmp_path / 'c' / 'metrics.jsonl')], 'metrics.jsonl does not exist')):
+        with pytest.raises(SystemExit):
+            plot.main(args + ['-o', str(tmp_path / 'loss.png')])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / 'loss.png').exists()
+
+
 def test_plot_draws_metrics_to_png(tmp_path):
     pytest.importorskip('matplotlib')
     from mingpt import plot
