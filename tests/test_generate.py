@@ -28,6 +28,13 @@ def generate_module():
     return load_project('generate')
 
 
+@pytest.fixture
+def g(monkeypatch):
+    """projects/generate.py imported, to call its main(): it finds GPT-2's tokenizer files in the test data."""
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    return generate_module()
+
+
 @pytest.fixture(scope='module')
 def hf_dir(tmp_path_factory):
     data_dir('gpt2', 'encoder.json')  # the GPT-2 tokenizer's files come from the test data
@@ -148,10 +155,8 @@ def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(capsys):
     assert capsys.readouterr().out == 'Hi\n'
 
 
-def test_greedy_prints_one_sample_and_beams_as_many_as_asked(hf_dir, capsys, monkeypatch):
+def test_greedy_prints_one_sample_and_beams_as_many_as_asked(g, hf_dir, capsys):
     folder, _ = hf_dir
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    g = generate_module()
     g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--greedy', '--num_samples=3'])
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 1 and 'one sample' in out.err
@@ -160,10 +165,8 @@ def test_greedy_prints_one_sample_and_beams_as_many_as_asked(hf_dir, capsys, mon
     assert len(out.out.splitlines()) == 3 and out.err.count('--- beam') == 3
 
 
-def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(hf_dir, capsys, monkeypatch):
+def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
     folder, _ = hf_dir  # a context of 64 tokens
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    g = generate_module()
     long, last = ' '.join(map(str, range(70))), ''.join(f' {i}' for i in range(6, 70))  # 70 tokens; the last 64
     args = [f'--model={folder}', '--max_new_tokens=8', '--greedy']
     g.main(args + [f'--prompt={long}'])
@@ -301,9 +304,7 @@ def eos_dir(hf_dir, tmp_path_factory):
     return folder
 
 
-def test_generation_stops_at_endoftext_unless_told_not_to(eos_dir, capsys, monkeypatch):
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    g = generate_module()
+def test_generation_stops_at_endoftext_unless_told_not_to(g, eos_dir, capsys):
     args = [f'--model={eos_dir}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--greedy']
     g.main(args)
     out = capsys.readouterr()
@@ -338,10 +339,8 @@ def test_an_empty_prompt_starts_from_endoftext_or_a_newline():
         g.encode(CharTokenizer(list('ab')), '')
 
 
-def test_top_k_one_samples_the_greedy_text(hf_dir, capsys, monkeypatch):
+def test_top_k_one_samples_the_greedy_text(g, hf_dir, capsys):
     folder, _ = hf_dir
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    g = generate_module()
     args = [f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=12', '--stop_at_eos=False']
     texts = []
     for extra in (['--greedy'], ['--temperature=50', '--top_k=1'], ['--temperature=50']):
@@ -360,10 +359,8 @@ def test_a_stream_ending_inside_a_character_shows_a_replacement_mark(capsys):
     assert capsys.readouterr().out == '\ufffd\n'
 
 
-def test_one_row_prints_its_text_as_it_is_generated(hf_dir, capsys, monkeypatch):
+def test_one_row_prints_its_text_as_it_is_generated(g, hf_dir, capsys, monkeypatch):
     folder, _ = hf_dir
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    g = generate_module()
     seen, real = [], g.generate_batch
 
     def spy(stream, *args, **kwargs):
