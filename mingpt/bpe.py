@@ -530,7 +530,8 @@ def _encoder_from(vocab, merges, specials, pattern):
     encoder = {spell(token): i for i, token in enumerate(vocab)}
     for s in specials:
         if s in encoder:
-            raise ValueError(f"the special token {s!r} is also a learned token's spelling; rename it")
+            raise ValueError(f"the special token {s!r} is spelled like a token of the vocabulary (a byte or a "
+                             "merge), so a saved vocabulary could not tell the two apart; rename it")
         encoder[s] = len(encoder)
     return Encoder(encoder, [(spell(vocab[a]), spell(vocab[b])) for a, b in merges], pattern=pattern)
 

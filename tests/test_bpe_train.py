@@ -100,7 +100,8 @@ def random_corpus(seed, n):
 
 
 CORPORA = ['would a woodchuck chuck wood', 'aaaa aaa aa a aaaaaaa', 'abababab bababa', 'x' * 37,
-           'the cat sat on the mat. the mat sat on the cat!', 'é🙂é🙂🙂 éé 🙂🙂', '']
+           'the cat sat on the mat. the mat sat on the cat!', 'é🙂é🙂🙂 éé 🙂🙂', '',
+           f'{EOT}abab ab{EOT}{EOT}ba ba{EOT}']  # special tokens at the ends and side by side leave empty pieces
 CORPORA += [random_corpus(seed, n) for seed, n in enumerate([5, 20, 40, 80, 160, 300])]
 
 
@@ -187,6 +188,11 @@ def test_special_tokens_never_split_or_merged():
     odd = ('<|end of text|>', '\u2039\u00e9>')
     encoder = train_bpe('hello world ' * 30, 262, special_tokens=odd)
     assert [encoder.decode([encoder.encoder[s]]) for s in odd] == list(odd)
+
+
+def test_a_special_token_spelled_like_a_byte_is_refused():
+    with pytest.raises(ValueError, match=r"the special token 'a' is spelled like a token of the vocabulary"):
+        train_bpe('hello', 257, special_tokens=('a',))
 
 
 @pytest.mark.parametrize('pretokenize', [True, False])
@@ -306,6 +312,24 @@ def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypa
     out = capsys.readouterr().out
     assert "GPT-2's vocabulary is not available" in out and 'skipping' in out
     assert 'this vocabulary (300 tokens)' in out
+    corpus.write_text(f'{EOT}hello{EOT}' * 40, encoding='utf-8')  # each <|endoftext|> counts as one token
+    bpe.main(['train', str(corpus), '--vocab-size', '261', '--out', str(tmp_path / 'tok'), '--show'])
+    out = capsys.readouterr().out
+    assert 'this vocabulary (261 tokens): 120 tokens for 1,240 bytes, 10.33 bytes per token' in out
+    items, size = [], 0  # the text's first words and special tokens, until they hold 400 characters
+    for item in [EOT, 'hello', EOT] * 40:
+        if size >= 400:
+            break
+        items.append(item)
+        size += len(item)
+    tokens = [t for item in items for t in ([item] if item == EOT else item)]  # 'hello' is h|e|l|l|o at the start
+    assert f"start: {'|'.join(tokens)}|…" in out.splitlines()
+
+
+def test_show_writes_control_characters_escaped(capsys):
+    train_bpe('a\tb\r\nc ' * 3, 258, show=True)
+    shown = ['a', r'\t', 'b', r'\r', r'\n', 'c', ' '] * 3  # each byte a token still, its control characters written out
+    assert capsys.readouterr().out.splitlines()[0] == 'start: ' + '|'.join(shown)
 
 
 def test_vocabulary_curve_png(tmp_path, capsys):
