@@ -500,14 +500,26 @@ def test_token_dataset_memmap(tmp_path):
     assert x.dtype == torch.long and x.tolist() == list(range(7, 17)) and y.tolist() == list(range(8, 18))
     with pytest.raises(IndexError):
         ds[90]
+    with pytest.raises(IndexError):
+        ds[-1]  # the sampler's indices are never negative; one that is would be a bug, not the last window
     clone = pickle.loads(pickle.dumps(ds))  # as a DataLoader worker receives it: reopened, not copied
     assert isinstance(clone.tokens, np.memmap) and clone[7][0].tolist() == x.tolist()
-    assert len(pickle.dumps(ds)) < 1000
+    large = TokenDataset(TokenDataset.write(tmp_path / 'large.bin', np.arange(100_000) % 50000), 10)
+    assert len(pickle.dumps(large)) < 1000  # not the file's 200 kB
+    # the last window ends at the last token, and one window needs block_size + 1 tokens
+    assert [t.tolist() for t in ds[89]] == [list(range(89, 99)), list(range(90, 100))]
+    assert len(TokenDataset(np.arange(11), 10)) == len(CharDataset('abcdefghijk', 10)) == 1
+    assert [t.tolist() for t in CharDataset('abcdefghijk', 10)[0]] == [list(range(10)), list(range(1, 11))]
+    with pytest.raises(ValueError, match=r"the token array has 10 tokens, too few for one window of block_size 10"):
+        TokenDataset(np.arange(10), 10)
+    with pytest.raises(ValueError, match=r"the text has 10 characters, too few for one window of block_size 10"):
+        CharDataset('abcdefghij', 10)
+    assert np.fromfile(TokenDataset.write(tmp_path / 'edge.bin', [0, 65535]), dtype=np.uint16).tolist() == [0, 65535]
     assert TokenDataset(torch.tensor([1, 2, 3, 4]), 2).get_vocab_size() == 5
     (tmp_path / 'odd.bin').write_bytes(b'abc')
     with pytest.raises(ValueError, match='uint16'):
         TokenDataset(tmp_path / 'odd.bin', 2)
-    for bad in ([70000], [3, -1]):
+    for bad in ([70000], [65536], [3, -1]):
         with pytest.raises(ValueError, match='65535'):
             TokenDataset.write(tmp_path / 'big.bin', bad)
     assert not (tmp_path / 'big.bin').exists()
