@@ -487,10 +487,8 @@ def main(argv):
     argv = get_config().normalize_args(argv)  # '--key value' -> '--key=value': a value is not a sentence
     positional = [a for a in argv if not a.startswith('-')]  # the stage, then predict's sentences
     argv = [a for a in argv if a.startswith('-')]
-    stage = positional.pop(0) if positional else 'finetune'
-    for arg in argv:
-        if arg.startswith('--system.stage='):
-            stage = arg.split('=', 1)[1]
+    flags = [a.split('=', 1)[1] for a in argv if a.startswith('--system.stage=')]  # then every positional is a sentence
+    stage = flags[-1] if flags else positional.pop(0) if positional else 'finetune'
     if stage not in STAGES:
         raise ConfigError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)} (the first argument, "
                           "or --system.stage=...)")

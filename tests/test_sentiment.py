@@ -214,6 +214,11 @@ def test_command_line_errors():
         sentiment.main(['finetune', '--data.block_size=1', '--data.sst2_dir=/nowhere'])
     with pytest.raises(ConfigError, match=r'classifier.dropout=1.0 is out of range: it must be a number >= 0 and < 1'):
         sentiment.main(['finetune', '--classifier.dropout=1', '--data.sst2_dir=/nowhere'])
+    for option, message in (('--data.train_limit=0', 'data.train_limit=0 is out of range'),
+                            ('--classifier.lm_loss_weight=-1', 'classifier.lm_loss_weight=-1.0 is out of range'),
+                            ('--classifier.trainable_blocks=-2', 'classifier.trainable_blocks=-2 is out of range')):
+        with pytest.raises(ConfigError, match=message):
+            sentiment.main(['finetune', option, '--data.sst2_dir=/nowhere'])
 
 
 TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--model.n_embd=16',
@@ -350,6 +355,8 @@ def test_a_long_sentence_keeps_its_start_and_the_suffix():
     eot = tokenizer.eot
     assert data.x.tolist() == [tokenizer.encode(' ab') + [eot], tokenizer.encode(' ab') + [eot]]
     assert data.cut == 1 and data.y.tolist() == [1, 0]
+    with pytest.raises(ConfigError, match=r"classifier.suffix '<\|endoftext\|>' is 1 tokens: no room left in block_size 1"):
+        sentiment.SentenceDataset(['ab'], [1], tokenizer, '<|endoftext|>', block_size=1)
 
 
 def test_label_words_must_be_known_single_tokens():
@@ -362,6 +369,9 @@ def test_label_words_must_be_known_single_tokens():
     assert sentiment.make_classifier(config, gpt, tokenizer).head.weight.shape == (2, 16)
     config.classifier.label_words = (' bad', ' good')  # one GPT-2 token, but not one of the training sentences'
     with pytest.raises(ConfigError, match=r"encode to \[\[\d+\], \[(\d+)\]\] \(the unknown token's id: \1\)"):
+        sentiment.make_classifier(config, gpt, tokenizer)
+    config.classifier.head = 'mlp'
+    with pytest.raises(ConfigError, match=r"classifier.head must be 'linear' or 'label_words', not 'mlp'"):
         sentiment.make_classifier(config, gpt, tokenizer)
 
 
@@ -385,3 +395,71 @@ def test_a_book_keeps_its_case_when_asked(tmp_path, monkeypatch):
     texts = [sentiment.Vocabulary('gpt2').bpe.decode(ids) for ids in seen]
     assert texts == ['<|endoftext|> it is a truth universally acknowledged.<|endoftext|> second paragraph.',
                      '<|endoftext|> It is a Truth universally acknowledged.<|endoftext|> Second paragraph.']
+
+
+def test_a_sure_wrong_prediction_has_a_large_finite_loss(tmp_path):
+    class Sure(torch.nn.Module):  # class 0 with probability 1 - e^-200, which is 1 in float32
+        def forward(self, idx):
+            return torch.tensor([[0.0, -200.0]]).expand(len(idx), 2), None
+
+    class Examples:
+        x, y = torch.tensor([[0], [0]]), torch.tensor([0, 1])
+
+        def __len__(self):
+            return 2
+    report = sentiment.evaluate(Sure(), Examples(), 'cpu', tmp_path)
+    assert report['loss'] == pytest.approx(-math.log(1e-12) / 2)  # the wrong one counts as probability 1e-12
+
+
+def test_prediction_prints_the_likelier_label_and_keeps_the_models_mode(tmp_path, capsys):
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film, a dull one'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    config = sentiment.get_config('predict')
+    config.system.checkpoint = tmp_path / 'model.pt'
+    model, _, _ = sentiment.load_classifier(config, 'cpu')
+    torch.nn.init.normal_(model.head.weight)  # so that the two sentences get different predictions
+    sentences = ['a fine film', 'a dull one']
+    data = sentiment.SentenceDataset(sentences, [0, 0], tokenizer, '<|endoftext|>', config.data.block_size)
+    model.train()
+    probs = sentiment.predict_proba(model, data, 'cpu')
+    assert model.training  # left as it was
+    capsys.readouterr()
+    want = []
+    for sentence, p in zip(sentences, probs):
+        c = int(p.argmax())
+        want.append(f"{sentiment.LABELS[c]} ({p[c]:.3f})\t{sentence}")
+    save_checkpoint({**torch.load(tmp_path / 'model.pt', weights_only=True), 'model': model.state_dict()},
+                    tmp_path / 'model.pt')  # with the new head
+    for args in (['predict', *sentences], ['--system.stage=predict', *sentences],
+                 ['predict', f'--predict.text={sentences[0]}', sentences[1]]):
+        sentiment.main(args + [f'--system.checkpoint={tmp_path / "model.pt"}'])
+        assert capsys.readouterr().out.splitlines()[-2:] == want, args
+
+
+def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(tmp_path):
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=16))
+    save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict()}, tmp_path / 'lm.pt')
+    config = sentiment.get_config('evaluate')
+    config.system.checkpoint = tmp_path / 'lm.pt'
+    with pytest.raises(ValueError, match=r"lm.pt is not a sentiment classifier; fine-tune one first"):
+        sentiment.load_classifier(config, 'cpu')
+    config = sentiment.get_config('finetune')
+    config.system.init = str(tmp_path / 'lm.pt')
+    with pytest.raises(ValueError, match=r"lm.pt was not written by projects/sentiment.py \(it has no tokenizer\)"):
+        sentiment.load_lm(config, [])
+
+
+def test_a_checkpoints_context_caps_the_windows_and_the_sentences(tmp_path, capsys, monkeypatch):
+    sst2 = data_dir('sentiment', 'sst2')
+    monkeypatch.chdir(tmp_path)  # the default work_dirs are out/sentiment/<stage>
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'classifier.pt', tokenizer, block_size=16)
+    args = [f'--system.init={tmp_path / "classifier.pt"}', f'--data.sst2_dir={sst2}', *TINY, '--data.block_size=64',
+            '--trainer.max_iters=1']
+    sentiment.main(['pretrain'] + args)
+    sentiment.main(['finetune'] + args)
+    out = capsys.readouterr().out
+    assert 'dev sentences are longer than block_size 16 and were cut' in out
+    for stage in ('pretrain', 'finetune'):
+        assert (tmp_path / 'out' / 'sentiment' / stage / 'model.pt').exists()
