@@ -302,6 +302,9 @@ def test_dates_by_hand_and_held_out():
     assert len(train) == 5000 and len(test) == 300
     assert not {iso for _, iso in train} & {iso for _, iso in test}  # no held-out day is trained on
     assert all(datetime.date.fromisoformat(iso) for _, iso in train)
+    sources = [s for s, _ in train]  # written as is, in lower case and in upper case
+    assert any(s != s.lower() and s != s.upper() for s in sources)
+    assert any(s == s.upper() != s.lower() for s in sources) and any(s == s.lower() != s.upper() for s in sources)
 
 
 def test_every_held_out_day_is_kept_from_training(monkeypatch):
@@ -327,6 +330,11 @@ def test_vocabularies_round_trip(tmp_path):
         eos_at = [row.tolist().index(vocab.special_ids['<eos>']) for row in ids]  # each text ends in one eos
         assert all((row[n + 1:] == vocab.special_ids['<pad>']).all() for row, n in zip(ids, eos_at))  # then pad
         assert translate.Vocabulary(vocab.record).encode(texts[0]) == vocab.encode(texts[0])
+    n = len(vocab)  # a BPE's special tokens are its last ids, after the bytes and the merges
+    assert vocab.special_ids == {'<pad>': n - 3, '<bos>': n - 2, '<eos>': n - 1}
+    assert [translate.token_label(vocab, vocab.special_ids['<eos>'])] == ['<eos>']
+    chars = translate.Vocabulary.train('char', ['a b\x01'], 0)
+    assert [translate.token_label(chars, i) for i in chars.encode('a b\x01')] == ['a', '\u2423', 'b', '\\x01', '<eos>']
 
 
 def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
@@ -389,6 +397,7 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     ('--eval.attention_text=20210303\u03a9', r"characters '\u03a9' are not in the vocabulary"),
     ('--data.n_test=40000', r"data.n_test=40000 is out of range: it must be an integer >= 1 and <= 36524"),
     ('--eval.examples=-1', r"eval.examples=-1 is out of range: it must be an integer >= 0"),
+    ('--data.tokenizer=word', r"data.tokenizer must be 'char' or 'bpe', not 'word'"),
 ])
 def test_project_refuses_before_training(option, message, tmp_path):
     translate = load_project('translate')
@@ -445,6 +454,14 @@ def test_the_final_report_and_a_checkpoint_translate_with_eval_num_beams(tmp_pat
     assert capsys.readouterr().out.splitlines()[-2:] == [f"'abc' -> {beams[0]!r}", f"'dcba' -> {beams[1]!r}"]
 
 
+def test_translations_in_batches_are_the_ones_made_alone():
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    sources = ['abc', 'dcba', 'a', 'bbbb', 'cab']
+    assert translate.translate(model, vocab, sources, batch_size=2) == [translate.translate(model, vocab, [s])[0]
+                                                                      for s in sources]
+
+
 def test_examples_show_the_wrong_translations_first(capsys):
     translate = load_project('translate')
     pairs = [('one', '1'), ('two', '2'), ('three', '3'), ('four', '4')]
@@ -464,7 +481,7 @@ def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tm
     assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
 
 
-def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, monkeypatch):
+def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, monkeypatch, capsys):
     translate = load_project('translate')
     path = tmp_path / 'pairs.tsv'
     lines = [f'{w} {i}\t{i} {w[::-1]}' for i, w in enumerate(['cat', 'dog', 'bird', 'fish', 'cow', 'owl'] * 2)]
@@ -480,3 +497,8 @@ def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, m
                     '--trainer.quiet=True'])
     ckpt = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)
     assert drawn == [long] and ckpt['model_config']['block_size'] == len(long) + 1  # and its eos
+    out = capsys.readouterr().out  # the one iteration is the last: measured once, by the final report
+    assert 'exact match on 2 held-out pairs' in out and 'held-out exact match' not in out
+    # a corpus's held-out part is bounded by the corpus, not by the dates task's 36524 days
+    with pytest.raises(ConfigError, match=r"has 12 pairs, not more than data.n_test=40000"):
+        translate.main([f'--system.work_dir={tmp_path / "big"}', f'--data.path={path}', '--data.n_test=40000'])
