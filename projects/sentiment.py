@@ -295,8 +295,9 @@ class SentenceDataset(torch.utils.data.Dataset):
         suffix_ids = tokenizer.encode(suffix)
         room = block_size - len(suffix_ids)
         if room < 1:
-            raise ConfigError(f"classifier.suffix {suffix!r} is {len(suffix_ids)} tokens: no room left in "
-                              f"block_size {block_size}")
+            raise ConfigError(f"classifier.suffix {suffix!r} takes {len(suffix_ids)} of the {block_size} tokens of "
+                              "data.block_size: no room is left for the sentence; raise block_size or shorten the "
+                              "suffix")
         self.x = torch.full((len(sentences), block_size), -1, dtype=torch.long)
         self.cut = 0  # how many sentences were longer than block_size allows, and were cut
         for n, s in enumerate(sentences):

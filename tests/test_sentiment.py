@@ -355,7 +355,7 @@ def test_a_long_sentence_keeps_its_start_and_the_suffix():
     eot = tokenizer.eot
     assert data.x.tolist() == [tokenizer.encode(' ab') + [eot], tokenizer.encode(' ab') + [eot]]
     assert data.cut == 1 and data.y.tolist() == [1, 0]
-    with pytest.raises(ConfigError, match=r"suffix '<\|endoftext\|>' is 1 tokens: no room left in block_size 1"):
+    with pytest.raises(ConfigError, match=r"'<\|endoftext\|>' takes 1 of the 1 tokens of data.block_size: no room"):
         sentiment.SentenceDataset(['ab'], [1], tokenizer, '<|endoftext|>', block_size=1)
 
 
