@@ -347,5 +347,6 @@ def test_vocabulary_curve_png(tmp_path, capsys):
     assert "Heaps' law fit V = 1.0 n^1.00 on 5 words" in capsys.readouterr().out
     corpus.write_text('one two', encoding='utf-8')
     with pytest.raises(SystemExit):
-        bpe.main(['train', str(corpus), '--vocab-size', '270', '--out', str(tmp_path / 'tok'), '--curve', 'c.png'])
+        bpe.main(['train', str(corpus), '--vocab-size', '270', '--out', str(tmp_path / 'tok'), '--curve',
+                  str(tmp_path / 'c.png')])
     assert 'error: --curve needs a text of at least 3 words to draw a curve; ' in capsys.readouterr().err

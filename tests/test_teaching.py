@@ -261,7 +261,8 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
                           (["--variants=('relu', 'relu')"], r"must not repeat one"),
                           (['--system.seed=5'], r"give --seeds='\(5,\)' instead of --system.seed"),
                           (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt"),
-                          (['--trainer.work_dir=x'], r"give --system.work_dir=DIR, not --trainer.work_dir")]:
+                          ([f'--trainer.work_dir={tmp_path / "x"}'],  # inside tmp_path: nothing may appear
+                           r"give --system.work_dir=DIR, not --trainer.work_dir")]:
         with pytest.raises(ConfigError, match=message):
             ablation.main([f'--system.work_dir={tmp_path}', *args])
     assert not os.listdir(tmp_path)
