@@ -2,9 +2,9 @@
 
 minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_dt / loss; steps_done counts the
 iterations finished, for a callback's checkpoint) plus, each off by default so that the defaults behave as minGPT's
-loop: a warmup + cosine learning-rate schedule, gradient accumulation,
-mixed precision, torch.compile, evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl,
-and DistributedDataParallel when started by torchrun.
+loop: a warmup + cosine learning-rate schedule, gradient accumulation, mixed precision, torch.compile, evaluation
+on a val set, atomic checkpoints that resume exactly, metrics.jsonl, and DistributedDataParallel when started by
+torchrun.
 
 No run is lost: a fresh run refuses a work_dir that holds one, a resume refuses a checkpoint of another model or
 other data, nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random
