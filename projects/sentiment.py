@@ -484,7 +484,9 @@ def check_options(config):
     check_range('classifier.trainable_blocks', C.trainable_blocks, -1, integer=True)
 
 
-def main(argv):
+def parse_args(argv):
+    """The stage's config with argv's options applied (work_dir and checkpoint filled in), and predict's
+    sentences."""
     argv = get_config().normalize_args(argv)  # '--key value' -> '--key=value': a value is not a sentence
     positional = [a for a in argv if not a.startswith('-')]  # the stage, then predict's sentences
     argv = [a for a in argv if a.startswith('-')]
@@ -506,9 +508,15 @@ def main(argv):
         raise ConfigError('predict needs a sentence: python projects/sentiment.py predict "what a lovely film ."')
     config.system.work_dir = config.system.work_dir or os.path.join('out', 'sentiment', stage)
     config.system.checkpoint = config.system.checkpoint or os.path.join('out', 'sentiment', 'finetune', 'model.pt')
+    return config, positional
+
+
+def main(argv):
+    config, sentences = parse_args(argv)
     set_seed(config.system.seed)
+    stage = config.system.stage
     if stage == 'predict':
-        return run_predict(config, positional)
+        return run_predict(config, sentences)
     if stage == 'pretrain':
         return pretrain(config)
     if stage == 'finetune':
