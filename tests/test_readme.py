@@ -1,0 +1,112 @@
+"""The README stays true: every project command it prints (and every one in a project's --help text) names
+options that project has, and its Python examples run as written, with only the substitutions listed below."""
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import data_dir, load_project
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / 'README.md').read_text()
+PROJECTS = sorted(p.stem for p in (ROOT / 'projects').glob('*.py'))
+COMMAND = re.compile(r"(?:python|torchrun[^`\n]*?) projects/(\w+)\.py([^`\n]*)")  # up to a backtick or line end
+
+
+def commands():
+    """(where, project, args) for every project command in the README and in the projects' docstrings."""
+    texts = [('README.md', README)] + [(f'projects/{p}.py', load_project(p).__doc__) for p in PROJECTS]
+    return [(where, m.group(1), shlex.split(m.group(2), comments=True))
+            for where, text in texts for m in COMMAND.finditer(text)]
+
+
+def parse(project, args):
+    """The project's config after its command line, read as its main() reads it."""
+    module = load_project(project)
+    if project == 'sentiment':  # the stage comes first, and predict takes sentences
+        return module.parse_args(args)[0]
+    config = module.get_config()
+    config.merge_from_args(args)
+    return config
+
+
+def test_the_readme_and_docstrings_print_many_commands():
+    found = commands()
+    assert len(found) > 50 and {project for _, project, _ in found} == set(PROJECTS)
+
+
+@pytest.mark.parametrize('where, project, args', commands(), ids=lambda v: shlex.join(v) if isinstance(v, list) else v)
+def test_a_printed_command_takes_these_options(where, project, args):
+    if args == ['--help']:
+        with pytest.raises(SystemExit) as e:
+            parse(project, args)
+        assert e.value.code == 0
+        return
+    config = parse(project, args)
+    if project == 'sentiment' and args and not args[0].startswith('--'):
+        assert config.system.stage == args[0]
+
+
+def test_options_a_table_row_names_belong_to_its_project():
+    rows = [line for line in README.splitlines() if line.startswith('| `python projects/')]
+    assert len(rows) >= len(PROJECTS)
+    for row in rows:
+        project = COMMAND.search(row).group(1)
+        config = load_project(project).get_config()
+        for name in re.findall(r"`(--\w+)`", row):  # a bare name: the one option of that name, in any section
+            path = config.normalize_args([name])[0][2:].split('=')[0]
+            assert path in set(config._leaf_paths()), f"{project} has no option {name}"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+# what a test cannot do as printed (no internet, no minutes to spare), and what stands in for it
+SUBSTITUTIONS = [
+    ("train_config.max_iters = 1000", "train_config.max_iters = 3"),
+    ("GPT.from_pretrained('gpt2')", "GPT.from_pretrained(GPT2_DIR)"),  # a random GPT-2 in Hugging Face's layout
+    ("Engine(model, compile=True)", "Engine(model, compile=False)"),  # compiling takes half a minute on CPU
+]
+
+
+class Windows(torch.utils.data.Dataset):
+    """Random (x, y) pairs of 128 token ids under 65, y being x shifted by one."""
+
+    def __init__(self):
+        self.data = torch.randint(65, (400,), generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.data) - 128
+
+    def __getitem__(self, i):
+        return self.data[i:i + 128], self.data[i + 1:i + 129]
+
+
+def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
+    from mingpt.model import GPT
+    data_dir('gpt2', 'encoder.json')  # BPETokenizer() reads GPT-2's vocabulary from $MINGPT_DATA_DIR
+    shakespeare = data_dir('tinyshakespeare', 'input.txt')
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(n_layer=1, n_head=2, n_embd=16, vocab_size=50257, block_size=128))
+    gpt2_dir = GPT(config).save_pretrained(tmp_path / 'gpt2')
+    (tmp_path / 'input.txt').write_text(shakespeare.read_text()[:100_000])  # for train_bpe's example
+    monkeypatch.chdir(tmp_path)  # the examples write my-gpt2/ and my_tokenizer/ here
+
+    code = '\n'.join(python_blocks())
+    for printed, stand_in in SUBSTITUTIONS:
+        assert code.count(printed) == 1, f"the README no longer says {printed!r}: update SUBSTITUTIONS"
+        code = code.replace(printed, stand_in)
+    x, y = Windows()[0]
+    namespace = dict(train_dataset=Windows(), idx=x[None, :16], targets=y[None, :16], mask=None, GPT2_DIR=gpt2_dir)
+    torch.manual_seed(0)
+    exec(compile(code, 'README.md', 'exec'), namespace)
+
+    assert namespace['trainer'].iter_num == 3 and namespace['loss'].item() > 0
+    assert namespace['seqs'].size(0) == 4  # beam search's beams
+    assert namespace['out'].shape == (1, namespace['idx'].size(1) + 100)  # the engine's, after the GPT-2 example
+    assert (tmp_path / 'my-gpt2' / 'model.safetensors').exists()
+    assert (tmp_path / 'my_tokenizer' / 'vocab.bpe').exists()
+    assert namespace['tok'].encoder.encode_and_show_work(' naïve')['parts'][0]['token_translated'] == 'ĠnaÃ¯ve'
