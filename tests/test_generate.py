@@ -36,6 +36,12 @@ def g(monkeypatch):
 
 
 @pytest.fixture(scope='module')
+def enc():
+    """GPT-2's tokenizer, from the test data."""
+    return get_encoder(directory=data_dir('gpt2'))
+
+
+@pytest.fixture(scope='module')
 def hf_dir(tmp_path_factory):
     data_dir('gpt2', 'encoder.json')  # the GPT-2 tokenizer's files come from the test data
     transformers = pytest.importorskip('transformers')
@@ -142,9 +148,8 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
         tokenizer_record(object())
 
 
-def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(capsys):
+def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, capsys):
     g = generate_module()
-    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
     eot = enc.special_tokens['<|endoftext|>']
     assert g.encode(enc, 'Hi<|endoftext|>') == enc.encode('Hi') + [eot]
     assert g.text_of(enc, enc.encode('Hi there') + [eot] + enc.encode(' more'), eot) == 'Hi there'
@@ -289,11 +294,11 @@ def test_prompt_file_errors(content, message, tmp_path, capsys):
 
 
 @pytest.fixture(scope='module')
-def eos_dir(hf_dir, tmp_path_factory):
+def eos_dir(hf_dir, enc, tmp_path_factory):
     """hf_dir's model made to write <|endoftext|> after any prompt: the final layer norm outputs a constant that
     points along the end-of-text embedding, which is made much longer than any other."""
     model = GPT.from_pretrained(hf_dir[0])
-    eot = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe')).special_tokens['<|endoftext|>']
+    eot = enc.special_tokens['<|endoftext|>']
     with torch.no_grad():
         wte = model.transformer.wte.weight
         wte[eot] = 10 * wte[eot] / wte[eot].norm()
@@ -329,10 +334,9 @@ def test_a_batch_keeps_each_rows_tokens_up_to_its_endoftext():
     assert new == [[5, eos], [6, 7, eos]] and first >= 0
 
 
-def test_an_empty_prompt_starts_from_endoftext_or_a_newline():
+def test_an_empty_prompt_starts_from_endoftext_or_a_newline(enc):
     from mingpt.data import CharTokenizer
     g = generate_module()
-    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
     chars = CharTokenizer(list('ab\n '))
     assert g.encode(enc, '') == [enc.special_tokens['<|endoftext|>']] and g.encode(chars, '') == chars.encode('\n')
     with pytest.raises(g.ConfigError, match='needs a prompt'):
@@ -349,9 +353,8 @@ def test_top_k_one_samples_the_greedy_text(g, hf_dir, capsys):
     assert texts[0] == texts[1] != texts[2]  # at temperature 50 only top_k=1 keeps it from wandering
 
 
-def test_a_stream_ending_inside_a_character_shows_a_replacement_mark(capsys):
+def test_a_stream_ending_inside_a_character_shows_a_replacement_mark(enc, capsys):
     g = generate_module()
-    enc = get_encoder(data_dir('gpt2', 'encoder.json'), data_dir('gpt2', 'vocab.bpe'))
     on_token, finish = g.streamed(enc, eos=None)
     on_token(enc.encode('🙂')[0])  # the first two of its four bytes
     assert capsys.readouterr().out == ''

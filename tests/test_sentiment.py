@@ -65,18 +65,23 @@ def test_auxiliary_lm_loss_counts_only_real_next_tokens():
     torch.testing.assert_close(model(idx, y)[1], torch.nn.functional.cross_entropy(logits, y))
 
 
+class Examples:
+    """What evaluate reads of a dataset: its inputs x, labels y and length."""
+
+    def __init__(self, x, y):
+        self.x, self.y = torch.tensor(x), torch.tensor(y)
+
+    def __len__(self):
+        return len(self.y)
+
+
 def test_evaluation_report_by_hand(tmp_path):
     """Five examples, true labels 0 0 0 1 1, predicted 0 1 1 1 0, each with probability 0.8."""
     class Fixed(torch.nn.Module):
         def forward(self, idx):
             return torch.tensor([[0.8, 0.2], [0.2, 0.8]]).log()[idx[:, 0]], None
 
-    class Examples:
-        x, y = torch.tensor([[0], [1], [1], [1], [0]]), torch.tensor([0, 0, 0, 1, 1])
-
-        def __len__(self):
-            return 5
-    report = sentiment.evaluate(Fixed(), Examples(), 'cpu', tmp_path)
+    report = sentiment.evaluate(Fixed(), Examples([[0], [1], [1], [1], [0]], [0, 0, 0, 1, 1]), 'cpu', tmp_path)
     assert report['confusion_matrix'] == [[1, 2], [1, 1]]  # rows: the true label; columns: the prediction
     assert report['accuracy'] == pytest.approx(2 / 5)
     assert report['classes'] == {'negative': {'precision': pytest.approx(1 / 2), 'recall': pytest.approx(1 / 3)},
@@ -401,13 +406,7 @@ def test_a_sure_wrong_prediction_has_a_large_finite_loss(tmp_path):
     class Sure(torch.nn.Module):  # class 0 with probability 1 - e^-200, which is 1 in float32
         def forward(self, idx):
             return torch.tensor([[0.0, -200.0]]).expand(len(idx), 2), None
-
-    class Examples:
-        x, y = torch.tensor([[0], [0]]), torch.tensor([0, 1])
-
-        def __len__(self):
-            return 2
-    report = sentiment.evaluate(Sure(), Examples(), 'cpu', tmp_path)
+    report = sentiment.evaluate(Sure(), Examples([[0], [0]], [0, 1]), 'cpu', tmp_path)
     assert report['loss'] == pytest.approx(-math.log(1e-12) / 2)  # the wrong one counts as probability 1e-12
 
 
