@@ -282,6 +282,9 @@ class GPT(nn.Module):
         the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
         real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
         real token."""
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be (batch, tokens) token ids, got shape {tuple(idx.shape)}: a single sequence "
+                             "is idx[None]")
         T = idx.size(1)
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
@@ -293,7 +296,12 @@ class GPT(nn.Module):
         else:
             pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T); any 0/1 dtype
             mask = padded_causal_mask(attention_mask, T)
-        x = self.embed(idx, pos)
+        try:
+            x = self.embed(idx, pos)
+        except IndexError:  # raised on CPU; on a GPU an id out of range stops the kernel (a device-side assert)
+            raise ValueError(f"idx holds token ids from {idx.min().item()} to {idx.max().item()}, outside the model's "
+                             f"vocabulary of {self.config.vocab_size}: set model.vocab_size from the data (e.g. "
+                             "train_dataset.get_vocab_size()), or encode with the model's tokenizer") from None
         for i, block in enumerate(self.transformer.h):
             x = block(x, mask, caches[i] if caches else None)
         return self.transformer.ln_f(x)

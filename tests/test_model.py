@@ -122,6 +122,19 @@ def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
         model().generate(torch.tensor([[0, 3, bad]]), 1)
 
 
+@pytest.mark.parametrize('bad', [11, -1])
+def test_forward_names_a_vocabulary_too_small_for_the_data(bad):
+    with pytest.raises(ValueError, match=rf"idx holds token ids from {min(bad, 0)} to {max(bad, 3)}, outside the "
+                                         r"model's vocabulary of 11: set model.vocab_size from the data"):
+        model()(torch.tensor([[0, 3, bad]]))
+
+
+def test_forward_of_a_sequence_without_its_batch_dimension_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"idx must be \(batch, tokens\) token ids, got shape \(3,\): a single "
+                                         r"sequence is idx\[None\]"):
+        model()(torch.tensor([0, 3, 4]))
+
+
 @pytest.mark.parametrize('mask', [[[0, 1, 2]], [[0.0, float('-inf'), 0.0]]])
 def test_an_attention_mask_other_than_zeros_and_ones_is_refused(mask):
     with pytest.raises(ValueError, match=r"attention_mask must hold only 0 \(padding\) and 1 \(real tokens\)"):
