@@ -41,7 +41,10 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
              f"{'<' if high_open else '<='} {high}" if high is not None else '']
     rule = ' and '.join(p for p in parts if p)
     rule = ('an integer ' if integer else 'a number ') + rule
-    raise ConfigError(f"{key}={value!r} is out of range: it must be {'None or ' if none_ok else ''}{rule}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    problem = 'is out of range' if number else 'is a string, not a number' if isinstance(value, str) else \
+        'is not a number'
+    raise ConfigError(f"{key}={value!r} {problem}: it must be {'None or ' if none_ok else ''}{rule}")
 
 
 def set_from_data(config, name, fix="use the data's options (--data.*, listed by --help) instead", source='the data',

@@ -136,9 +136,10 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
     (2.5, dict(low=1, integer=True), "x=2.5 is out of range: it must be an integer >= 1"),
     (1.0, dict(low=0, high=1, high_open=True), "x=1.0 is out of range: it must be a number >= 0 and < 1"),
     (float('nan'), dict(low=0), "x=nan is out of range: it must be a number >= 0"),
-    (None, dict(low=1), "x=None is out of range: it must be a number >= 1"),
+    (None, dict(low=1), "x=None is not a number: it must be a number >= 1"),
+    ('1e-3', dict(low=0, low_open=True), "x='1e-3' is a string, not a number: it must be a number > 0"),
     (-1, dict(low=1, none_ok=True), "x=-1 is out of range: it must be None or a number >= 1"),
-    (True, dict(low=0), "x=True is out of range"),
+    (True, dict(low=0), "x=True is not a number"),
 ])
 def test_check_range_names_option_value_and_range(value, kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
