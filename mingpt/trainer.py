@@ -17,6 +17,7 @@ import os
 import random
 import sys
 import time
+import warnings
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -31,6 +32,7 @@ from tqdm.auto import tqdm
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
                           resolve_device, save_checkpoint, setup_logging)
 
+EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
 PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}  # the first name that matches
@@ -157,9 +159,11 @@ class Trainer:
         self._eval_model = self.model  # run() sets the compiled one, when compiling
 
     def add_callback(self, onevent: str, callback):
+        warn_unknown_event(onevent)
         self.callbacks[onevent].append(callback)
 
     def set_callback(self, onevent: str, callback):
+        warn_unknown_event(onevent)
         self.callbacks[onevent] = [callback]
 
     def trigger_callbacks(self, onevent: str):
@@ -196,6 +200,9 @@ class Trainer:
         c = self.config
         self._check_config()
         self._check_work_dir()
+        for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
+            if dataset is not None and len(dataset) == 0:
+                raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
         self._started_dist = self._init_distributed()
         self.optimizer = self.model.configure_optimizers(c)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
@@ -304,6 +311,12 @@ class Trainer:
 
     def _check_config(self):
         c = self.config
+        defaults = self.get_default_config()
+        for key in vars(c):  # a key the trainer never reads, e.g. a typo (max_iter), is refused by name
+            defaults._child(key, f'trainer.{key}')
+        if isinstance(c.resume, str) and c.resume.lower() in ('true', 'false', 'none'):
+            raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "
+                              "None, capitalised as in Python")
         if c.dtype not in DTYPES:
             raise ConfigError(f"trainer.dtype must be one of {', '.join(DTYPES)}, not {c.dtype!r}")
         if c.lr_schedule not in ('constant', 'cosine', 'inverse_sqrt'):
@@ -388,10 +401,14 @@ class Trainer:
                     print(f"note: {path} does not record its {key} (it is older than that record): not checked")
                     continue
             if ckpt.get(key) != self.checkpoint_extras.get(key):
+                # the options that chose the data, where both runs were started by a project (its config.data)
+                runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
+                there, here = (run.get('data') or {} for run in runs)
+                options = f" (data options: {describe_difference(there, here)})" if there != here else ''
                 raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
-                                  "model was trained on other data or another tokenizer; resume with what it was "
-                                  "trained on, or start a new run in another work_dir")
+                                  f"model was trained on other data or another tokenizer{options}; resume with what it "
+                                  "was trained on, or start a new run in another work_dir")
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()
@@ -547,6 +564,13 @@ class Trainer:
             'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
             'best_val_loss': self.best_val_loss,
         }, path or self._path('ckpt.pt'))
+
+
+def warn_unknown_event(onevent):
+    """A callback for an event the loop never triggers would never run: say so (a subclass may trigger its own)."""
+    if onevent not in EVENTS:
+        warnings.warn(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
+                      f"only if your own code calls trigger_callbacks({onevent!r})", stacklevel=3)
 
 
 def iter_of(line):

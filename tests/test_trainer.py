@@ -2,10 +2,12 @@
 import io
 import sys
 
+import pytest
 import torch
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
+from mingpt.utils import ConfigError
 
 
 class Repeat(torch.utils.data.Dataset):
@@ -64,6 +66,32 @@ def test_set_callback_replaces_and_trigger_runs_them():
     trainer.trigger_callbacks('on_batch_end')
     trainer.trigger_callbacks('no_such_event')  # an event nobody listens to is fine
     assert calls == ['b'] * 4
+
+
+def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept():
+    trainer = make_trainer(max_iters=2)
+    calls = []
+    with pytest.warns(UserWarning, match=r"Trainer triggers 'on_batch_end' and 'on_eval_end', not 'on_batch_ends': "
+                                         r"this callback runs only if your own code calls trigger_callbacks"):
+        trainer.add_callback('on_batch_ends', lambda t: calls.append(t.iter_num))
+    trainer.run()
+    assert calls == []
+    trainer.trigger_callbacks('on_batch_ends')  # a subclass may trigger events of its own
+    assert calls == [2]
+
+
+def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refused_before_training():
+    trainer = make_trainer()
+    trainer.config.max_iter = 3  # a typo: max_iters stays None, and the loop would never end
+    with pytest.raises(ConfigError, match=r"unknown config key 'trainer.max_iter'; valid keys here are: .*max_iters"):
+        trainer.run()
+    with pytest.raises(ConfigError, match=r"trainer.resume='true' is read as a checkpoint's path; write True"):
+        make_trainer(resume='true').run()
+    trainer = make_trainer()
+    trainer.train_dataset = []
+    with pytest.raises(ValueError, match=r"train_dataset is empty \(len 0\): is its text shorter than block_size \+ 1"):
+        trainer.run()
+    assert trainer.iter_num == 0
 
 
 def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
