@@ -34,7 +34,6 @@ def download(url, dest, sha256=None, quiet=False):
     """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
     and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + '.part')
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}
@@ -47,6 +46,7 @@ def download(url, dest, sha256=None, quiet=False):
             if have and r.status_code != 206:  # the server ignored the range: start over
                 have = 0
             total = int(r.headers.get('content-length', 0)) + have or None
+            dest.parent.mkdir(parents=True, exist_ok=True)  # only now: a failed request leaves no empty folders
             with open(part, 'ab' if have else 'wb') as f, tqdm(
                     total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
                     desc=f'downloading {dest.name} to {dest.parent}', disable=quiet) as bar:
@@ -72,16 +72,18 @@ def download(url, dest, sha256=None, quiet=False):
 
 def fetch(relpath, url=None, path=None, sha256=None):
     """Return a local path for the data file `relpath` (e.g. 'tinyshakespeare/input.txt'), downloading it into the
-    cache once if it is nowhere else. `path`, when given, wins and must exist."""
+    cache once if it is nowhere else. `path`, when given, wins and must exist: a file, or one under $MINGPT_DATA_DIR
+    or the cache (e.g. 'text/gutenberg/2600-0.txt')."""
+    roots = [Path(os.environ['MINGPT_DATA_DIR']).expanduser()] if os.environ.get('MINGPT_DATA_DIR') else []
+    roots.append(cache_dir())
     if path:
         p = Path(path).expanduser()
-        if not p.exists():
-            raise FileNotFoundError(f"{p} does not exist; pass the path of an existing file")
-        return p
-    candidates = []
-    if os.environ.get('MINGPT_DATA_DIR'):
-        candidates.append(Path(os.environ['MINGPT_DATA_DIR']).expanduser() / relpath)
-    candidates.append(cache_dir() / relpath)
+        found = next((q for q in [p] + [root / p for root in roots] if q.exists()), None)
+        if found is None:
+            raise FileNotFoundError(f"{p} does not exist (nor under {' or '.join(map(str, roots))}); pass the path "
+                                    "of an existing file")
+        return found
+    candidates = [root / relpath for root in roots]
     for p in candidates:
         if p.exists():
             return p
@@ -92,9 +94,10 @@ def fetch(relpath, url=None, path=None, sha256=None):
 
 
 def read_text(path):
-    """The contents of a UTF-8 text file; any other encoding is a ValueError that names the file."""
+    """The contents of a UTF-8 text file, without a leading byte-order mark (Windows editors and Project Gutenberg
+    write one; it is not text); any other encoding is a ValueError that names the file."""
     try:
-        with open(path, encoding='utf-8') as f:
+        with open(path, encoding='utf-8-sig') as f:
             return f.read()
     except UnicodeDecodeError as e:
         raise ValueError(f"{path} is not UTF-8 text (byte {e.start} cannot be decoded: {e.reason}); give a UTF-8 "

@@ -279,7 +279,7 @@ def read_sst2(split, sst2_dir=None, limit=None):
 
 def book_paragraphs(text, lowercase=True):
     """The paragraphs of a plain-text book, hard line wraps joined; a Project Gutenberg header and licence dropped."""
-    text = text.lstrip('\ufeff').replace('\r\n', '\n')
+    text = text.replace('\r\n', '\n')
     start = re.search(r'^\*\*\* ?START OF.*$', text, re.M)
     end = re.search(r'^\*\*\* ?END OF.*$', text, re.M)
     if start and end:

@@ -227,7 +227,7 @@ def test_offline_error_is_clear(empty_cache, monkeypatch):
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
     assert 'partial download' not in str(e.value)  # none was made
-    assert files_in(empty_cache) == []
+    assert list(empty_cache.rglob('*')) == []  # not even an empty folder
 
 
 def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
@@ -273,13 +273,26 @@ def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monk
     monkeypatch.setattr(data.requests, 'get', None)  # nothing is downloaded
     assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'data'
     assert data.fetch('set/f.txt', path=tmp_path / 'cache' / 'set' / 'f.txt').read_text() == 'cache'
-    with pytest.raises(FileNotFoundError, match=r"nowhere.txt does not exist; pass the path of an existing file"):
+    with pytest.raises(FileNotFoundError, match=r"nowhere.txt does not exist \(nor under .*data or .*cache\); pass "
+                                                 r"the path of an existing file"):
         data.fetch('set/f.txt', path=tmp_path / 'nowhere.txt')
+    monkeypatch.chdir(tmp_path / 'data')  # a relative path: from here, then under the data dir, then the cache
+    (tmp_path / 'data' / 'set' / 'f.txt').rename(tmp_path / 'data' / 'f.txt')
+    assert data.fetch('other.txt', path='f.txt').read_text() == 'data'
+    assert data.fetch('other.txt', path='set/f.txt').read_text() == 'cache'
     monkeypatch.delenv('MINGPT_DATA_DIR')
     assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'cache'
     with pytest.raises(FileNotFoundError, match=r"set/g.txt not found \(looked in: .*cache/set/g.txt\) and there is "
                                                 r"no known download address"):
         data.fetch('set/g.txt')
+
+
+def test_read_text_drops_a_byte_order_mark_and_names_a_file_that_is_not_utf8(tmp_path):
+    (tmp_path / 'bom.txt').write_bytes('\ufeffFirst Citizen:\nBefore'.encode('utf-8'))
+    assert data.read_text(tmp_path / 'bom.txt') == 'First Citizen:\nBefore'  # no '\ufeff' in a vocabulary
+    (tmp_path / 'latin1.txt').write_bytes('naïve'.encode('latin-1'))
+    with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8 text \(byte 2 cannot be decoded"):
+        data.read_text(tmp_path / 'latin1.txt')
 
 
 def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
