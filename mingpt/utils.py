@@ -8,6 +8,7 @@ import random
 import re
 import sys
 import traceback
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +147,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
+    if not zipfile.is_zipfile(path):  # before torch.load, whose advice (weights_only=False) fits no such file
+        raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
+                         "file): it is not the zip archive that torch.save writes")
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:  # the whole message: torch's own says why an unsafe pickle was refused

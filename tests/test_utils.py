@@ -122,8 +122,12 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ['ck.pt']  # no temporary file left behind
     data = path.read_bytes()
     (tmp_path / 'trunc.pt').write_bytes(data[:len(data) // 2])
-    with pytest.raises(ValueError, match="truncated"):
-        load_checkpoint(tmp_path / 'trunc.pt')
+    (tmp_path / 'notes.md').write_text('# not a checkpoint\n')
+    for name in ('trunc.pt', 'notes.md'):  # not torch's advice to load with weights_only=False
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / name))} could not be read as a mingpt "
+                                             r"checkpoint \(truncated, corrupt, or another program's file\): it is "
+                                             r"not the zip archive that torch.save writes$"):
+            load_checkpoint(tmp_path / name)
     torch.save({'state_dict': {}}, tmp_path / 'foreign.pt')
     with pytest.raises(ValueError, match="not a mingpt checkpoint"):
         load_checkpoint(tmp_path / 'foreign.pt')
