@@ -91,8 +91,8 @@ def setup_logging(config, work_dir=None):
 
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
-    prints `error: <message>` on stderr and exits with status 2. `--debug` on the command line (or MINGPT_DEBUG=1
-    in the environment) shows the full traceback instead."""
+    prints `error: <message>` on stderr and exits with status 2; Ctrl-C says how to go on and exits with 130.
+    `--debug` on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
@@ -105,6 +105,12 @@ def run_cli(main, argv=None):
         if not debug:
             print("(run with --debug, or MINGPT_DEBUG=1, for the traceback)", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print("\ninterrupted (every file written is whole); a training run with checkpoints goes on from its last one "
+              "with --trainer.resume=True", file=sys.stderr)
+        sys.exit(130)  # the shell's code for a command stopped by SIGINT
 
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
