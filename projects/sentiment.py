@@ -1,4 +1,4 @@
-"""
+r"""
 Sentiment classification with a GPT: pretrain a small language model, then fine-tune it as a classifier on SST-2
 (movie-review sentences labelled negative / positive), and compare with the same classifier trained from scratch
 and with GPT-2 fine-tuned the same way.
@@ -488,8 +488,9 @@ def parse_args(argv):
     """The stage's config with argv's options applied (work_dir and checkpoint filled in), and predict's
     sentences."""
     argv = get_config().normalize_args(argv)  # '--key value' -> '--key=value': a value is not a sentence
-    positional = [a for a in argv if not a.startswith('-')]  # the stage, then predict's sentences
-    argv = [a for a in argv if a.startswith('-')]
+    option = [a.startswith('--') or a == '-h' for a in argv]  # not '-lrb- ...': SST-2 writes brackets so
+    positional = [a for a, o in zip(argv, option) if not o]  # the stage, then predict's sentences
+    argv = [a for a, o in zip(argv, option) if o]
     flags = [a.split('=', 1)[1] for a in argv if a.startswith('--system.stage=')]  # then every positional is a sentence
     stage = flags[-1] if flags else positional.pop(0) if positional else 'finetune'
     if stage not in STAGES:
@@ -504,8 +505,9 @@ def parse_args(argv):
     if positional and stage != 'predict':
         raise ConfigError(f"unexpected arguments {positional}: only predict takes sentences; options are "
                           "--section.key=value (--help lists them)")
-    if stage == 'predict' and not positional:
-        raise ConfigError('predict needs a sentence: python projects/sentiment.py predict "what a lovely film ."')
+    if stage == 'predict' and not all(s.strip() for s in positional or ['']):
+        raise ConfigError('predict needs a sentence (not an empty one): python projects/sentiment.py predict "what a '
+                          'lovely film ."')
     config.system.work_dir = config.system.work_dir or os.path.join('out', 'sentiment', stage)
     config.system.checkpoint = config.system.checkpoint or os.path.join('out', 'sentiment', 'finetune', 'model.pt')
     return config, positional

@@ -12,13 +12,14 @@ from conftest import data_dir, load_project
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / 'README.md').read_text()
 PROJECTS = sorted(p.stem for p in (ROOT / 'projects').glob('*.py'))
-COMMAND = re.compile(r"(?:python|torchrun[^`\n]*?) projects/(\w+)\.py([^`\n]*)")  # up to a backtick or line end
+# up to a backtick or a line's end; a line ending in a backslash goes on on the next
+COMMAND = re.compile(r"(?:python|torchrun[^`\n]*?) projects/(\w+)\.py((?:[^`\n\\]|\\\n|\\)*)")
 
 
 def commands():
     """(where, project, args) for every project command in the README and in the projects' docstrings."""
     texts = [('README.md', README)] + [(f'projects/{p}.py', load_project(p).__doc__) for p in PROJECTS]
-    return [(where, m.group(1), shlex.split(m.group(2), comments=True))
+    return [(where, m.group(1), shlex.split(m.group(2).replace('\\\n', ' '), comments=True))
             for where, text in texts for m in COMMAND.finditer(text)]
 
 

@@ -210,8 +210,15 @@ def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
 def test_command_line_errors():
     with pytest.raises(ConfigError, match='unknown stage'):
         sentiment.main(['pretrian'])
-    with pytest.raises(ConfigError, match='needs a sentence'):
-        sentiment.main(['predict'])
+    for sentences in ([], [''], ['a fine film', ' ']):
+        with pytest.raises(ConfigError, match='needs a sentence'):
+            sentiment.main(['predict', *sentences])
+    # SST-2 writes brackets as -lrb- / -rrb-: a sentence may start with '-', only '--' starts an option
+    assert sentiment.parse_args(['predict', '-lrb- a great film -rrb- .', '--system.seed=1'])[1] == \
+        ['-lrb- a great film -rrb- .']
+    with pytest.raises(SystemExit) as e:
+        sentiment.parse_args(['predict', '-h'])
+    assert e.value.code == 0
     with pytest.raises(ConfigError, match='only predict'):
         sentiment.main(['evaluate', 'a sentence'])
     # checked before any data is read: a sentence needs one token and the suffix; dropout 1 would drop everything
