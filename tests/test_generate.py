@@ -129,7 +129,8 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
     Vocabulary = load_project('sentiment').Vocabulary  # its LMs record their own (cut-down) vocabularies
     for kind in ('bpe', 'char'):
         save_checkpoint({**state, 'tokenizer': Vocabulary(kind, [1, 2]).state()}, tmp_path / 'sentiment.pt')
-        with pytest.raises(ValueError, match=f"tokenizer \\('{kind}', with 'kind', 'tokens'\\) .*sentiment.py"):
+        with pytest.raises(ValueError, match=f"tokenizer \\(kind '{kind}', with 'kind', 'tokens'\\) is a project's "
+                                             "own, such as sentiment.py's .*; a chargpt checkpoint or GPT-2 can be read"):
             load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
     # other models' checkpoints: a classifier's weights, a translation model's config
     classifier = {f'gpt.{k}': v for k, v in state['model'].items()}
