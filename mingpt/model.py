@@ -404,7 +404,10 @@ class GPT(nn.Module):
     @classmethod
     def check_config(cls, config):
         """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
-        for key, value in cls.get_default_config().to_dict().items():
+        defaults = cls.get_default_config()
+        for key in vars(config):  # a key no model reads, e.g. a typo (n_layers), is refused by name
+            defaults._child(key, f'model.{key}')
+        for key, value in defaults.to_dict().items():
             if not hasattr(config, key):
                 setattr(config, key, value)
         if config.vocab_size is None or config.block_size is None:

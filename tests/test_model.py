@@ -66,6 +66,10 @@ def test_config_errors_are_clear():
         GPT(config(vocab_size=None))
     with pytest.raises(ConfigError, match="multiple of n_head"):
         GPT(config(n_head=3))
+    C = config()
+    C.n_layers = 4  # a typo, which would otherwise leave n_layer as it was
+    with pytest.raises(ConfigError, match=r"unknown config key 'model.n_layers'; valid keys here are: .*n_layer, "):
+        GPT(C)
     for key, bad, says in [('block_size', 0, 'integer >= 1'), ('block_size', -4, 'integer >= 1'),
                            ('n_layer', 0, 'integer >= 1'), ('embd_pdrop', -0.5, '>= 0 and < 1'),
                            ('attn_pdrop', 1.0, '>= 0 and < 1'), ('norm', 'pst', "'pre', 'post'"),
