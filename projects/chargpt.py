@@ -30,7 +30,8 @@ def get_config():
     C.system.seed = 3407
     C.system.work_dir = './out/chargpt'
     C.data = CN()
-    C.data.path = None  # a text file; default: Tiny Shakespeare ($MINGPT_DATA_DIR, the cache, or downloaded once)
+    # a text file (or one under $MINGPT_DATA_DIR or the cache); default: Tiny Shakespeare, downloaded once
+    C.data.path = None
     # None: one token per character of the text; or a directory holding a byte-level BPE vocabulary in GPT-2's
     # format (encoder.json and vocab.bpe, e.g. gpt2/ or one trained with mingpt.bpe)
     C.data.tokenizer = None
