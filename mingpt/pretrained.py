@@ -169,8 +169,8 @@ def tokenizer_of(checkpoint):
     record = checkpoint['tokenizer']
     if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
         raise ValueError(f"this checkpoint's tokenizer (kind {record.get('kind')!r}, with "
-                         f"{', '.join(map(repr, record))}) is a project's own, such as sentiment.py's cut-down vocabularies, which only that project "
-                         "reads; a chargpt checkpoint or GPT-2 can be read here")
+                         f"{', '.join(map(repr, record))}) is a project's own, such as sentiment.py's cut-down "
+                         "vocabularies, which only that project reads; a chargpt checkpoint or GPT-2 can be read here")
     pattern = GPT2_PATTERN if record.get('pretokenize', True) else None
     return Encoder(record['encoder'], record['merges'], pattern=pattern)
 
