@@ -322,11 +322,13 @@ def load_lm(config, tokenizer_texts):
     init = config.system.init
     if init and Path(init).is_file():
         ckpt = load_checkpoint(init)
-        if 'tokenizer' not in ckpt:
-            raise ValueError(f"{init} was not written by projects/sentiment.py (it has no tokenizer); start from "
-                             "one of its pretrain or finetune checkpoints")
+        if set(ckpt.get('tokenizer') or {}) != {'kind', 'tokens'}:  # e.g. chargpt's: characters, or a BPE directory
+            raise ValueError(f"{init} was not written by projects/sentiment.py (it records no vocabulary of this "
+                             "project's); start from one of its pretrain or finetune checkpoints, or from GPT-2 (a "
+                             "hub id or a Hugging Face directory)")
         # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
         shape = CN(**ckpt['model_config'])
+        check_shape_asked(config.model, shape, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         config.model = shape
         gpt = GPT(shape)
@@ -336,12 +338,12 @@ def load_lm(config, tokenizer_texts):
         gpt.load_state_dict(state)
         tokenizer = Vocabulary(**ckpt['tokenizer'])
         print(f"starting from {init}: its model ({shape.n_layer} layers, {shape.n_head} heads, {shape.n_embd} "
-              f"wide) and its {tokenizer.kind} tokenizer; --model.* other than dropout and --data.tokenizer do not "
-              "apply")
+              f"wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind
         return gpt, tokenizer
     if init:  # a GPT-2 hub id or a Hugging Face directory
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
+        check_shape_asked(config.model, gpt.config, init)
         if gpt.config.vocab_size != tokenizer.vocab_size:
             raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
                               f"{tokenizer.vocab_size}: sentiment.py fine-tunes GPT-2 weights with GPT-2's tokenizer")
@@ -353,6 +355,18 @@ def load_lm(config, tokenizer_texts):
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
     set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
     return GPT(config.model), tokenizer
+
+
+def check_shape_asked(model, shape, init):
+    """--system.init brings its own model: a size asked for on the command line (--model.model_type or n_layer,
+    n_head, n_embd) that it does not have would be ignored, so it is refused."""
+    preset = model.model_type if model.model_type != get_config().model.model_type else None  # not the default
+    asked = {**GPT.PRESETS.get(preset, {}), **{k: v for k, v in model.to_dict().items()
+                                                if k in ('n_layer', 'n_head', 'n_embd') and v is not None}}
+    differ = [f"model.{k}={v} (it has {getattr(shape, k)})" for k, v in asked.items() if v != getattr(shape, k)]
+    if differ:
+        raise ConfigError(f"{init} brings its own model, so {', '.join(differ)} cannot be chosen; leave --model.* "
+                          "out (only the dropouts apply)")
 
 
 def load_classifier(config, device):

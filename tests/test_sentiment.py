@@ -9,7 +9,10 @@ import torch
 
 import mingpt.data
 from conftest import data_dir, load_project
+from mingpt.bpe import train_bpe
+from mingpt.data import CharTokenizer
 from mingpt.model import GPT
+from mingpt.pretrained import tokenizer_record
 from mingpt.utils import ConfigError, save_checkpoint
 
 sentiment = load_project('sentiment')
@@ -266,11 +269,10 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     # every file goes where trainer.work_dir says; the checkpoint's model (2 layers) is used, and said
     sentiment.main(['finetune', f'--trainer.work_dir={fine}', f'--system.init={book / "model.pt"}',
                     '--classifier.head=label_words', '--classifier.label_words=(" bad", " good")',
-                    '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common + ['--data.block_size=12',
-                                                                                       '--model.n_layer=6'])
+                    '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common + ['--data.block_size=12'])
     out = capsys.readouterr().out
     assert out.count('dev accuracy: ') == 3  # iterations 0, 2, 3
-    assert 'its model (2 layers, 2 heads, 16 wide) and its bpe tokenizer; --model.* other than dropout' in out
+    assert 'its model (2 layers, 2 heads, 16 wide) and its bpe tokenizer; --data.tokenizer does not apply' in out
     assert json.loads((fine / 'config.json').read_text())['model']['n_layer'] == 2  # what was used
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
@@ -452,7 +454,23 @@ def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(t
         sentiment.load_classifier(config, 'cpu')
     config = sentiment.get_config('finetune')
     config.system.init = str(tmp_path / 'lm.pt')
-    with pytest.raises(ValueError, match=r"lm.pt was not written by projects/sentiment.py \(it has no tokenizer\)"):
+    for record in ({}, tokenizer_record(CharTokenizer('abc')), tokenizer_record(train_bpe('a cat sat ' * 9, 258))):
+        save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), **record}, tmp_path / 'lm.pt')
+        with pytest.raises(ValueError, match=r"lm.pt was not written by projects/sentiment.py \(it records no "
+                                             r"vocabulary of this project's\)"):
+            sentiment.load_lm(config, [])
+    save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), 'tokenizer': {'kind': 'char',
+                                                                                               'tokens': list('abc')}},
+                    tmp_path / 'lm.pt')
+    config.model.merge_from_dict(dict(model_type=None, n_layer=3, n_head=3, n_embd=48))  # the checkpoint's: fine
+    assert sentiment.load_lm(config, [])[0].config.n_layer == 3
+    config.model.merge_from_dict(dict(n_layer=5, n_embd=48))  # would be ignored, so refused
+    with pytest.raises(ConfigError, match=r"lm.pt brings its own model, so model.n_layer=5 \(it has 3\) cannot be "
+                                          r"chosen; leave --model.\* out \(only the dropouts apply\)"):
+        sentiment.load_lm(config, [])
+    config.model.merge_from_dict(dict(model_type='gpt-mini', n_layer=None, n_head=None, n_embd=None))
+    with pytest.raises(ConfigError, match=r"model.n_layer=6 \(it has 3\), model.n_head=6 \(it has 3\), "
+                                          r"model.n_embd=192 \(it has 48\) cannot be chosen"):
         sentiment.load_lm(config, [])
 
 
