@@ -184,14 +184,20 @@ class Trainer:
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
         batches = self._start()
         x, y = self._to_device(next(batches))
-        while self.config.max_iters is None or self.iter_num < self.config.max_iters:
-            t0 = time.time()
-            x, y = self._optimization_step(x, y, batches)
-            self._after_step(t0)
-            self.iter_num += 1
-            tnow = time.time()
-            self.iter_dt = tnow - self.iter_time
-            self.iter_time = tnow
+        try:
+            while self.config.max_iters is None or self.iter_num < self.config.max_iters:
+                t0 = time.time()
+                x, y = self._optimization_step(x, y, batches)
+                self._after_step(t0)
+                self.iter_num += 1
+                tnow = time.time()
+                self.iter_dt = tnow - self.iter_time
+                self.iter_time = tnow
+        except KeyboardInterrupt:  # Ctrl-C: say what is saved and how to go on, then stop as asked
+            self._bar.close()
+            if self.rank == 0:
+                print(self._how_to_go_on(), file=sys.stderr)
+            raise
         self._finish()
 
     def _start(self):
@@ -300,6 +306,18 @@ class Trainer:
         self._since_log = [0.0, 0]
         return record
 
+    def _how_to_go_on(self):
+        c = self.config
+        path = None if c.work_dir is None else self._path('ckpt.pt')
+        if path is None or not os.path.exists(path):
+            saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
+                                                  if c.work_dir is not None else " (no work_dir)")
+            again = " (in this work_dir with --trainer.overwrite=True)" if c.work_dir is not None else ''
+            return f"\nstopped at iteration {self.iter_num}; {saved}, so a new run starts over{again}"
+        done = load_checkpoint(path, mmap=True)['iter_num']
+        return (f"\nstopped at iteration {self.iter_num}; {path} was saved after {done} iterations: go on from there "
+                "with --trainer.resume=True")
+
     def _finish(self):
         self._bar.close()
         if self._started_dist:
@@ -351,7 +369,8 @@ class Trainer:
         held, resume = "no checkpoint to resume from", ''
         if name != 'metrics.jsonl':
             try:
-                held = f"{load_checkpoint(self._path(name), mmap=True)['iter_num']} iterations done"
+                done = load_checkpoint(self._path(name), mmap=True)['iter_num']
+                held = f"{done} iterations done" if name == 'ckpt.pt' else f"a model saved after {done} iterations"
                 resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
             except (ValueError, KeyError):
                 held = "unreadable"

@@ -91,7 +91,7 @@ def setup_logging(config, work_dir=None):
 
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
-    prints `error: <message>` on stderr and exits with status 2; Ctrl-C says how to go on and exits with 130.
+    prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130, without a traceback.
     `--debug` on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
@@ -108,8 +108,7 @@ def run_cli(main, argv=None):
     except KeyboardInterrupt:
         if debug:
             traceback.print_exc()
-        print("\ninterrupted (every file written is whole); a training run with checkpoints goes on from its last one "
-              "with --trainer.resume=True", file=sys.stderr)
+        print("interrupted (every file written is whole)", file=sys.stderr)  # a Trainer says how to go on
         sys.exit(130)  # the shell's code for a command stopped by SIGINT
 
 

@@ -311,7 +311,7 @@ def test_every_project_prints_error_and_exits_2(project, args, message, capsys, 
     assert not list(tmp_path.iterdir())
 
 
-def test_ctrl_c_says_how_to_go_on_without_a_traceback(capsys):
+def test_ctrl_c_exits_130_without_a_traceback(capsys):
     def interrupted(argv):
         raise KeyboardInterrupt
     for debug in (False, True):
@@ -319,6 +319,5 @@ def test_ctrl_c_says_how_to_go_on_without_a_traceback(capsys):
             run_cli(interrupted, ['--debug'] if debug else [])
         assert e.value.code == 130
         err = capsys.readouterr().err
-        assert 'interrupted (every file written is whole); a training run with checkpoints goes on from its last ' \
-               'one with --trainer.resume=True' in err
+        assert 'interrupted (every file written is whole)' in err
         assert ('Traceback' in err) == debug

@@ -1,5 +1,6 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
 import io
+import re
 import sys
 
 import pytest
@@ -92,6 +93,24 @@ def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refuse
     with pytest.raises(ValueError, match=r"train_dataset is empty \(len 0\): is its text shorter than block_size \+ 1"):
         trainer.run()
     assert trainer.iter_num == 0
+
+
+def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
+    def ctrl_c_at_iteration_3(t):
+        if t.iter_num == 3:
+            raise KeyboardInterrupt
+    for interval, says in [(2, rf"stopped at iteration 3; {tmp_path / 'run2' / 'ckpt.pt'} was saved after 2 "
+                                r"iterations: go on from there with --trainer.resume=True"),
+                           (None, r"stopped at iteration 3; no checkpoint was saved \(trainer.checkpoint_interval="
+                                  r"None\), so a new run starts over \(in this work_dir with --trainer.overwrite=True\)")]:
+        trainer = make_trainer(work_dir=str(tmp_path / f'run{interval}'), checkpoint_interval=interval)
+        trainer.add_callback('on_batch_end', ctrl_c_at_iteration_3)
+        with pytest.raises(KeyboardInterrupt):
+            trainer.run()
+        assert re.search(says, capsys.readouterr().err)
+    trainer = make_trainer(work_dir=str(tmp_path / 'run2'), checkpoint_interval=2, resume=True, max_iters=4)
+    trainer.run()  # as the message says
+    assert trainer.iter_num == 4
 
 
 def test_progress_bar_shows_loss_and_tokens_per_second(capsys):

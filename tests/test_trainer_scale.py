@@ -402,7 +402,7 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     assert json.load(open(tmp_path / 'run' / 'config.json'))['note'] == {'text': 'hello'}
     assert torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']['note'] == {'text': 'hello'}
     # model.pt alone cannot be resumed, so the message offers the two other ways
-    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: 2 iterations done\) that this fresh "
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 2 iterations\) that this fresh "
                                           r"run would overwrite; train in another work_dir"):
         train(tmp_path / 'run')
     # a run without a val set or checkpoint_interval writes no checkpoint: its metrics still mark it
