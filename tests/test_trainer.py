@@ -102,7 +102,8 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     for interval, says in [(2, rf"stopped at iteration 3; {tmp_path / 'run2' / 'ckpt.pt'} was saved after 2 "
                                 r"iterations: go on from there with --trainer.resume=True"),
                            (None, r"stopped at iteration 3; no checkpoint was saved \(trainer.checkpoint_interval="
-                                  r"None\), so a new run starts over \(in this work_dir with --trainer.overwrite=True\)")]:
+                                  r"None\), so a new run starts over \(in this work_dir with "
+                                  r"--trainer.overwrite=True\)")]:
         trainer = make_trainer(work_dir=str(tmp_path / f'run{interval}'), checkpoint_interval=interval)
         trainer.add_callback('on_batch_end', ctrl_c_at_iteration_3)
         with pytest.raises(KeyboardInterrupt):
