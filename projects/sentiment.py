@@ -14,6 +14,7 @@ The stage comes first on the command line (or as --system.stage=...); each write
     python projects/sentiment.py finetune --system.work_dir=out/sentiment/scratch   # the same classifier, from scratch
     python projects/sentiment.py finetune --system.init=gpt2   # GPT-2 (hub id or Hugging Face directory)
     python projects/sentiment.py evaluate                      # dev accuracy of out/sentiment/finetune/model.pt
+    python projects/sentiment.py evaluate --system.work_dir=out/sentiment/gpt2   # of that run's model.pt
     python projects/sentiment.py predict "a gorgeous , witty , seductive movie ."
 
 Pretraining stages chain through --system.init, in any order, but end on the reviews: an LM continued on a book
@@ -67,7 +68,8 @@ def get_config(stage='finetune'):
     # the weights to start from: None (random), a checkpoint of this project (model.pt), or, for fine-tuning,
     # a GPT-2 hub id ('gpt2', ...) or a Hugging Face directory (GPT.from_pretrained)
     C.system.init = None
-    C.system.checkpoint = None  # evaluate / predict: the classifier; default ./out/sentiment/finetune/model.pt
+    # evaluate / predict: the classifier; default model.pt of --system.work_dir, else ./out/sentiment/finetune/model.pt
+    C.system.checkpoint = None
     C.data = CN()
     C.data.sst2_dir = None  # a folder with train.tsv, dev.tsv; default $MINGPT_DATA_DIR/sentiment/sst2, cache, download
     # pretrain: a text file (e.g. a book; a path, or one under $MINGPT_DATA_DIR such as text/gutenberg/2600-0.txt);
@@ -522,8 +524,10 @@ def parse_args(argv):
     if stage == 'predict' and not all(s.strip() for s in positional or ['']):
         raise ConfigError('predict needs a sentence (not an empty one): python projects/sentiment.py predict "what a '
                           'lovely film ."')
-    config.system.work_dir = config.system.work_dir or os.path.join('out', 'sentiment', stage)
-    config.system.checkpoint = config.system.checkpoint or os.path.join('out', 'sentiment', 'finetune', 'model.pt')
+    run = config.system.work_dir  # evaluate / predict read the classifier of this run, when one is named
+    config.system.work_dir = run or os.path.join('out', 'sentiment', stage)
+    finetuned = run or os.path.join('out', 'sentiment', 'finetune')
+    config.system.checkpoint = config.system.checkpoint or os.path.join(finetuned, 'model.pt')
     return config, positional
 
 

@@ -216,6 +216,12 @@ def test_command_line_errors():
     for sentences in ([], [''], ['a fine film', ' ']):
         with pytest.raises(ConfigError, match='needs a sentence'):
             sentiment.main(['predict', *sentences])
+    # evaluate / predict read the classifier of the run that --system.work_dir names (and write beside it)
+    for args, checkpoint, work_dir in [([], 'out/sentiment/finetune/model.pt', 'out/sentiment/evaluate'),
+                                       (['--system.work_dir=out/gpt2'], 'out/gpt2/model.pt', 'out/gpt2'),
+                                       (['--system.checkpoint=c.pt'], 'c.pt', 'out/sentiment/evaluate')]:
+        config = sentiment.parse_args(['evaluate', *args])[0]
+        assert (config.system.checkpoint, config.system.work_dir) == (checkpoint, work_dir)
     # SST-2 writes brackets as -lrb- / -rrb-: a sentence may start with '-', only '--' starts an option
     assert sentiment.parse_args(['predict', '-lrb- a great film -rrb- .', '--system.seed=1'])[1] == \
         ['-lrb- a great film -rrb- .']
