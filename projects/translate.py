@@ -264,9 +264,12 @@ def draw_cross_attention(model, vocab, source, path):
 
 
 def translate_from_checkpoint(config):
+    sources = [s.strip() for s in config.sample.text.split('|')]
+    if not all(sources):
+        raise ConfigError(f"sample.text={config.sample.text!r} holds an empty sentence: give text to translate, "
+                          "several separated by '|'")
     model, ckpt = Transformer.from_checkpoint(config.sample.checkpoint)
     vocab = Vocabulary(ckpt['vocabulary'])
-    sources = [s.strip() for s in config.sample.text.split('|')]
     for source, target in zip(sources, translate(model, vocab, sources, config.eval.num_beams)):
         print(f"{source!r} -> {target!r}")
 

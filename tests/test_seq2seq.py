@@ -369,6 +369,9 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=3rd of March 2021|1/2/2000'])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2].startswith("'3rd of March 2021' -> ") and lines[-1].startswith("'1/2/2000' -> ")
+    for text in ('', '1/2/2000| '):
+        with pytest.raises(ConfigError, match=r"holds an empty sentence: give text to translate, several separated"):
+            translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', f'--sample.text={text}'])
     resume = [f'--system.work_dir={tmp_path}', '--trainer.resume=True', *tiny_run, '--trainer.max_iters=4']
     with pytest.raises(ConfigError, match="its vocabulary is not this run's"):  # another tokenizer, other ids
         translate.main(resume + ['--data.tokenizer=bpe', '--data.vocab_size=300'])
