@@ -43,8 +43,9 @@ def _hf_files(name_or_path):
     if name_or_path in HF_MODELS:
         return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f))
                      for f in ('config.json', 'model.safetensors'))
+    there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
-                     "holding config.json and model.safetensors (or pytorch_model.bin); no such directory exists")
+                     f"holding config.json and model.safetensors (or pytorch_model.bin); {there}")
 
 
 def _config_from_hf(C, config_path):

@@ -111,9 +111,11 @@ def small_dir(tmp_path):
     return save_hf(hf_model(**SMALL), tmp_path / 'small', 'safetensors')
 
 
-def test_unknown_name():
-    with pytest.raises(ValueError, match="unknown pretrained model 'gpt3'.*gpt2-medium"):
+def test_unknown_name(small_dir):
+    with pytest.raises(ValueError, match="unknown pretrained model 'gpt3'.*gpt2-medium.*; no such directory exists"):
         GPT.from_pretrained('gpt3')
+    with pytest.raises(ValueError, match=r"config.json is a file: give the directory that holds it$"):
+        GPT.from_pretrained(str(small_dir / 'config.json'))
 
 
 def test_directory_without_weights(small_dir):
