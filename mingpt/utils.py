@@ -64,6 +64,12 @@ def set_from_data(config, name, fix="use the data's options (--data.*, listed by
 def resolve_device(device='auto'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
     once torch can use it."""
+    if device != 'auto':
+        try:
+            torch.device(device)
+        except RuntimeError:  # torch's message lists a dozen backends
+            raise ConfigError(f"device {device!r} is not a device name: choose 'auto', 'cpu', 'cuda', 'cuda:1' "
+                              "or 'mps'") from None
     kind = str(device).split(':')[0]
     available = {'cuda': torch.cuda.is_available, 'mps': torch.backends.mps.is_available}
     if kind in available and not available[kind]():

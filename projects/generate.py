@@ -67,7 +67,15 @@ def check(config):
     S = config.sample
     for key in ('batch_size', 'max_new_tokens', 'num_samples', 'num_beams'):
         check_range(f'sample.{key}', getattr(S, key), 1, integer=True)
-    if not S.greedy and S.num_beams == 1:
+    chosen = '--greedy' if S.greedy else f'--num_beams={S.num_beams}' if S.num_beams > 1 else None
+    if S.greedy and S.num_beams > 1:
+        raise ConfigError("--greedy and --num_beams > 1 are two ways of decoding: give one")
+    sampling = [f'--{k}' for k in ('top_k', 'top_p') if getattr(S, k) is not None] + \
+        (['--temperature'] if S.temperature != 1.0 else [])
+    if chosen and sampling:
+        raise ConfigError(f"{chosen} decodes without sampling, so {', '.join(sampling)} would be ignored: drop "
+                          f"{'them' if len(sampling) > 1 else 'it'}, or drop {chosen} to sample")
+    if not chosen:
         check_range('sample.temperature', S.temperature, 0, low_open=True)
         check_range('sample.top_k', S.top_k, 1, integer=True, none_ok=True)
         check_range('sample.top_p', S.top_p, 0, 1, low_open=True, none_ok=True)

@@ -274,6 +274,12 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     ('--num_beams=2 --num_samples=3', 'beam search keeps sample.num_beams=2 sequences, fewer than '
                                       'sample.num_samples=3: raise num_beams or lower num_samples'),
     ('--prompt_file=p.txt', 'give sample.prompt or sample.prompt_file, not both'),  # with --prompt=x
+    # options that would be ignored: decoding without sampling has no use for the sampler's settings
+    ('--greedy --num_beams=3', '--greedy and --num_beams > 1 are two ways of decoding: give one'),
+    ('--greedy --top_k=5', '--greedy decodes without sampling, so --top_k would be ignored: drop it, or drop --greedy'),
+    ('--num_beams=3 --top_p=0.9 --temperature=0.7', '--num_beams=3 decodes without sampling, so --top_p, '
+                                                    '--temperature would be ignored: drop them, or drop --num_beams=3'),
+    ('--device=foo', "device 'foo' is not a device name: choose 'auto', 'cpu', 'cuda', 'cuda:1' or 'mps'"),
 ])
 def test_options_are_checked_before_loading_anything(option, message, capsys):
     g = generate_module()
@@ -318,7 +324,7 @@ def test_generation_stops_at_endoftext_unless_told_not_to(g, eos_dir, capsys):
     g.main(args + ['--stop_at_eos=False'])
     out = capsys.readouterr()
     assert out.out == PROMPT + '<|endoftext|>' * 3 + '\n' and '(3 tokens in' in out.err
-    g.main(args + ['--num_beams=2'])
+    g.main([a for a in args if a != '--greedy'] + ['--num_beams=2'])
     out = capsys.readouterr()
     assert out.out == PROMPT + '\n' and "(1 tokens (the best beams')" in out.err
 
