@@ -164,11 +164,11 @@ def streamed(tokenizer, eos):
     return on_token, lambda: sys.stdout.write(decoder.decode(b'', final=True) + '\n')
 
 
-def header(p, k, n_prompts, n_samples):
+def header(p, k, n_prompts, n_samples, sample='sample', note=''):
     """'--- prompt 2, sample 1 ---' on stderr, naming only what there is more than one of."""
-    parts = [f"{name} {i + 1}" for name, i, n in (('prompt', p, n_prompts), ('sample', k, n_samples)) if n > 1]
+    parts = [f"{name} {i + 1}" for name, i, n in (('prompt', p, n_prompts), (sample, k, n_samples)) if n > 1]
     if parts:
-        print(f"--- {', '.join(parts)} ---", file=sys.stderr, flush=True)
+        print(f"--- {', '.join(parts)}{note} ---", file=sys.stderr, flush=True)
 
 
 def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
@@ -208,14 +208,13 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
     return n_tokens, seconds, firsts
 
 
-def run_beams(model, tokenizer, prompt, ids, S, eos, device):
-    """Beam search for one prompt: print the best num_samples beams, best first. Returns the best beam's length."""
+def run_beams(model, tokenizer, prompts, p, ids, S, eos, device):
+    """Beam search for prompt p: print the best num_samples beams, best first. Returns the best beam's length."""
     seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
                                eos_token_id=eos)
     for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
-        if S.num_samples > 1:
-            print(f"--- beam {i + 1} (log-prob {score.item():.2f}) ---", file=sys.stderr, flush=True)
-        sys.stdout.write(prompt + text_of(tokenizer, seq[len(ids):].tolist(), eos) + '\n')
+        header(p, i, len(prompts), S.num_samples, 'beam', f" (log-prob {score.item():.2f})")
+        sys.stdout.write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), eos) + '\n')
     best = seqs[0, len(ids):].tolist()
     return best.index(eos) + 1 if eos in best else len(best)
 
@@ -250,7 +249,7 @@ def main(argv):
     set_seed(config.system.seed)
     if S.num_beams > 1:
         t0 = time.perf_counter()
-        n_tokens = sum(run_beams(model, tokenizer, p, i, S, eos, device) for p, i in zip(prompts, ids))
+        n_tokens = sum(run_beams(model, tokenizer, prompts, p, i, S, eos, device) for p, i in enumerate(ids))
         print(f"({n_tokens} tokens (the best beams') in {time.perf_counter() - t0:.2f} s on {device}, beam search "
               f"with {S.num_beams} beams)", file=sys.stderr)
         return

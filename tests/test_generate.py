@@ -1,6 +1,7 @@
 """projects/generate.py end to end (a subprocess, as a user runs it) on small checkpoints made here: a Hugging
 Face GPT-2 directory with random weights, and a character-level mingpt checkpoint."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -161,7 +162,7 @@ def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, cap
     assert capsys.readouterr().out == 'Hi\n'
 
 
-def test_greedy_prints_one_sample_and_beams_as_many_as_asked(g, hf_dir, capsys):
+def test_greedy_prints_one_sample_and_beams_as_many_as_asked(g, hf_dir, capsys, tmp_path):
     folder, _ = hf_dir
     g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--greedy', '--num_samples=3'])
     out = capsys.readouterr()
@@ -169,6 +170,15 @@ def test_greedy_prints_one_sample_and_beams_as_many_as_asked(g, hf_dir, capsys):
     g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=3', '--num_beams=3', '--num_samples=3'])
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 3 and out.err.count('--- beam') == 3
+    # each completion of a prompt file under a header naming its prompt (and its beam, when several are shown)
+    (tmp_path / 'prompts.txt').write_text(f'{PROMPT}\nHi\n')
+    for samples, headers in ((2, ['prompt 1, beam 1', 'prompt 1, beam 2', 'prompt 2, beam 1', 'prompt 2, beam 2']),
+                             (1, ['prompt 1', 'prompt 2'])):
+        g.main([f'--model={folder}', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=3',
+                '--num_beams=2', f'--num_samples={samples}'])
+        out = capsys.readouterr()
+        assert re.findall(r'--- (.*?) \(log-prob -?[\d.]+\) ---', out.err) == headers
+        assert [line.startswith(PROMPT) for line in out.out.splitlines()] == [True] * samples + [False] * samples
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
