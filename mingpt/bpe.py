@@ -38,7 +38,7 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.data import fetch
+from mingpt.data import fetch, find_local
 from mingpt.utils import atomic_write, run_cli
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -261,12 +261,14 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
 
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
-    """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them). Else
+    """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them; a relative
+    directory not found here is looked for under $MINGPT_DATA_DIR and the cache, as 'gpt2' would be). Else
     GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache, else OpenAI's
     site (downloaded once, sha256-checked)."""
     if directory is not None:
         if encoder_path or vocab_path:
             raise ValueError("pass either directory or encoder_path/vocab_path, not both")
+        directory = find_local(directory) or directory  # e.g. 'gpt2', under $MINGPT_DATA_DIR
         encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))
         for path in (encoder_path, vocab_path):
             if not path.is_file():

@@ -70,20 +70,29 @@ def download(url, dest, sha256=None, quiet=False):
     return dest
 
 
+def data_roots():
+    """Where data files are looked for, in order: $MINGPT_DATA_DIR (if set), then the download cache."""
+    roots = [Path(os.environ['MINGPT_DATA_DIR']).expanduser()] if os.environ.get('MINGPT_DATA_DIR') else []
+    return roots + [cache_dir()]
+
+
+def find_local(path):
+    """path if it exists, else the same relative path under one of data_roots(); None if it is nowhere."""
+    p = Path(path).expanduser()
+    return next((q for q in [p] + [root / p for root in data_roots()] if q.exists()), None)
+
+
 def fetch(relpath, url=None, path=None, sha256=None):
     """Return a local path for the data file `relpath` (e.g. 'tinyshakespeare/input.txt'), downloading it into the
     cache once if it is nowhere else. `path`, when given, wins and must exist: a file, or one under $MINGPT_DATA_DIR
     or the cache (e.g. 'text/gutenberg/2600-0.txt')."""
-    roots = [Path(os.environ['MINGPT_DATA_DIR']).expanduser()] if os.environ.get('MINGPT_DATA_DIR') else []
-    roots.append(cache_dir())
     if path:
-        p = Path(path).expanduser()
-        found = next((q for q in [p] + [root / p for root in roots] if q.exists()), None)
+        found = find_local(path)
         if found is None:
-            raise FileNotFoundError(f"{p} does not exist (nor under {' or '.join(map(str, roots))}); pass the path "
-                                    "of an existing file")
+            raise FileNotFoundError(f"{path} does not exist (nor under {' or '.join(map(str, data_roots()))}); pass "
+                                    "the path of an existing file")
         return found
-    candidates = [root / relpath for root in roots]
+    candidates = [root / relpath for root in data_roots()]
     for p in candidates:
         if p.exists():
             return p

@@ -280,6 +280,11 @@ def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monk
     (tmp_path / 'data' / 'set' / 'f.txt').rename(tmp_path / 'data' / 'f.txt')
     assert data.fetch('other.txt', path='f.txt').read_text() == 'data'
     assert data.fetch('other.txt', path='set/f.txt').read_text() == 'cache'
+    (tmp_path / 'data' / 'tok').mkdir()  # a tokenizer's directory too, e.g. --data.tokenizer=gpt2
+    encoder = bpe.train_bpe('a cat sat on a mat ' * 9, 260)
+    encoder.save(tmp_path / 'data' / 'tok')
+    monkeypatch.chdir(tmp_path)
+    assert get_encoder(directory='tok').encoder == encoder.encoder
     monkeypatch.delenv('MINGPT_DATA_DIR')
     assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'cache'
     with pytest.raises(FileNotFoundError, match=r"set/g.txt not found \(looked in: .*cache/set/g.txt\) and there is "
