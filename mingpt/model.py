@@ -405,8 +405,7 @@ class GPT(nn.Module):
     def check_config(cls, config):
         """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
         defaults = cls.get_default_config()
-        for key in vars(config):  # a key no model reads, e.g. a typo (n_layers), is refused by name
-            defaults._child(key, f'model.{key}')
+        defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
         for key, value in defaults.to_dict().items():
             if not hasattr(config, key):
                 setattr(config, key, value)

@@ -329,9 +329,7 @@ class Trainer:
 
     def _check_config(self):
         c = self.config
-        defaults = self.get_default_config()
-        for key in vars(c):  # a key the trainer never reads, e.g. a typo (max_iter), is refused by name
-            defaults._child(key, f'trainer.{key}')
+        self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
         if isinstance(c.resume, str) and c.resume.lower() in ('true', 'false', 'none'):
             raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "
                               "None, capitalised as in Python")

@@ -237,6 +237,12 @@ class CfgNode:
             raise ConfigError(f"unknown config key '{path}'; valid keys here are: {valid}")
         return self.__dict__[key]
 
+    def check_known(self, config, section):
+        """Refuse a key of config that these defaults lack (a typo such as max_iter, which nothing would read),
+        naming it as section.key and listing the valid keys."""
+        for key in vars(config):
+            self._child(key, f'{section}.{key}')
+
     def merge_from_dict(self, d, _prefix=''):
         """Update from a (possibly nested) dict; unknown keys and wrong types raise a ConfigError."""
         for k, v in d.items():

@@ -42,7 +42,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
-from mingpt.data import CharTokenizer, TokenDataset, fetch, read_text
+from mingpt.data import CharTokenizer, TokenDataset, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, resolve_device,
@@ -400,9 +400,8 @@ def pretrain(config):
         val_sentences, _ = read_sst2('dev', D.sst2_dir, D.dev_limit)
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
-        path = Path(D.text).expanduser()
         url, sha256 = BOOKS.get(D.text, (None, None))
-        texts = book_paragraphs(read_text(path if path.exists() else fetch(D.text, url, sha256=sha256)), D.lowercase)
+        texts = book_paragraphs(read_text(find_local(D.text) or fetch(D.text, url, sha256=sha256)), D.lowercase)
         if not texts:
             raise ValueError(f"{D.text} holds no text to pretrain on")
     else:
