@@ -5,6 +5,7 @@ stores them as Conv1D (in, out) where nn.Linear keeps (out, in).
 And a trained model with its tokenizer, for the projects that sample from it or draw it: load_model_and_tokenizer
 reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (tokenizer_record)."""
 import json
+import math
 import os
 from pathlib import Path
 
@@ -81,8 +82,7 @@ def _load_hf_weights(model, path):
     attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied and usually omitted)."""
     try:
         if path.suffix == '.safetensors':
-            from safetensors.torch import load_file
-            weights = load_file(path)
+            weights = read_safetensors(path)
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
@@ -123,7 +123,6 @@ def _load_hf_weights(model, path):
 def save_gpt2(model, save_directory):
     """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
     GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically."""
-    from safetensors.torch import save_file
     c = model.config
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
@@ -141,9 +140,54 @@ def save_gpt2(model, save_directory):
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / 'model.safetensors', lambda tmp: save_file(tensors, tmp, metadata={'format': 'pt'}))
+    atomic_write(folder / 'model.safetensors', lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
     atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
     return folder
+
+
+# ---- the safetensors format: 8 bytes n (little-endian), n bytes of JSON header, the tensors' bytes ----
+
+SAFETENSORS_DTYPES = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.float16, 'BF16': torch.bfloat16,
+                      'I64': torch.int64, 'I32': torch.int32, 'I16': torch.int16, 'I8': torch.int8, 'U8': torch.uint8,
+                      'BOOL': torch.bool}
+
+
+def read_safetensors(path):
+    """{name: tensor} from a .safetensors file. Its header maps each name to its dtype, shape and the [begin, end)
+    of its bytes in the data after the header; '__metadata__' holds free-form strings."""
+    with open(path, 'rb') as f:
+        n = int.from_bytes(f.read(8), 'little')
+        header = json.loads(f.read(n))
+        data = bytearray(os.fstat(f.fileno()).st_size - 8 - n)  # writable, so tensors can share it without a copy
+        f.readinto(data)
+    header.pop('__metadata__', None)
+    tensors = {}
+    for name, t in header.items():
+        if t['dtype'] not in SAFETENSORS_DTYPES:
+            raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows {', '.join(SAFETENSORS_DTYPES)}")
+        dtype, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
+        numel = math.prod(shape)
+        if not 0 <= begin <= end <= len(data) or end - begin != numel * dtype.itemsize:
+            raise ValueError(f"tensor {name!r} {shape} lies at bytes {begin}..{end} of {len(data)}")
+        tensors[name] = (torch.frombuffer(data, dtype=dtype, count=numel, offset=begin) if numel
+                         else torch.empty(0, dtype=dtype)).reshape(shape)
+    return tensors
+
+
+def write_safetensors(tensors, path, metadata=None):
+    """Write {name: tensor} as read_safetensors (and Hugging Face's safetensors library) reads it."""
+    names = {v: k for k, v in SAFETENSORS_DTYPES.items()}
+    header, offset = ({'__metadata__': metadata} if metadata else {}), 0
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        header[name] = {'dtype': names[t.dtype], 'shape': list(t.shape), 'data_offsets': [offset, offset + nbytes]}
+        offset += nbytes
+    head = json.dumps(header, separators=(',', ':')).encode()
+    head += b' ' * (-len(head) % 8)  # pad with spaces so that the data starts 8-byte aligned
+    with open(path, 'wb') as f:
+        f.write(len(head).to_bytes(8, 'little') + head)
+        for t in tensors.values():
+            f.write(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
 
 
 # ---- a trained model with its tokenizer ----

@@ -10,6 +10,7 @@ from mingpt import data, pretrained
 from mingpt.model import GPT
 
 transformers = pytest.importorskip('transformers')
+from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -90,6 +91,29 @@ def test_save_pretrained_round_trip(tmp_path):
     assert_same_as_hf(ours, hf, 50257, steps=5)
     again = GPT.from_pretrained(folder)
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), again.state_dict().values()))
+
+
+def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
+    """Our safetensors code reads what Hugging Face's library writes, and writes what it reads: every dtype we map,
+    odd shapes (a scalar, an empty tensor), and the metadata."""
+    g = torch.Generator().manual_seed(0)
+    tensors = {'w': torch.randn(3, 4, generator=g), 'half': torch.randn(5, generator=g).half(),
+               'bf': torch.randn(2, 3, generator=g).bfloat16(), 'f64': torch.randn(2, generator=g).double(),
+               'ids': torch.arange(7), 'i32': torch.arange(-3, 3, dtype=torch.int32),
+               'i16': torch.arange(4, dtype=torch.int16), 'i8': torch.arange(-2, 2, dtype=torch.int8),
+               'u8': torch.arange(250, 256, dtype=torch.uint8), 'mask': torch.tensor([True, False, True]),
+               'scalar': torch.tensor(-1e4), 'empty': torch.zeros(0, 3)}
+    assert {t.dtype for t in tensors.values()} == set(pretrained.SAFETENSORS_DTYPES.values())
+    save_file(tensors, tmp_path / 'theirs.safetensors', metadata={'format': 'pt'})
+    pretrained.write_safetensors(tensors, tmp_path / 'ours.safetensors', metadata={'format': 'pt'})
+    for name in ('theirs', 'ours'):
+        for read in (load_file, pretrained.read_safetensors):
+            got = read(tmp_path / f'{name}.safetensors')
+            assert got.keys() == tensors.keys()
+            for k, t in tensors.items():
+                assert got[k].dtype == t.dtype and got[k].shape == t.shape and torch.equal(got[k], t), (name, k)
+    with safe_open(tmp_path / 'ours.safetensors', 'pt') as f:
+        assert f.metadata() == {'format': 'pt'}
 
 
 def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
