@@ -455,6 +455,10 @@ class GPT(nn.Module):
     def from_checkpoint(cls, path, map_location='cpu'):
         """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
         checkpoint = load_checkpoint(path, map_location)
+        saved = checkpoint.get('model_class', cls.__name__)  # checkpoints older than model_state do not say
+        if saved != cls.__name__:
+            raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project that "
+                             "wrote it")
         try:
             if 'model_config' not in checkpoint:
                 raise ConfigError("it has no model_config")

@@ -29,16 +29,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
-                          resolve_device, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, model_state,
+                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
 PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}  # the first name that matches
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
-CHECKPOINT_KEYS = ('model', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng', 'sampler',
-                   'best_val_loss', 'val_loss', 'format')
+CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
+                   'sampler', 'best_val_loss', 'val_loss', 'format')
 # the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
 RANGES = {
     'batch_size': dict(low=1, integer=True),
@@ -551,10 +551,7 @@ class Trainer:
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
-        state = {**self.checkpoint_extras, 'model': self.model.state_dict(), 'iter_num': self.steps_done}
-        config = getattr(self.model, 'config', None)
-        if isinstance(config, CN):
-            state['model_config'] = config.to_dict()
+        state = {**self.checkpoint_extras, **model_state(self.model), 'iter_num': self.steps_done}
         if self.val_loss is not None:
             state['val_loss'] = self.val_loss
         return state

@@ -148,6 +148,15 @@ def remove_stale_temps(directory):
     return stale
 
 
+def model_state(model):
+    """The part of a checkpoint that from_checkpoint rebuilds a model from: the class's name (so that another
+    model's checkpoint is named as such), its config and its weights."""
+    state = {'model_class': type(model).__name__, 'model': model.state_dict()}
+    if isinstance(getattr(model, 'config', None), CfgNode):
+        state['model_config'] = model.config.to_dict()
+    return state
+
+
 def save_checkpoint(checkpoint, path):
     """torch.save the checkpoint dict atomically, marked with the project's checkpoint format."""
     atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))

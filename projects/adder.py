@@ -13,8 +13,8 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, run_cli, save_checkpoint, set_from_data,
-                          set_seed)
+from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, model_state, run_cli, save_checkpoint,
+                          set_from_data, set_seed)
 
 
 def get_config():
@@ -133,8 +133,7 @@ def main(argv):
         print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out accuracy {test_acc:.4f}")
         if test_acc > best:
             best = test_acc
-            save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(),
-                             'config': config.to_dict(), 'iter_num': trainer.steps_done,
+            save_checkpoint({**model_state(model), 'config': config.to_dict(), 'iter_num': trainer.steps_done,
                              'test_accuracy': test_acc}, ckpt_path)
             print(f"saved the best model so far to {ckpt_path}")
 

@@ -24,7 +24,8 @@ from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, save_checkpoint, set_from_data, set_seed
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, run_cli, save_checkpoint, set_from_data,
+                          set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -333,8 +334,7 @@ def report(model, vocab, test_pairs, config, work_dir, attention_source):
         print(f"BLEU: {score:.2f}" if score is not None else "BLEU: skipped (pip install sacrebleu to report it)")
     print_examples(test_pairs, hyps, config.eval.examples)
     path = os.path.join(work_dir, 'model.pt')
-    save_checkpoint({'model': model.state_dict(), 'model_config': config.model.to_dict(), 'config': config.to_dict(),
-                     'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
+    save_checkpoint({**model_state(model), 'config': config.to_dict(), 'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
                      'exact_match': accuracy, 'bleu': score}, path)
     print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
     draw_cross_attention(model, vocab, attention_source, os.path.join(work_dir, 'translate_attention.png'))

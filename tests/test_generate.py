@@ -13,7 +13,7 @@ from conftest import data_dir, load_project
 from mingpt.bpe import get_encoder
 from mingpt.model import GPT
 from mingpt.sampling import beam_search
-from mingpt.utils import save_checkpoint
+from mingpt.utils import model_state, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = 'Hello, my name is'
@@ -148,6 +148,26 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path):
         GPT.from_checkpoint(tmp_path / 'weights-only.pt')
     with pytest.raises(TypeError, match='give a CharTokenizer or a bpe.Encoder'):
         tokenizer_record(object())
+
+
+def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
+    """model_state records the model's class (the trainer, adder and translate save through it), so GPT and the
+    encoder-decoder Transformer each name the other's checkpoint instead of failing on its config or weights."""
+    from mingpt.seq2seq import Transformer
+    C, T = GPT.get_default_config(), Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=20, block_size=16))
+    T.merge_from_dict(dict(model_type='transformer-nano', vocab_size=20, block_size=16))
+    gpt, seq2seq = GPT(C), Transformer(T)
+    save_checkpoint(model_state(gpt), tmp_path / 'gpt.pt')
+    save_checkpoint(model_state(seq2seq), tmp_path / 'seq2seq.pt')
+    for model, path in ((gpt, 'gpt.pt'), (seq2seq, 'seq2seq.pt')):
+        again, _ = type(model).from_checkpoint(tmp_path / path)
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    with pytest.raises(ValueError, match=r"gpt.pt holds a GPT, not a Transformer: a checkpoint is read by the project "
+                                         "that wrote it"):
+        Transformer.from_checkpoint(tmp_path / 'gpt.pt')
+    with pytest.raises(ValueError, match=r"seq2seq.pt holds a Transformer, not a GPT"):
+        GPT.from_checkpoint(tmp_path / 'seq2seq.pt')
 
 
 def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, capsys):
