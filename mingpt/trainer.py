@@ -1,10 +1,11 @@
 """A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss).
 
-minGPT's API (Trainer(config, model, train_dataset), callbacks, iter_num / iter_dt / loss; steps_done counts the
-iterations finished, for a callback's checkpoint) plus, each off by default so that the defaults behave as minGPT's
-loop: a warmup + cosine learning-rate schedule, gradient accumulation, mixed precision, torch.compile, evaluation
-on a val set, atomic checkpoints that resume exactly, metrics.jsonl, and DistributedDataParallel when started by
-torchrun.
+minGPT's API: Trainer(config, model, train_dataset), callbacks, and what they read (iter_num, iter_dt, loss, and
+the step's gradients, still on the parameters in on_batch_end). It adds lr and grad_norm for callbacks, steps_done
+(the iterations finished, for a callback's checkpoint), and, each off by default so that the defaults behave as
+minGPT's loop: a warmup + cosine learning-rate schedule, gradient accumulation, mixed precision, torch.compile,
+evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl, and DistributedDataParallel when
+started by torchrun.
 
 No run is lost: a fresh run refuses a work_dir that holds one, a resume refuses a checkpoint of another model or
 other data, nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random
@@ -153,6 +154,8 @@ class Trainer:
         self.iter_time = 0.0
         self.iter_dt = 0.0
         self.loss = None
+        self.lr = None  # this step's learning rate
+        self.grad_norm = None  # this step's gradient norm before clipping (with grad_norm_clip on), a tensor
         self.val_loss = None  # the last evaluation's
         self.best_val_loss = float('inf')
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
@@ -189,6 +192,8 @@ class Trainer:
                 t0 = time.time()
                 x, y = self._optimization_step(x, y, batches)
                 self._after_step(t0)
+                # only now: the callbacks may read the gradients (as in minGPT); freed before the next forward
+                self.optimizer.zero_grad(set_to_none=True)
                 self.iter_num += 1
                 tnow = time.time()
                 self.iter_dt = tnow - self.iter_time
@@ -238,7 +243,7 @@ class Trainer:
         """One optimizer step over grad_accum_steps micro-batches, starting with (x, y); sets self.loss and returns
         the next micro-batch, loaded while the device computes."""
         c, A, model = self.config, self.config.grad_accum_steps, self._train_model
-        self._lr = self._set_lr(self.iter_num)
+        self.lr = self._set_lr(self.iter_num)
         self._seq_len = x.size(-1)
         loss_sum = torch.zeros((), device=self.device)
         for micro_step in range(A):
@@ -253,10 +258,9 @@ class Trainer:
             loss_sum += loss.detach() / A
         if c.grad_norm_clip:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the loss-scaled ones
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_norm_clip)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_norm_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
         if self.world_size > 1:  # report the loss of the whole batch, not of this rank's share
             dist.all_reduce(loss_sum)
             loss_sum /= self.world_size
@@ -295,8 +299,11 @@ class Trainer:
                 self._save_model()  # no val loss to pick the best by: model.pt is the latest
 
     def _measure(self, t0):
-        """This step's line of metrics.jsonl: loss, learning rate, tokens/s since the last line, MFU on a GPU."""
-        record = {'iter': self.iter_num, 'loss': self.loss.item(), 'lr': self._lr}  # .item() waits for the device
+        """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on
+        a GPU."""
+        record = {'iter': self.iter_num, 'loss': self.loss.item(), 'lr': self.lr}  # .item() waits for the device
+        if self.grad_norm is not None:
+            record['grad_norm'] = self.grad_norm.item()
         self._since_log[0] += time.time() - t0
         seconds, tokens = self._since_log
         record['tokens_per_s'] = tokens / seconds

@@ -57,6 +57,26 @@ def test_callbacks_see_minGPT_attributes_and_loss_falls():
     assert trainer.iter_num == 60
 
 
+def test_callbacks_see_the_steps_gradients_lr_and_grad_norm():
+    """As in minGPT's loop, on_batch_end finds the step's gradients on the parameters (clipped, as the optimizer
+    used them); they are freed before the next forward, so no step adds to another's."""
+    trainer = make_trainer(max_iters=5, grad_norm_clip=0.5, warmup_iters=3)
+    seen, fresh = [], []
+    trainer.model.register_forward_pre_hook(lambda m, a: fresh.append(all(p.grad is None for p in m.parameters())))
+
+    def on_batch_end(t):
+        norm = torch.cat([p.grad.flatten() for p in t.model.parameters()]).norm().item()
+        seen.append((norm, t.grad_norm.item(), t.lr, t.get_lr(t.iter_num)))
+
+    trainer.add_callback('on_batch_end', on_batch_end)
+    trainer.run()
+    assert len(seen) == 5 and fresh == [True] * 5
+    for norm, before_clipping, lr, want_lr in seen:
+        assert before_clipping > 0.5 and norm == pytest.approx(0.5, rel=1e-4)  # a new model's gradients exceed 0.5
+        assert lr == want_lr
+    assert [lr for *_, lr in seen] == pytest.approx([0.75e-3, 1.5e-3, 2.25e-3, 3e-3, 3e-3])  # the warmup, then constant
+
+
 def test_set_callback_replaces_and_trigger_runs_them():
     trainer = make_trainer(max_iters=3)
     calls = []

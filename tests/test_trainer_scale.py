@@ -172,8 +172,10 @@ def test_lr_schedule_warmup_then_cosine():
 
 def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
     trainer, _ = train(tmp_path, lr_schedule='cosine', warmup_iters=2, max_iters=6, learning_rate=1e-2, min_lr=0.0)
-    lrs = [r['lr'] for r in read_metrics(tmp_path / 'metrics.jsonl')]
+    records = read_metrics(tmp_path / 'metrics.jsonl')
+    lrs = [r['lr'] for r in records]
     assert lrs == pytest.approx([trainer.get_lr(i) for i in range(6)])
+    assert records[-1]['grad_norm'] == pytest.approx(trainer.grad_norm.item())  # each line: the step's, unclipped
     assert all(group['lr'] == lrs[-1] for group in trainer.optimizer.param_groups)  # decayed or not, every group
     train(tmp_path / 'warmup', lr_schedule='constant', warmup_iters=2, learning_rate=3e-2)  # warmup, then constant
     assert [r['lr'] for r in read_metrics(tmp_path / 'warmup' / 'metrics.jsonl')] == pytest.approx([1e-2, 2e-2, 3e-2, 3e-2])
