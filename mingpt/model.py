@@ -395,8 +395,9 @@ class GPT(nn.Module):
         given (a right-padded one keeps its padding, see attention_mask in generate_stream), then each row's new
         tokens: max_new_tokens of them, or fewer once every row has emitted eos_token_id (a row that ends early is
         padded with it)."""
-        steps = self.generate_stream(idx, max_new_tokens, temperature, do_sample, top_k, top_p, eos_token_id,
-                                     generator, attention_mask)
+        steps = self.generate_stream(idx, max_new_tokens, temperature=temperature, do_sample=do_sample, top_k=top_k,
+                                     top_p=top_p, eos_token_id=eos_token_id, generator=generator,
+                                     attention_mask=attention_mask)
         return torch.cat([idx, *steps], dim=1)  # a padded prompt as given, each row's new tokens after it
 
     # ---- configuration, optimizer, checkpoints ----

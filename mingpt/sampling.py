@@ -21,11 +21,12 @@ def top_p_filter(logits, p):
     return logits.masked_fill(drop, float('-inf'))
 
 
-def check_sampling(temperature=1.0, top_k=None, top_p=None):
-    """Reject settings that would leave no token to sample, naming the option and its range."""
-    check_range('temperature', temperature, low=0, low_open=True)  # for greedy decoding use do_sample=False
-    check_range('top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
-    check_range('top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
+def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
+    """Reject settings that would leave no token to sample, naming the option (after prefix, e.g. 'sample.') and
+    its range."""
+    check_range(f'{prefix}temperature', temperature, low=0, low_open=True)  # for greedy decoding: do_sample=False
+    check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
+    check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
 
 
 def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):

@@ -34,7 +34,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.sampling import beam_search
+from mingpt.sampling import beam_search, check_sampling
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, resolve_device, run_cli, set_seed
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -76,9 +76,7 @@ def check(config):
         raise ConfigError(f"{chosen} decodes without sampling, so {', '.join(sampling)} would be ignored: drop "
                           f"{'them' if len(sampling) > 1 else 'it'}, or drop {chosen} to sample")
     if not chosen:
-        check_range('sample.temperature', S.temperature, 0, low_open=True)
-        check_range('sample.top_k', S.top_k, 1, integer=True, none_ok=True)
-        check_range('sample.top_p', S.top_p, 0, 1, low_open=True, none_ok=True)
+        check_sampling(S.temperature, S.top_k, S.top_p, prefix='sample.')
     if config.system.dtype not in ('auto', *DTYPES):
         raise ConfigError(f"system.dtype={config.system.dtype!r} is not one of: auto, {', '.join(DTYPES)}")
     if S.num_beams > 1 and S.num_samples > S.num_beams:
