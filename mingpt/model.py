@@ -428,7 +428,7 @@ class GPT(nn.Module):
             raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
                               f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
         for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
-            check_range(f'model.{key}', getattr(config, key), low=1, integer=True)
+            setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))  # 10.0 -> 10 for torch
         for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
             check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
         for key, choices in cls.CHOICES.items():

@@ -347,6 +347,8 @@ class Trainer:
                               f"{c.lr_schedule!r}")
         for key, valid in RANGES.items():
             check_range(f'trainer.{key}', getattr(c, key), **valid)
+        if not isinstance(c.betas, (tuple, list)) or len(c.betas) != 2:
+            raise ConfigError(f"trainer.betas={c.betas!r} must be Adam's pair (beta1, beta2), e.g. (0.9, 0.95)")
         for beta in c.betas:
             check_range('trainer.betas', beta, 0, 1, high_open=True)
         A = c.grad_accum_steps

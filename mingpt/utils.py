@@ -20,6 +20,7 @@ class ConfigError(ValueError):
 
 
 def set_seed(seed):
+    check_range('seed', seed, low=0, high=2 ** 32 - 1, integer=True)  # numpy's range
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -42,9 +43,10 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
              f"{'<' if high_open else '<='} {high}" if high is not None else '']
     rule = ' and '.join(p for p in parts if p)
     rule = ('an integer ' if integer else 'a number ') + rule
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    problem = 'is out of range' if number else 'is a string, not a number' if isinstance(value, str) else \
-        'is not a number'
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    problem = ('is not a whole number' if number and integer and not float(value).is_integer() else
+               'is out of range' if number else 'is a string, not a number' if isinstance(value, str) else
+               'is not a number')
     raise ConfigError(f"{key}={value!r} {problem}: it must be {'None or ' if none_ok else ''}{rule}")
 
 
@@ -189,9 +191,23 @@ def _parse_value(raw):
         return raw
 
 
+# options that name a file or folder, and options that hold text: a value typed for them stays text even where it
+# reads as a number (a file named 1984), and a path's leading ~ is the home directory (the shell expands ~ only at
+# the start of a word, not after --key=)
+PATH_KEYS = ('path', 'work_dir', 'checkpoint', 'init', 'tokenizer', 'sst2_dir', 'out', 'prompt_file', 'model')
+TEXT_KEYS = PATH_KEYS + ('text', 'prompt', 'model_type')
+
+
 def _check_type(key, old, new, raw=None):
     """Return `new` converted to the type of the default `old`, or raise a ConfigError that says what went wrong.
-    A default of None accepts anything; an int is fine where a float is expected; strings and numbers may be None."""
+    A default of None accepts anything (but see TEXT_KEYS); an int is fine where a float is expected; strings and
+    numbers may be None."""
+    leaf = key.rsplit('.', 1)[-1]
+    if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
+        if raw == 'True':  # a bare --key: normalize_args made it True
+            raise ConfigError(f"--{key} needs a value: --{key}=...")
+        text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
+        return os.path.expanduser(text) if leaf in PATH_KEYS else text
     if old is None:
         return new
     if isinstance(old, str):
@@ -301,15 +317,15 @@ class CfgNode:
     def merge_from_args(self, args, usage=None):
         """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano']. Values are Python
         literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
-        and a key without its section where only one section has it. '--help' (or '-h') prints `usage` (a
-        project's docstring), then the whole config with its defaults, and exits."""
+        and a key without its section where only one section has it. '--help' (or '-h'), wherever it stands,
+        prints `usage` (a project's docstring), then the whole config with its defaults, and exits."""
+        if '--help' in args or '-h' in args:
+            if usage:
+                print(usage.strip() + '\n')
+            print("Options (override any with --section.key=value; --debug shows tracebacks):\n")
+            print(self)
+            sys.exit(0)
         for arg in self.normalize_args(args):
-            if arg in ('--help', '-h'):
-                if usage:
-                    print(usage.strip() + '\n')
-                print("Options (override any with --section.key=value; --debug shows tracebacks):\n")
-                print(self)
-                sys.exit(0)
             if not arg.startswith('--'):
                 raise ConfigError(f"cannot read argument '{arg}': expected the form --section.key=value "
                                   "(e.g. --trainer.batch_size=32); --help lists every option")

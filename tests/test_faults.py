@@ -199,6 +199,9 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--trainer.betas=(0.9, 1.5)'], r"trainer.betas=1.5 is out of range: it must be a number >= 0 and < 1"),
     (['--trainer.num_workers=-1'], r"trainer.num_workers=-1 is out of range"),
     (['--trainer.batch_size=None'], r"trainer.batch_size=None is not a number: it must be an integer >= 1"),
+    (['--trainer.betas=(0.9,)'], r"trainer.betas=\(0.9,\) must be Adam's pair \(beta1, beta2\), e.g. \(0.9, 0.95\)"),
+    (['--system.seed=-1'], r"seed=-1 is out of range: it must be an integer >= 0 and <= 4294967295"),
+    (['--system.seed=None'], r"seed=None is not a number"),
     (['--trainer.batch_size=6', '--trainer.grad_accum_steps=4'], r"must be a multiple of grad_accum_steps"),
     (['--trainer.resume=True', '--trainer.overwrite=True'], r"give one of them"),
     # chargpt's own

@@ -70,17 +70,23 @@ def test_config_errors_are_clear():
     C.n_layers = 4  # a typo, which would otherwise leave n_layer as it was
     with pytest.raises(ConfigError, match=r"unknown config key 'model.n_layers'; valid keys here are: .*n_layer, "):
         GPT(C)
-    for key, bad, says in [('block_size', 0, 'integer >= 1'), ('block_size', -4, 'integer >= 1'),
-                           ('n_layer', 0, 'integer >= 1'), ('embd_pdrop', -0.5, '>= 0 and < 1'),
-                           ('attn_pdrop', 1.0, '>= 0 and < 1'), ('norm', 'pst', "'pre', 'post'"),
-                           ('pos_embd', 'rope', "'learned', 'sinusoidal'"), ('activation', 'tanh', "'gelu', 'relu'"),
-                           ('attn_impl', 'flash', "'sdpa', 'explicit'")]:
-        with pytest.raises(ConfigError, match=f"model.{key}.*{says}"):
-            GPT(config(**{key: bad}))
     # a preset config can be used twice (the sizes it filled in agree with the preset)
     C = config(model_type='gpt-nano', n_layer=None, n_head=None, n_embd=None)
     GPT(C)
     GPT(C)
+    C = config(vocab_size=10.0)  # a whole float (e.g. computed) is the int torch needs
+    assert GPT(C).config.vocab_size == 10 and type(C.vocab_size) is int
+
+
+@pytest.mark.parametrize('key, bad, says', [
+    ('block_size', 0, 'is out of range: it must be an integer >= 1'), ('block_size', -4, 'integer >= 1'),
+    ('n_layer', 0, 'integer >= 1'), ('vocab_size', 2.5, 'is not a whole number'),
+    ('embd_pdrop', -0.5, '>= 0 and < 1'), ('attn_pdrop', 1.0, '>= 0 and < 1'),
+    ('norm', 'no-such-norm', "'pre', 'post'"), ('pos_embd', 'no-such-positions', "'learned', 'sinusoidal'"),
+    ('activation', 'no-such-function', "'gelu', 'relu'"), ('attn_impl', 'no-such-kernel', "'sdpa', 'explicit'")])
+def test_a_bad_model_option_is_named_with_its_valid_values(key, bad, says):
+    with pytest.raises(ConfigError, match=f"model.{key}.*{says}"):
+        GPT(config(**{key: bad}))
 
 
 def test_minGPT_style_usage():

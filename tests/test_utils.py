@@ -88,6 +88,30 @@ def test_help_prints_config_and_exits(capsys):
     assert "batch_size: 64" in out and "model_type: 'gpt-mini'" in out
 
 
+def test_help_wins_wherever_it_stands(capsys):
+    for args in (['--trainr.batch_size=3', '--help'], ['--model.model_type', '-h']):  # not read as the value
+        with pytest.raises(SystemExit) as e:
+            make().merge_from_args(args)
+        assert e.value.code == 0 and 'batch_size: 64' in capsys.readouterr().out
+
+
+def test_a_path_or_text_option_keeps_what_was_typed(monkeypatch):
+    """A file named 1984 is not the number 1984; ~ is the home directory, which the shell does not expand after
+    '--key='; a bare path option has no value to use. Numeric options with a None default still read numbers."""
+    monkeypatch.setenv('HOME', '/home/me')
+    C = make()
+    C.data = CN(path=None, text=None, top_k=None)
+    C.system = CN(work_dir='./out')
+    C.merge_from_args(['--data.path=1984', '--data.text=42', '--data.top_k=5', '--system.work_dir=~/runs/a',
+                       '--model.model_type=7'])
+    assert (C.data.path, C.data.text, C.data.top_k) == ('1984', '42', 5)
+    assert C.system.work_dir == '/home/me/runs/a' and C.model.model_type == '7'
+    C.merge_from_args(['--data.path=None', '--data.text=~/x'])  # None: not given; ~ only in paths
+    assert C.data.path is None and C.data.text == '~/x'
+    with pytest.raises(ConfigError, match=r"--data.path needs a value: --data.path=\.\.\."):
+        C.merge_from_args(['--data.path'])
+
+
 def test_merge_from_dict_nested_and_checked():
     C = make()
     C.merge_from_dict({'trainer': {'batch_size': 8}})
@@ -137,9 +161,9 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
 
 @pytest.mark.parametrize('value, kwargs, message', [
     (0, dict(low=1, integer=True), "x=0 is out of range: it must be an integer >= 1"),
-    (2.5, dict(low=1, integer=True), "x=2.5 is out of range: it must be an integer >= 1"),
+    (2.5, dict(low=1, integer=True), "x=2.5 is not a whole number: it must be an integer >= 1"),
     (1.0, dict(low=0, high=1, high_open=True), "x=1.0 is out of range: it must be a number >= 0 and < 1"),
-    (float('nan'), dict(low=0), "x=nan is out of range: it must be a number >= 0"),
+    (float('nan'), dict(low=0), "x=nan is not a number: it must be a number >= 0"),
     (None, dict(low=1), "x=None is not a number: it must be a number >= 1"),
     ('1e-3', dict(low=0, low_open=True), "x='1e-3' is a string, not a number: it must be a number > 0"),
     (-1, dict(low=1, none_ok=True), "x=-1 is out of range: it must be None or a number >= 1"),
