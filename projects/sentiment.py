@@ -372,19 +372,28 @@ def check_shape_asked(model, shape, init):
 
 
 def load_classifier(config, device):
-    """(classifier, tokenizer, checkpoint) of config.system.checkpoint; config.data.block_size becomes the one it
-    was fine-tuned with."""
+    """(classifier, tokenizer, checkpoint) of config.system.checkpoint, built by make_classifier from the options it
+    was fine-tuned with (--classifier.* options that differ are refused); config.data.block_size becomes the one
+    it was fine-tuned with."""
     path = config.system.checkpoint
     ckpt = load_checkpoint(path, map_location='cpu')
     if 'classifier' not in ckpt:
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "
                          "(python projects/sentiment.py finetune ...)")
-    model = GPTClassifier(GPT(CN(**ckpt['model_config'])), len(LABELS), ckpt['classifier']['dropout'])
+    C, default = get_config().classifier, get_config().classifier.to_dict()
+    C.merge_from_dict(ckpt['classifier'])
+    differ = [f"classifier.{k}={v!r} (it has {getattr(C, k)!r})" for k, v in config.classifier.to_dict().items()
+              if v != default[k] and v != getattr(C, k)]
+    if differ:
+        raise ConfigError(f"{path} brings its own classifier, so {', '.join(differ)} cannot be chosen; leave "
+                          "--classifier.* out")
+    tokenizer = Vocabulary(**ckpt['tokenizer'])
+    model = make_classifier(C, GPT(CN(**ckpt['model_config'])), tokenizer)
     model.load_state_dict(ckpt['model'])
     trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
     set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,
                   block_size=min(trained, model.gpt.block_size))
-    return model.to(device).eval(), Vocabulary(**ckpt['tokenizer']), ckpt
+    return model.to(device).eval(), tokenizer, ckpt
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -425,8 +434,9 @@ def pretrain(config):
     trainer.run()
 
 
-def make_classifier(config, gpt, tokenizer):
-    C = config.classifier
+def make_classifier(C, gpt, tokenizer):
+    """The classifier that the options C (config.classifier) describe, on gpt; for fine-tuning and for reading a
+    fine-tuned one back (load_classifier)."""
     label_ids = None
     if C.head == 'label_words':
         label_ids = [tokenizer.encode(w) for w in C.label_words]
@@ -446,7 +456,7 @@ def finetune(config):
     train_sentences, train_labels = read_sst2('train', config.data.sst2_dir, config.data.train_limit)
     dev_sentences, dev_labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     gpt, tokenizer = load_lm(config, train_sentences)
-    model = make_classifier(config, gpt, tokenizer)
+    model = make_classifier(config.classifier, gpt, tokenizer)
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = SentenceDataset(train_sentences, train_labels, tokenizer, config.classifier.suffix, block_size)
     dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)

@@ -369,6 +369,19 @@ def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
     assert config.data.block_size == 16 and ckpt['iter_num'] == 5 and not model.training
 
 
+def test_evaluate_refuses_classifier_options_the_checkpoint_does_not_have(tmp_path):
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    config = sentiment.get_config('evaluate')
+    config.system.checkpoint = tmp_path / 'model.pt'
+    config.classifier.dropout = 0.1  # the checkpoint's own (the default): fine
+    sentiment.load_classifier(config, 'cpu')
+    config.classifier.suffix = ' .'  # it read its sentences with <|endoftext|> after them
+    with pytest.raises(ConfigError, match=r"model.pt brings its own classifier, so classifier.suffix=' .' \(it has "
+                                          r"'<\|endoftext\|>'\) cannot be chosen; leave --classifier.\* out"):
+        sentiment.load_classifier(config, 'cpu')
+
+
 def test_a_long_sentence_keeps_its_start_and_the_suffix():
     tokenizer = sentiment.Vocabulary.build('char', ['abcdef'])
     data = sentiment.SentenceDataset(['abcdef', 'ab'], [1, 0], tokenizer, '<|endoftext|>', block_size=4)
@@ -386,13 +399,13 @@ def test_label_words_must_be_known_single_tokens():
     config.classifier.head = 'label_words'
     gpt = tiny_gpt(tokenizer.vocab_size)
     config.classifier.label_words = (' bad', ' film')
-    assert sentiment.make_classifier(config, gpt, tokenizer).head.weight.shape == (2, 16)
+    assert sentiment.make_classifier(config.classifier, gpt, tokenizer).head.weight.shape == (2, 16)
     config.classifier.label_words = (' bad', ' good')  # one GPT-2 token, but not one of the training sentences'
     with pytest.raises(ConfigError, match=r"encode to \[\[\d+\], \[(\d+)\]\] \(the unknown token's id: \1\)"):
-        sentiment.make_classifier(config, gpt, tokenizer)
+        sentiment.make_classifier(config.classifier, gpt, tokenizer)
     config.classifier.head = 'mlp'
     with pytest.raises(ConfigError, match=r"classifier.head must be 'linear' or 'label_words', not 'mlp'"):
-        sentiment.make_classifier(config, gpt, tokenizer)
+        sentiment.make_classifier(config.classifier, gpt, tokenizer)
 
 
 def test_a_book_keeps_its_case_when_asked(tmp_path, monkeypatch):
