@@ -281,10 +281,12 @@ class GPT(nn.Module):
         """The final hidden state of every position of idx (B, T): (B, T, n_embd). `caches` (from new_caches) hold
         the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
         real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
-        real token."""
-        if idx.dim() != 2:
-            raise ValueError(f"idx must be (batch, tokens) token ids, got shape {tuple(idx.shape)}: a single sequence "
-                             "is idx[None]")
+        real token. (For a probe of every layer's states, hook the modules: transformer.drop gives the embeddings,
+        transformer.h[i] block i's output, e.g. with register_forward_hook.)"""
+        if idx.dim() != 2 or idx.is_floating_point():
+            one = ': a single sequence is idx[None]' if idx.dim() == 1 else ''
+            raise ValueError(f"idx must be (batch, tokens) integer token ids, got {idx.dtype} of shape "
+                             f"{tuple(idx.shape)}{one}")
         T = idx.size(1)
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
@@ -310,7 +312,10 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+            if targets.shape != idx.shape:
+                raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
+                                 f"got {tuple(targets.shape)}")
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
         return logits, loss
 
     def attention_maps(self, idx):

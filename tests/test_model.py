@@ -140,9 +140,21 @@ def test_forward_names_a_vocabulary_too_small_for_the_data(bad):
 
 
 def test_forward_of_a_sequence_without_its_batch_dimension_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"idx must be \(batch, tokens\) token ids, got shape \(3,\): a single "
-                                         r"sequence is idx\[None\]"):
+    with pytest.raises(ValueError, match=r"idx must be \(batch, tokens\) integer token ids, got torch.int64 of shape "
+                                         r"\(3,\): a single sequence is idx\[None\]"):
         model()(torch.tensor([0, 3, 4]))
+    with pytest.raises(ValueError, match=r"integer token ids, got torch.float32 of shape \(1, 3\)$"):
+        model()(torch.tensor([[0.0, 3.0, 4.0]]))
+
+
+def test_targets_of_another_shape_are_refused_and_int32_ids_work():
+    m, idx = model(), torch.tensor([[0, 3, 4], [1, 2, 5]])
+    for bad in (idx.T, idx[:, :2], idx[0]):  # transposed (as many elements): once a silently wrong loss
+        with pytest.raises(ValueError, match=rf"targets must have idx's shape \(2, 3\), the next token at each "
+                                             rf"position, got \({', '.join(map(str, bad.shape))},?\)"):
+            m(idx, bad)
+    logits, loss = m(idx.int(), idx.roll(-1, 1).int())  # int32, as a numpy-made dataset may give
+    assert torch.equal(loss, m(idx, idx.roll(-1, 1))[1])
 
 
 @pytest.mark.parametrize('mask', [[[0, 1, 2]], [[0.0, float('-inf'), 0.0]]])
