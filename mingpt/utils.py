@@ -6,6 +6,7 @@ import math
 import os
 import random
 import re
+import signal
 import sys
 import traceback
 import zipfile
@@ -97,15 +98,29 @@ def setup_logging(config, work_dir=None):
         atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, a job scheduler's stop) under run_cli, raised where Ctrl-C raises KeyboardInterrupt, so that
+    both stop alike: a Trainer says which checkpoint to go on from."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
-    prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130, without a traceback.
-    `--debug` on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too."""
+    prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130 and SIGTERM with 143,
+    without a traceback; a closed pipe (| head) ends it quietly. `--debug` on the command line (or MINGPT_DEBUG=1
+    in the environment) shows the full traceback too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return main(argv)
+    except BrokenPipeError:  # the reader has gone (e.g. | head): nothing to report, and nothing more to print
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
+        sys.exit(141)  # the shell's code for SIGPIPE
     except (ValueError, OSError, RuntimeError) as e:  # ConfigError and UnicodeDecodeError are ValueErrors
         if debug:
             traceback.print_exc()
@@ -113,11 +128,14 @@ def run_cli(main, argv=None):
         if not debug:
             print("(run with --debug, or MINGPT_DEBUG=1, for the traceback)", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             traceback.print_exc()
-        print("interrupted (every file written is whole)", file=sys.stderr)  # a Trainer says how to go on
-        sys.exit(130)  # the shell's code for a command stopped by SIGINT
+        stop = 'terminated' if isinstance(e, Terminated) else 'interrupted'
+        print(f"{stop} (every file written is whole)", file=sys.stderr)  # a Trainer says how to go on
+        sys.exit(143 if stop == 'terminated' else 130)  # the shell's codes for SIGTERM and SIGINT
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'

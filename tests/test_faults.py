@@ -314,6 +314,35 @@ def test_every_project_prints_error_and_exits_2(project, args, message, capsys, 
     assert not list(tmp_path.iterdir())
 
 
+def test_sigterm_stops_training_as_ctrl_c_does(tmp_path, text):
+    """A job scheduler's stop (SIGTERM) says which checkpoint to go on from and exits 143, without a traceback."""
+    run = subprocess.Popen([sys.executable, os.path.join(ROOT, 'projects', 'chargpt.py'), f'--data.path={text}', *TINY,
+                            '--trainer.max_iters=100000', '--trainer.checkpoint_interval=2',
+                            f'--system.work_dir={tmp_path}'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, env={**os.environ, 'PYTHONPATH': ROOT})
+    deadline = time.time() + 120
+    while progress(tmp_path) < 3 and run.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err
+    assert re.search(r"stopped at iteration \d+; .*ckpt.pt was saved after \d+ iterations: go on from there with "
+                     r"--trainer.resume=True\nterminated \(every file written is whole\)", err), err
+    assert 'Traceback' not in err
+
+
+def test_a_closed_pipe_ends_a_command_quietly():
+    """`python projects/generate.py ... | head`: once the reader has gone, no error and no traceback."""
+    code = ("from mingpt.utils import run_cli\n"
+            "run_cli(lambda argv: [print('x' * 1000, flush=True) for _ in range(100000)])\n")
+    run = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env={**os.environ, 'PYTHONPATH': ROOT})
+    run.stdout.read(3000)
+    run.stdout.close()  # as head does after its lines
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 141 and err == b'', err
+
+
 def test_ctrl_c_exits_130_without_a_traceback(capsys):
     def interrupted(argv):
         raise KeyboardInterrupt
