@@ -238,11 +238,11 @@ def load_model_and_tokenizer(name):
             tokenizer = get_encoder(vocab, Path(name) / 'merges.txt')
     n = model.config.vocab_size
     if tokenizer is None:
-        tokenizer = get_encoder()
-        if len(tokenizer) != n:  # sampling could give ids GPT-2's tokenizer cannot read (or miss some of its tokens)
+        if n != ENDOFTEXT_ID + 1:  # sampling could give ids GPT-2's tokenizer cannot read (checked before its fetch)
             raise ValueError(f"{name} records no tokenizer and its vocabulary of {n} tokens is not GPT-2's "
-                             f"{len(tokenizer)}: give a chargpt checkpoint (it records its tokenizer) or a Hugging "
+                             f"{ENDOFTEXT_ID + 1}: give a chargpt checkpoint (it records its tokenizer) or a Hugging "
                              "Face directory with its vocab.json and merges.txt")
+        tokenizer = get_encoder()
     elif len(tokenizer) > n:
         raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "
                          "the two do not belong together")
