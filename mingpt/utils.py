@@ -221,9 +221,9 @@ def _check_type(key, old, new, raw=None):
     A default of None accepts anything (but see TEXT_KEYS); an int is fine where a float is expected; strings and
     numbers may be None."""
     leaf = key.rsplit('.', 1)[-1]
+    if raw == 'True' and (leaf in TEXT_KEYS or not isinstance(old, (bool, type(None)))):  # a bare --key (True)
+        raise ConfigError(f"--{key} needs a value: --{key}=...")
     if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
-        if raw == 'True':  # a bare --key: normalize_args made it True
-            raise ConfigError(f"--{key} needs a value: --{key}=...")
         text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
         return os.path.expanduser(text) if leaf in PATH_KEYS else text
     if old is None:

@@ -108,8 +108,9 @@ def test_a_path_or_text_option_keeps_what_was_typed(monkeypatch):
     assert C.system.work_dir == '/home/me/runs/a' and C.model.model_type == '7'
     C.merge_from_args(['--data.path=None', '--data.text=~/x'])  # None: not given; ~ only in paths
     assert C.data.path is None and C.data.text == '~/x'
-    with pytest.raises(ConfigError, match=r"--data.path needs a value: --data.path=\.\.\."):
-        C.merge_from_args(['--data.path'])
+    for bare in ('--data.path', '--trainer.batch_size'):  # a flag only where the option is one (or None: resume)
+        with pytest.raises(ConfigError, match=rf"{bare} needs a value: {bare}=\.\.\."):
+            C.merge_from_args([bare])
 
 
 def test_merge_from_dict_nested_and_checked():
