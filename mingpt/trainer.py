@@ -8,8 +8,9 @@ evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl, 
 started by torchrun.
 
 No run is lost: a fresh run refuses a work_dir that holds one, a resume refuses a checkpoint of another model or
-other data, nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random
-number generators' states, so they never change the training's trajectory.
+another vocabulary (and notes other data options that keep the vocabulary), nothing is written before those checks
+pass, and evaluation and callbacks run on a copy of the random number generators' states, so they never change the
+training's trajectory.
 """
 import itertools
 import json
@@ -416,6 +417,10 @@ class Trainer:
         return ckpt
 
     def _check_same_run(self, ckpt, path):
+        # the options that chose the data, where both runs were started by a project (its config.data)
+        runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
+        there, here = (run.get('data') or {} for run in runs)
+        options = f" (data options: {describe_difference(there, here)})" if there != here else ''
         held, max_iters = ckpt['iter_num'], self.config.max_iters
         if max_iters is not None and max_iters <= held:
             raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
@@ -427,10 +432,6 @@ class Trainer:
                     print(f"note: {path} does not record its {key} (it is older than that record): not checked")
                     continue
             if ckpt.get(key) != self.checkpoint_extras.get(key):
-                # the options that chose the data, where both runs were started by a project (its config.data)
-                runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
-                there, here = (run.get('data') or {} for run in runs)
-                options = f" (data options: {describe_difference(there, here)})" if there != here else ''
                 raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
                                   f"model was trained on other data or another tokenizer{options}; resume with what it "
@@ -441,8 +442,10 @@ class Trainer:
             diff = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and saved[k] != now[k]]
             if diff:
                 raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
-                                  f"({'; '.join(diff)}); give the model the settings it was trained with, or start "
-                                  "a new run in another work_dir")
+                                  f"({'; '.join(diff)}){options}; give the model the settings it was trained with, "
+                                  "or start a new run in another work_dir")
+        if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
+            print(f"note: {path} was trained on other data{options}; training goes on with this run's")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop

@@ -267,6 +267,22 @@ def bpe_dir(tmp_path, name='bpe', merges=(('t', 'h'), ('th', 'e'), ('Ġ', 'the')
     return folder
 
 
+def test_a_resume_names_the_data_options_that_changed(tmp_path, text, capsys):
+    """Other text with the same characters trains on (more text, on purpose), with a note; a model-setting that the
+    data decides is refused with the data option that changed it."""
+    train(tmp_path, text, '--trainer.max_iters=3', '--trainer.eval_interval=3', '--sample.length=0')
+    shuffled = tmp_path / 'shuffled.txt'
+    shuffled.write_text('\n'.join(reversed(text.read_text().splitlines())))
+    capsys.readouterr()
+    assert len(train(tmp_path, shuffled, '--trainer.max_iters=6', '--trainer.eval_interval=3', '--sample.length=0',
+                     '--trainer.resume=True')) == 6
+    assert re.search(r"note: .*ckpt.pt was trained on other data \(data options: path='.*text.txt' there, "
+                     r"'.*shuffled.txt' here\); training goes on with this run's", capsys.readouterr().out)
+    with pytest.raises(ConfigError, match=r"its model was built with other settings \(block_size=16 there, 8 here\) "
+                                          r"\(data options: block_size=16 there, 8 here\); give the model"):
+        train(tmp_path, shuffled, '--trainer.max_iters=9', '--trainer.resume=True', '--data.block_size=8')
+
+
 def test_bpe_tokenizer_trains_samples_and_guards_resume(tmp_path, text, capsys):
     folder = bpe_dir(tmp_path)
     work_dir = tmp_path / 'run'
