@@ -6,6 +6,7 @@ import math
 import os
 import random
 import re
+import shlex
 import signal
 import sys
 import traceback
@@ -88,12 +89,14 @@ def resolve_device(device='auto'):
 
 
 def setup_logging(config, work_dir=None):
-    """Record in work_dir (default config.system.work_dir) how this run was started (args.txt) and its full config
-    (config.json). The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
+    """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
+    into a shell) and its full config (config.json). The Trainer calls it once the run is known to start, so a run
+    refused at start-up changes no file."""
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
     work_dir = work_dir or config.system.work_dir
-    text = {'args.txt': ' '.join(sys.argv), 'config.json': json.dumps(config.to_dict(), indent=4)}
+    command = f"cd {shlex.quote(os.getcwd())} && {shlex.join(['python', *sys.argv])}\n"  # relative paths hold there
+    text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content))
 

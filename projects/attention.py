@@ -57,9 +57,9 @@ def draw_attention(model, tokenizer, P, name):
 def draw_positions(model, name):
     """The sinusoidal table of the model's size beside its learned one (if it has one: a sinusoidal model has none)."""
     wpe = model.transformer.wpe
-    learned = wpe.weight.detach() if isinstance(wpe, torch.nn.Embedding) else None
+    learned = wpe.weight.detach() if model.config.pos_embd == 'learned' else None
     if learned is None:
-        print(f"{name} uses sinusoidal positions: there is no learned table to draw beside them")
+        print(f"{name} uses {model.config.pos_embd} positions: there is no learned table to draw beside them")
     table = sinusoidal_positions(model.block_size, model.config.n_embd)
     return positions_figure(table, learned, f'positional encodings, {model.block_size} positions x '
                                             f'{model.config.n_embd} dimensions (learned: {name})')

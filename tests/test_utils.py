@@ -1,5 +1,7 @@
 import json
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,9 +135,12 @@ def test_setup_logging(tmp_path, monkeypatch):
     setup_logging(C)
     assert not (tmp_path / 'run').exists()
     monkeypatch.delenv('RANK')
+    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--system.work_dir=my runs/é', "--sample.prompt=it's"])
+    monkeypatch.chdir(tmp_path)
     setup_logging(C)
     assert json.load(open(tmp_path / 'run' / 'config.json'))['x'] == {'a': 1}
-    assert (tmp_path / 'run' / 'args.txt').exists()
+    command = (tmp_path / 'run' / 'args.txt').read_text()  # quoted, so that a shell reads the same arguments back
+    assert shlex.split(command) == ['cd', str(tmp_path), '&&', 'python', *sys.argv]
     setup_logging(C, tmp_path / 'elsewhere')
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
