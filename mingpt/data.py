@@ -120,7 +120,8 @@ class CharTokenizer:
 
     def __init__(self, chars, unknown=False):
         self.chars = list(chars)
-        self.stoi = {ch: i for i, ch in enumerate(self.chars)}
+        self.stoi = {ch: i for i, ch in enumerate(self.chars)}  # string to index, and back, as minGPT names them
+        self.itos = dict(enumerate(self.chars))
         self.unknown = unknown
 
     @classmethod

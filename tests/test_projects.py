@@ -139,6 +139,16 @@ def test_chargpt_holds_out_the_end_and_needs_a_window_in_each_part():
             split('abcdefghij', fraction, block_size)
 
 
+def test_the_character_dataset_reads_as_minGPTs():
+    from mingpt.data import CharDataset
+    data = CharDataset('hello world', block_size=4)
+    tok = data.tokenizer
+    assert data.get_vocab_size() == 8 and data.get_block_size() == 4 and len(data) == 7
+    x, y = data[1]
+    assert ''.join(tok.itos[int(i)] for i in x) == 'ello' and ''.join(tok.itos[int(i)] for i in y) == 'llo '
+    assert [tok.stoi[c] for c in 'hello'] == tok.encode('hello') and tok.decode(x) == 'ello'
+
+
 @pytest.mark.parametrize('tokenizer', [None, 'gpt2'])
 def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_path, monkeypatch):
     chargpt = load_project('chargpt')
