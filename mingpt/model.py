@@ -471,9 +471,12 @@ class GPT(nn.Module):
             model = cls(CN(**checkpoint['model_config']))
             model.load_state_dict(checkpoint['model'])
         except (ConfigError, RuntimeError) as e:
-            reason = ' '.join(str(e).split())
-            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason[:200]}): a checkpoint of another model, "
-                             "such as sentiment's classifier, is read by the project that wrote it") from None
+            reason = ' '.join(str(e).split())[:200]
+            if 'model_class' in checkpoint:  # a GPT, but not one this code builds (saved by a changed model.py?)
+                raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was saved "
+                                 "by another version of the model's code") from None
+            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such as "
+                             "sentiment's classifier, is read by the project that wrote it") from None
         return model.eval(), checkpoint
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----

@@ -171,6 +171,12 @@ def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
         Transformer.from_checkpoint(tmp_path / 'gpt.pt')
     with pytest.raises(ValueError, match=r"seq2seq.pt holds a Transformer, not a GPT"):
         GPT.from_checkpoint(tmp_path / 'seq2seq.pt')
+    changed = {**model_state(gpt), 'model_config': {**C.to_dict(), 'pos_embd': 'rotary'}}  # a student's own GPT
+    save_checkpoint(changed, tmp_path / 'changed.pt')
+    with pytest.raises(ValueError, match=r"changed.pt holds a GPT that this code cannot rebuild \(model.pos_embd must "
+                                         r"be one of 'learned', 'sinusoidal', not 'rotary'\): it was saved by another "
+                                         r"version of the model's code"):
+        GPT.from_checkpoint(tmp_path / 'changed.pt')
 
 
 def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, capsys):
