@@ -366,9 +366,25 @@ class Trainer:
                               "it: give one of them")
 
     def _check_work_dir(self):
-        """A fresh run never replaces the run that work_dir holds: it stops here, before touching any file."""
+        """work_dir can be written, and a fresh run never replaces the run it holds: checked before touching any
+        file."""
         c = self.config
-        if c.resume or c.overwrite or c.work_dir is None:
+        if c.work_dir is None:
+            if c.checkpoint_interval and self.rank == 0:
+                print(f"note: trainer.work_dir is None, so no file is written (checkpoint_interval="
+                      f"{c.checkpoint_interval} included)")
+            return
+        system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
+        option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
+        there = Path(os.path.abspath(c.work_dir or '.'))
+        while not there.exists():  # the folder that holds it (makedirs creates the rest)
+            there = there.parent
+        why = ("is empty" if c.work_dir == '' else f"cannot be a directory: {there} is a file" if not there.is_dir()
+               else f"cannot be written: this user may not write in {there}" if not os.access(there, os.W_OK | os.X_OK)
+               else None)
+        if why:
+            raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
+        if c.resume or c.overwrite:
             return
         name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl') if os.path.exists(self._path(n))), None)
         if name is None:
@@ -382,8 +398,6 @@ class Trainer:
                 resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
             except (ValueError, KeyError):
                 held = "unreadable"
-        system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
-        option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
         raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
                           f"{resume}train in another work_dir (--{option}.work_dir=DIR), or replace it with "
                           "--trainer.overwrite=True")

@@ -267,6 +267,21 @@ def bpe_dir(tmp_path, name='bpe', merges=(('t', 'h'), ('th', 'e'), ('Ġ', 'the')
     return folder
 
 
+def test_a_work_dir_that_cannot_be_written_is_named_before_training(run_dir, text, tmp_path, monkeypatch, capsys):
+    refused(run_dir, [f'--data.path={text}', '--system.work_dir='], r"system.work_dir='' is empty; give a folder",
+            ConfigError)
+    refused(run_dir, [f'--data.path={text}', f'--system.work_dir={text}/run'],
+            rf"system.work_dir='.*run' cannot be a directory: .*text.txt is a file; give a folder", ConfigError)
+    monkeypatch.setattr(os, 'access', lambda path, mode: str(path) != str(tmp_path))  # root may write anywhere
+    refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/new/run'],
+            rf"cannot be written: this user may not write in {tmp_path}; give a folder", ConfigError)
+    monkeypatch.undo()
+    chargpt.main([f'--data.path={text}', *TINY, '--system.work_dir=None', '--trainer.checkpoint_interval=3',
+                  '--trainer.max_iters=1', '--sample.length=0'])  # no files, deliberately: said, not refused
+    assert "note: trainer.work_dir is None, so no file is written (checkpoint_interval=3 included)" in \
+        capsys.readouterr().out
+
+
 def test_a_resume_names_the_data_options_that_changed(tmp_path, text, capsys):
     """Other text with the same characters trains on (more text, on purpose), with a note; a model-setting that the
     data decides is refused with the data option that changed it."""
