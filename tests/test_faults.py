@@ -271,7 +271,7 @@ def test_a_work_dir_that_cannot_be_written_is_named_before_training(run_dir, tex
     refused(run_dir, [f'--data.path={text}', '--system.work_dir='], r"system.work_dir='' is empty; give a folder",
             ConfigError)
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={text}/run'],
-            rf"system.work_dir='.*run' cannot be a directory: .*text.txt is a file; give a folder", ConfigError)
+            r"system.work_dir='.*run' cannot be a directory: .*text.txt is a file; give a folder", ConfigError)
     monkeypatch.setattr(os, 'access', lambda path, mode: str(path) != str(tmp_path))  # root may write anywhere
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/new/run'],
             rf"cannot be written: this user may not write in {tmp_path}; give a folder", ConfigError)
