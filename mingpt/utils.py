@@ -248,6 +248,8 @@ def _check_type(key, old, new, raw=None):
             else:
                 return type(old)(new)
     elif isinstance(old, (tuple, list)):
+        if old and not isinstance(new, bool) and all(type(o) is type(new) for o in old):  # one: --seeds=5
+            return type(old)(new.split(',') if isinstance(new, str) else [new])  # names: --variants=gpt2,relu
         if isinstance(new, (tuple, list)):
             return type(old)(new)
     else:

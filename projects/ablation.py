@@ -5,7 +5,7 @@ writes a val-loss table (work_dir/results.md) and the loss curves of every run (
 
     python projects/ablation.py                    # 4 runs: gpt-nano, block 64, batch 32, 500 iterations
     python projects/ablation.py --model.model_type=gpt-micro --data.block_size=128 --trainer.max_iters=2000
-    python projects/ablation.py --variants="('gpt2', 'post-norm')" --seeds="(1, 2, 3)"
+    python projects/ablation.py --variants=gpt2,post-norm --seeds=1,2,3
 
 Every option of chargpt applies to all runs (--help lists them). Each run lives in work_dir/<variant>/ (with
 several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone.

@@ -28,6 +28,18 @@ def test_merge_from_args_parses_literals_and_keeps_strings():
     assert C.trainer.device == 'cuda:1' and C.model.n_layer == 4 and C.model.model_type is None
 
 
+def test_a_list_of_names_may_be_written_with_commas():
+    C = CN(ablation=CN(variants=('gpt2', 'relu'), seeds=(1, 2)))
+    C.merge_from_args(['--ablation.variants=gpt2', '--ablation.seeds=5'])
+    assert C.ablation.variants == ('gpt2',) and C.ablation.seeds == (5,)
+    C.merge_from_args(['--ablation.seeds=3,4'])
+    assert C.ablation.seeds == (3, 4)
+    C.merge_from_args(['--ablation.variants=post-norm,relu'])
+    assert C.ablation.variants == ('post-norm', 'relu')
+    C.merge_from_args(["--ablation.variants=('gpt2', 'sinusoidal')"])  # a Python literal, as before
+    assert C.ablation.variants == ('gpt2', 'sinusoidal')
+
+
 def test_a_list_for_a_tuple_option_becomes_a_tuple_and_a_value_may_hold_equals_signs():
     C = make()
     C.model.model_type = 'x'
@@ -55,7 +67,7 @@ def test_unknown_key_names_key_and_lists_valid_keys():
     ('--trainer.batch_size=big', "'trainer.batch_size' expects a value of type int"),
     ('--trainer.batch_size=2.5', "got 2.5"),
     ('--trainer.compile=1', "expects a value of type bool"),
-    ('--trainer.betas=0.9', "expects a value of type tuple"),
+    ('--trainer.betas=high', "expects a value of type tuple"),
 ])
 def test_wrong_type_names_key_type_and_value(arg, fragment):
     with pytest.raises(ConfigError, match=fragment):
