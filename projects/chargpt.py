@@ -98,6 +98,8 @@ def main(argv):
         return
 
     text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path))
+    if not text.strip():
+        raise ValueError(f"data.path={D.path} holds no text to train on")
     if D.tokenizer:
         tokenizer = get_encoder(directory=D.tokenizer)
         train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)

@@ -123,6 +123,8 @@ def read_pairs(path, n_test, seed):
             if len(parts) != 2:
                 raise ValueError(f"{path}, line {number}: expected source TAB target, found {len(parts)} field(s)")
             pairs.append((parts[0].strip(), parts[1].strip()))
+    if not pairs:
+        raise ValueError(f"{path} holds no pair: write one source TAB target per line")
     if len(pairs) <= n_test:
         raise ConfigError(f"{path} has {len(pairs)} pairs, not more than data.n_test={n_test}: lower data.n_test")
     random.Random(seed).shuffle(pairs)

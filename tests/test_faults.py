@@ -267,6 +267,12 @@ def bpe_dir(tmp_path, name='bpe', merges=(('t', 'h'), ('th', 'e'), ('Ġ', 'the')
     return folder
 
 
+def test_an_empty_text_is_named(run_dir, tmp_path):
+    empty = tmp_path / 'empty.txt'
+    empty.write_text(' \n\n')
+    refused(run_dir, [f'--data.path={empty}'], r"data.path=.*empty.txt holds no text to train on")
+
+
 def test_a_work_dir_that_cannot_be_written_is_named_before_training(run_dir, text, tmp_path, monkeypatch, capsys):
     refused(run_dir, [f'--data.path={text}', '--system.work_dir='], r"system.work_dir='' is empty; give a folder",
             ConfigError)

@@ -347,6 +347,9 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
     assert test != [(f'src {i}', f'tgt {i}') for i in range(3)]  # drawn at random, not the first lines
     with pytest.raises(ConfigError, match=r"has 10 pairs, not more than data.n_test=10"):
         translate.read_pairs(path, 10, seed=0)
+    path.write_text('\n \n', encoding='utf-8')
+    with pytest.raises(ValueError, match=r"pairs.tsv holds no pair: write one source TAB target per line"):
+        translate.read_pairs(path, 10, seed=0)
     for bad in ('no tab here', 'a\tb\tc'):
         path.write_text(f' a \t b \n{bad}\n', encoding='utf-8')
         with pytest.raises(ValueError, match='line 2: expected source TAB target'):
