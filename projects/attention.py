@@ -41,8 +41,9 @@ def draw_attention(model, tokenizer, P, name):
     """The attention grid of the prompt, cut to the layer and head asked for."""
     ids = tokenizer.encode(P.prompt)
     if not 1 <= len(ids) <= model.block_size:
+        fix = "shorten it (a map of a long prompt is hard to read anyway)" if ids else "give some text"
         raise ConfigError(f"plot.prompt is {len(ids)} tokens long; it must be 1 to {model.block_size} tokens, the "
-                          "model's context (block_size)")
+                          f"model's context (block_size): {fix}")
     n_layer, n_head = model.config.n_layer, model.config.n_head
     check_range('plot.layer', P.layer, 0, n_layer - 1, integer=True, none_ok=True)
     check_range('plot.head', P.head, 0, n_head - 1, integer=True, none_ok=True)

@@ -178,12 +178,12 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
     with pytest.raises(ConfigError, match=r'plot.layer=3 is out of range: it must be None or an integer >= 0 and '
                                           r'<= 2'):
         attention.main([f'--model={model}', '--prompt=First', '--layer=3'])
-    with pytest.raises(ConfigError, match='1 to 64 tokens'):
+    with pytest.raises(ConfigError, match=r"1 to 64 tokens, the model's context \(block_size\): shorten it"):
         attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
     model, _ = load_model_and_tokenizer(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
     assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
-    assert 'no learned table' in capsys.readouterr().out
+    assert 'sinusoidal uses sinusoidal positions: there is no learned table' in capsys.readouterr().out
 
 
 def test_attention_project_draws_the_layer_and_head_asked_for(ablation_dir):
