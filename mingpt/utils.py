@@ -324,6 +324,8 @@ class CfgNode:
                 out.append(arg)
                 continue
             key, eq, value = arg[2:].partition('=')
+            if not key:
+                raise ConfigError(f"cannot read argument {arg!r}: options are --section.key=value (--help lists them)")
             if not eq:
                 if i < len(args) and not args[i].startswith('--'):
                     value, i = args[i], i + 1

@@ -16,6 +16,7 @@ The stage comes first on the command line (or as --system.stage=...); each write
     python projects/sentiment.py evaluate                      # dev accuracy of out/sentiment/finetune/model.pt
     python projects/sentiment.py evaluate --system.work_dir=out/sentiment/gpt2   # of that run's model.pt
     python projects/sentiment.py predict "a gorgeous , witty , seductive movie ."
+    python projects/sentiment.py predict -- "-- not a dull moment --"   # after --, only sentences
 
 Pretraining stages chain through --system.init, in any order, but end on the reviews: an LM continued on a book
 after the SST-2 sentences forgets them (its loss on SST-2 text goes up), and the trainer, which keeps the model of
@@ -512,6 +513,8 @@ def check_options(config):
 def parse_args(argv):
     """The stage's config with argv's options applied (work_dir and checkpoint filled in), and predict's
     sentences."""
+    after = argv.index('--') if '--' in argv else len(argv)  # after '--' every argument is a sentence ('--great')
+    argv, sentences = argv[:after], argv[after + 1:]
     argv = get_config().normalize_args(argv)  # '--key value' -> '--key=value': a value is not a sentence
     option = [a.startswith('--') or a == '-h' for a in argv]  # not '-lrb- ...': SST-2 writes brackets so
     positional = [a for a, o in zip(argv, option) if not o]  # the stage, then predict's sentences
@@ -525,6 +528,7 @@ def parse_args(argv):
     config.merge_from_args(argv, usage=f"{__doc__}\nDefaults below are the {stage} stage's (e.g. python "
                                        "projects/sentiment.py pretrain --help).")
     check_options(config)
+    positional += sentences
     if config.predict.text:
         positional.insert(0, config.predict.text)
     if positional and stage != 'predict':

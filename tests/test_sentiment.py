@@ -225,6 +225,8 @@ def test_command_line_errors():
     # SST-2 writes brackets as -lrb- / -rrb-: a sentence may start with '-', only '--' starts an option
     assert sentiment.parse_args(['predict', '-lrb- a great film -rrb- .', '--system.seed=1'])[1] == \
         ['-lrb- a great film -rrb- .']
+    # after '--' every argument is a sentence, even one that starts with '--' or is '-h'
+    assert sentiment.parse_args(['predict', '--system.seed=1', '--', '-- great --', '-h'])[1] == ['-- great --', '-h']
     with pytest.raises(SystemExit) as e:
         sentiment.parse_args(['predict', '-h'])
     assert e.value.code == 0

@@ -102,6 +102,11 @@ def test_help_prints_config_and_exits(capsys):
     assert "batch_size: 64" in out and "model_type: 'gpt-mini'" in out
 
 
+def test_a_bare_double_dash_is_not_an_option():
+    with pytest.raises(ConfigError, match=r"cannot read argument '--': options are --section.key=value"):
+        make().merge_from_args(['--', 'x'])
+
+
 def test_help_wins_wherever_it_stands(capsys):
     for args in (['--trainr.batch_size=3', '--help'], ['--model.model_type', '-h']):  # not read as the value
         with pytest.raises(SystemExit) as e:
