@@ -9,7 +9,7 @@ from torch._dynamo.utils import counters
 
 from mingpt.engine import Engine
 from mingpt.model import GPT
-from test_model import model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as a batch + mask
+from test_model import VARIANTS, model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as batch + mask
 
 AOT_EAGER = dict(backend='aot_eager')
 
@@ -28,7 +28,7 @@ def chargpt_model(block_size=32):
     return GPT(C).eval()
 
 
-@pytest.mark.parametrize('kw', [{}, dict(attn_impl='explicit'), dict(pos_embd='sinusoidal', norm='post')])
+@pytest.mark.parametrize('kw', VARIANTS, ids=str)
 @pytest.mark.parametrize('prompt_len, new', [(1, 5), (3, 5), (3, 20), (8, 4)])
 def test_eager_engine_equals_generate(prompt_len, new, kw):
     # block 8: (3, 20) and (8, 4) go past block_size, where the engine hands over to the sliding window

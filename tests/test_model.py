@@ -16,6 +16,10 @@ def config(**kw):
     return C
 
 
+# GPT-2's model and each alternative of GPT.CHOICES alone: the generation tests run on every variant, a new one too
+VARIANTS = [{}] + [{key: value} for key, values in GPT.CHOICES.items() for value in values[1:]]
+
+
 def model(scale=1, **kw):
     """A tiny GPT (vocab 11, block 8, no dropout). Its random weights at scale=1 give nearly uniform attention,
     which a test of tokens alone hardly sees; scale=8 gives peaked, varied distributions."""
@@ -363,11 +367,11 @@ def argmax_loop(m, idx, n):
     return idx
 
 
-@pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
+@pytest.mark.parametrize('variant', VARIANTS, ids=str)
 @pytest.mark.parametrize('prompt_len, new', [(1, 5), (3, 5), (3, 20), (8, 4)])
-def test_cached_greedy_equals_forward_loop(prompt_len, new, impl):
+def test_cached_greedy_equals_forward_loop(prompt_len, new, variant):
     # vocab 11, block 8: (3, 20) and (8, 4) cross the block_size boundary, where the window slides
-    m = model(attn_impl=impl)
+    m = model(**variant)
     idx = torch.randint(0, 11, (3, prompt_len))
     torch.testing.assert_close(m.generate(idx, new), argmax_loop(m, idx, new), rtol=0, atol=0)
 
@@ -472,11 +476,11 @@ def padded(rows, side, pad=0):
     return idx, mask
 
 
-@pytest.mark.parametrize('impl', ['sdpa', 'explicit'])
+@pytest.mark.parametrize('variant', VARIANTS, ids=str)
 @pytest.mark.parametrize('side', ['left', 'right'])
 @pytest.mark.parametrize('new', [3, 10])  # 10 slides the window past block_size 8
-def test_ragged_batch_equals_each_row_alone(side, new, impl):
-    m = model(scale=8, attn_impl=impl)
+def test_ragged_batch_equals_each_row_alone(side, new, variant):
+    m = model(scale=8, **variant)
     rows = [[1, 2, 3, 4, 5], [6], [7, 8, 9]]
     idx, mask = padded(rows, side, pad=10)
     out = m.generate(idx, new, attention_mask=mask)[:, idx.size(1):]
