@@ -50,7 +50,7 @@ def download(url, dest, sha256=None, quiet=False):
             with open(part, 'ab' if have else 'wb') as f, tqdm(
                     total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
                     desc=f'downloading {dest.name} to {dest.parent}', disable=quiet) as bar:
-                for chunk in r.iter_content(chunk_size=1 << 20):
+                for chunk in r.iter_content(chunk_size=1 << 16):  # small: the bar moves on a slow link too
                     f.write(chunk)
                     bar.update(len(chunk))
                 f.flush()
