@@ -432,8 +432,8 @@ class GPT(nn.Module):
         elif any(s is None for s in sizes.values()):
             raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
                               f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
-        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):
-            setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))  # 10.0 -> 10 for torch
+        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
+            setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))
         for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
             check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
         for key, choices in cls.CHOICES.items():
@@ -473,10 +473,10 @@ class GPT(nn.Module):
         except (ConfigError, RuntimeError) as e:
             reason = ' '.join(str(e).split())[:200]
             if 'model_class' in checkpoint:  # a GPT, but not one this code builds (saved by a changed model.py?)
-                raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was saved "
-                                 "by another version of the model's code") from None
-            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such as "
-                             "sentiment's classifier, is read by the project that wrote it") from None
+                raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
+                                 "saved by another version of the model's code") from None
+            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
+                             "as sentiment's classifier, is read by the project that wrote it") from None
         return model.eval(), checkpoint
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----

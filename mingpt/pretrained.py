@@ -164,7 +164,8 @@ def read_safetensors(path):
     tensors = {}
     for name, t in header.items():
         if t['dtype'] not in SAFETENSORS_DTYPES:
-            raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows {', '.join(SAFETENSORS_DTYPES)}")
+            raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows "
+                             f"{', '.join(SAFETENSORS_DTYPES)}")
         dtype, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
         numel = math.prod(shape)
         if not 0 <= begin <= end <= len(data) or end - begin != numel * dtype.itemsize:

@@ -336,8 +336,8 @@ def report(model, vocab, test_pairs, config, work_dir, attention_source):
         print(f"BLEU: {score:.2f}" if score is not None else "BLEU: skipped (pip install sacrebleu to report it)")
     print_examples(test_pairs, hyps, config.eval.examples)
     path = os.path.join(work_dir, 'model.pt')
-    save_checkpoint({**model_state(model), 'config': config.to_dict(), 'vocabulary': vocab.record, 'iter_num': config.trainer.max_iters,
-                     'exact_match': accuracy, 'bleu': score}, path)
+    save_checkpoint({**model_state(model), 'config': config.to_dict(), 'vocabulary': vocab.record,
+                     'iter_num': config.trainer.max_iters, 'exact_match': accuracy, 'bleu': score}, path)
     print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
     draw_cross_attention(model, vocab, attention_source, os.path.join(work_dir, 'translate_attention.png'))
 
