@@ -406,7 +406,7 @@ class Trainer:
         """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
         run's: the same model config, the same project identity (must_match), and iterations left to train."""
         c = self.config
-        path = c.resume if isinstance(c.resume, str) else self._path('ckpt.pt')
+        path = os.path.expanduser(c.resume) if isinstance(c.resume, str) else self._path('ckpt.pt')  # ~ is home
         ckpt = load_checkpoint(path, map_location=self.device)
         missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
         if missing:

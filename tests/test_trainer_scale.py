@@ -282,13 +282,14 @@ def test_validation_loss_by_hand_and_the_mode_kept():
     assert model.training
 
 
-def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work_dir(tmp_path):
+def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work_dir(tmp_path, monkeypatch):
     best, _ = train(tmp_path, val=True, max_iters=4, eval_interval=2, eval_iters=1, checkpoint_interval=4)
     # the resumed run's one step at learning rate 1 ruins the model: model.pt must stay the best one so far
     worse, _ = train(tmp_path, val=True, resume=True, max_iters=5, eval_iters=1, learning_rate=1.0)
     assert worse.val_loss > best.best_val_loss == worse.best_val_loss
     assert load_checkpoint(tmp_path / 'model.pt')['val_loss'] == best.best_val_loss
-    elsewhere, _ = train(resume=str(tmp_path / 'ckpt.pt'), max_iters=6)  # writes nothing, needs no work_dir
+    monkeypatch.setenv('HOME', str(tmp_path))
+    elsewhere, _ = train(resume='~/ckpt.pt', max_iters=6)  # writes nothing, needs no work_dir; ~ is home
     assert elsewhere.iter_num == 6
     elsewhere.save_checkpoint(tmp_path / 'named.pt')  # an explicit path is written even without a work_dir
     assert load_checkpoint(tmp_path / 'named.pt')['iter_num'] == 6
