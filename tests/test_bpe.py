@@ -228,6 +228,11 @@ def test_offline_error_is_clear(empty_cache, monkeypatch):
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
     assert 'partial download' not in str(e.value)  # none was made
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
+    assert 'does not exist' not in str(e.value)
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'dta'))  # a typo of the data folder's name
+    with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it \(it is .*dta, which does "
+                                           r"not exist\)\."):
+        get_encoder()
 
 
 def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
