@@ -9,6 +9,7 @@ import re
 import shlex
 import signal
 import sys
+import threading
 import traceback
 import zipfile
 from pathlib import Path
@@ -118,7 +119,8 @@ def run_cli(main, argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return main(argv)
     except BrokenPipeError:  # the reader has gone (e.g. | head): nothing to report, and nothing more to print
@@ -138,7 +140,8 @@ def run_cli(main, argv=None):
         print(f"{stop} (every file written is whole)", file=sys.stderr)  # a Trainer says how to go on
         sys.exit(143 if stop == 'terminated' else 130)  # the shell's codes for SIGTERM and SIGINT
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -366,6 +367,17 @@ def test_sigterm_stops_training_as_ctrl_c_does(tmp_path, text):
     assert re.search(r"stopped at iteration \d+; .*ckpt.pt was saved after \d+ iterations: go on from there with "
                      r"--trainer.resume=True\nterminated \(every file written is whole\)", err), err
     assert 'Traceback' not in err
+
+
+def test_run_cli_leaves_sigterm_as_it_was_and_runs_outside_the_main_thread():
+    before = signal.getsignal(signal.SIGTERM)
+    assert run_cli(lambda argv: signal.getsignal(signal.SIGTERM), []) is not before  # its own handler, meanwhile
+    assert signal.getsignal(signal.SIGTERM) == before
+    results = []  # a thread may not set signal handlers: run_cli runs main there without one
+    thread = threading.Thread(target=lambda: results.append(run_cli(lambda argv: 'ran', [])))
+    thread.start()
+    thread.join()
+    assert results == ['ran']
 
 
 def test_a_closed_pipe_ends_a_command_quietly():
