@@ -461,10 +461,6 @@ class GPT(nn.Module):
     def from_checkpoint(cls, path, map_location='cpu'):
         """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
         checkpoint = load_checkpoint(path, map_location)
-        saved = checkpoint.get('model_class', cls.__name__)  # checkpoints older than model_state do not say
-        if saved != cls.__name__:
-            raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project that "
-                             "wrote it")
         try:
             if 'model_config' not in checkpoint:
                 raise ConfigError("it has no model_config")
@@ -472,7 +468,11 @@ class GPT(nn.Module):
             model.load_state_dict(checkpoint['model'])
         except (ConfigError, RuntimeError) as e:
             reason = ' '.join(str(e).split())[:200]
-            if 'model_class' in checkpoint:  # a GPT, but not one this code builds (saved by a changed model.py?)
+            saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say
+            if saved not in (None, cls.__name__):
+                raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project "
+                                 "that wrote it") from None
+            if saved:  # a GPT, but not one this code builds (saved by a changed model.py?)
                 raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
                                  "saved by another version of the model's code") from None
             raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "

@@ -156,9 +156,13 @@ def read_safetensors(path):
     """{name: tensor} from a .safetensors file. Its header maps each name to its dtype, shape and the [begin, end)
     of its bytes in the data after the header; '__metadata__' holds free-form strings."""
     with open(path, 'rb') as f:
-        n = int.from_bytes(f.read(8), 'little')
+        size, start = os.fstat(f.fileno()).st_size, f.read(8)
+        n = int.from_bytes(start, 'little')
+        if len(start) < 8 or 8 + n > size:
+            lfs = ' but a Git LFS pointer (get the file itself: git lfs pull)' if start == b'version ' else ''
+            raise ValueError(f"{path} is not a safetensors file{lfs}: its {size} bytes cannot hold the header")
         header = json.loads(f.read(n))
-        data = bytearray(os.fstat(f.fileno()).st_size - 8 - n)  # writable, so tensors can share it without a copy
+        data = bytearray(size - 8 - n)  # writable, so that the tensors can share it without a copy
         f.readinto(data)
     header.pop('__metadata__', None)
     tensors = {}
@@ -178,6 +182,11 @@ def read_safetensors(path):
 def write_safetensors(tensors, path, metadata=None):
     """Write {name: tensor} as read_safetensors (and Hugging Face's safetensors library) reads it."""
     names = {v: k for k, v in SAFETENSORS_DTYPES.items()}
+    unknown = sorted({str(t.dtype) for t in tensors.values() if t.dtype not in names})
+    if unknown:
+        raise ValueError(f"safetensors has no name for {', '.join(unknown)} here; convert those tensors first")
+    # widest items first, as the library does, so that every tensor's bytes start aligned to its item size
+    tensors = dict(sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0])))
     header, offset = ({'__metadata__': metadata} if metadata else {}), 0
     for name, t in tensors.items():
         nbytes = t.numel() * t.element_size()

@@ -193,7 +193,8 @@ class Trainer:
                 t0 = time.time()
                 x, y = self._optimization_step(x, y, batches)
                 self._after_step(t0)
-                # only now: the callbacks may read the gradients (as in minGPT); freed before the next forward
+                # only now: evaluation, checkpoints and callbacks ran with the gradients kept, so that callbacks
+                # may read them (as in minGPT); freed before the next forward, they add nothing to peak memory
                 self.optimizer.zero_grad(set_to_none=True)
                 self.iter_num += 1
                 tnow = time.time()
@@ -216,6 +217,7 @@ class Trainer:
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
         self._started_dist = self._init_distributed()
+        self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
         self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
@@ -338,6 +340,8 @@ class Trainer:
     def _check_config(self):
         c = self.config
         self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
+        if isinstance(c.resume, os.PathLike):
+            c.resume = os.fspath(c.resume)  # a path, as a string is
         if isinstance(c.resume, str) and c.resume.lower() in ('true', 'false', 'none'):
             raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "
                               "None, capitalised as in Python")
@@ -376,12 +380,7 @@ class Trainer:
             return
         system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
         option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
-        there = Path(os.path.abspath(c.work_dir or '.'))
-        while not there.exists():  # the folder that holds it (makedirs creates the rest)
-            there = there.parent
-        why = ("is empty" if c.work_dir == '' else f"cannot be a directory: {there} is a file" if not there.is_dir()
-               else f"cannot be written: this user may not write in {there}" if not os.access(there, os.W_OK | os.X_OK)
-               else None)
+        why = unwritable(c.work_dir)
         if why:
             raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
         if c.resume or c.overwrite:
@@ -434,7 +433,7 @@ class Trainer:
         # the options that chose the data, where both runs were started by a project (its config.data)
         runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
         there, here = (run.get('data') or {} for run in runs)
-        options = f" (data options: {describe_difference(there, here)})" if there != here else ''
+        options = f" (data options: {describe_difference(there, here)})" if there and here and there != here else ''
         held, max_iters = ckpt['iter_num'], self.config.max_iters
         if max_iters is not None and max_iters <= held:
             raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
@@ -604,6 +603,22 @@ class Trainer:
             'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
             'best_val_loss': self.best_val_loss,
         }, path or self._path('ckpt.pt'))
+
+
+def unwritable(work_dir):
+    """Why files cannot be written in work_dir (a folder, made if missing), or None if they can."""
+    if work_dir == '':
+        return "is empty"
+    there = Path(os.path.abspath(work_dir))
+    while not there.exists() and not there.is_symlink() and there != there.parent:
+        there = there.parent  # the nearest existing folder: makedirs creates the rest
+    if not there.exists():
+        return f"cannot be made: {there} is a broken link" if there.is_symlink() else f"{there} does not exist"
+    if not there.is_dir():
+        return f"cannot be a directory: {there} is a file"
+    if not os.access(there, os.W_OK | os.X_OK):
+        return f"cannot be written: this user may not write in {there}"
+    return None
 
 
 def warn_unknown_event(onevent):

@@ -23,7 +23,7 @@ class ConfigError(ValueError):
 
 
 def set_seed(seed):
-    check_range('seed', seed, low=0, high=2 ** 32 - 1, integer=True)  # numpy's range
+    seed = int(check_range('seed', seed, low=0, high=2 ** 32 - 1, integer=True))  # numpy's range, as an int
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -123,8 +123,13 @@ def run_cli(main, argv=None):
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return main(argv)
-    except BrokenPipeError:  # the reader has gone (e.g. | head): nothing to report, and nothing more to print
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
+    except BrokenPipeError:  # the reader of our output has gone (e.g. | head): nothing to report or print
+        if debug:
+            traceback.print_exc()
+        if sys.stdout is sys.__stdout__:  # the process's own stdout (not a notebook's or pytest's stand-in)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # else Python's flush of stdout at exit fails again
+            os.close(devnull)
         sys.exit(141)  # the shell's code for SIGPIPE
     except (ValueError, OSError, RuntimeError) as e:  # ConfigError and UnicodeDecodeError are ValueErrors
         if debug:
@@ -227,7 +232,8 @@ def _check_type(key, old, new, raw=None):
     A default of None accepts anything (but see TEXT_KEYS); an int is fine where a float is expected; strings and
     numbers may be None."""
     leaf = key.rsplit('.', 1)[-1]
-    if raw == 'True' and (leaf in TEXT_KEYS or not isinstance(old, (bool, type(None)))):  # a bare --key (True)
+    if (raw == 'True' and (leaf in TEXT_KEYS or not isinstance(old, (bool, type(None))))  # a bare --key (True)
+            or raw == '' and leaf in PATH_KEYS):  # e.g. --data.path=$FILE with FILE unset
         raise ConfigError(f"--{key} needs a value: --{key}=...")
     if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
         text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
@@ -251,8 +257,9 @@ def _check_type(key, old, new, raw=None):
             else:
                 return type(old)(new)
     elif isinstance(old, (tuple, list)):
-        if old and not isinstance(new, bool) and all(type(o) is type(new) for o in old):  # one: --seeds=5
-            return type(old)(new.split(',') if isinstance(new, str) else [new])  # names: --variants=gpt2,relu
+        if old and not isinstance(new, bool) and all(type(o) is type(new) for o in old):  # one item: --seeds=5
+            items = [s.strip() for s in new.split(',')] if isinstance(new, str) else [new]  # or --variants=a,b
+            return type(old)(items)
         if isinstance(new, (tuple, list)):
             return type(old)(new)
     else:

@@ -80,8 +80,8 @@ def runs(config):
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
     if config.system.seed != get_config().system.seed:
-        raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give --seeds="
-                          f"'({config.system.seed},)' instead of --system.seed")
+        raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give "
+                          f"--seeds={config.system.seed} instead of --system.seed")
     if config.sample.checkpoint:
         raise ConfigError("the ablation trains; to sample a run's model, use chargpt: python projects/chargpt.py "
                           "--sample.checkpoint=WORK_DIR/<variant>/model.pt")

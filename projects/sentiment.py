@@ -381,7 +381,8 @@ def load_classifier(config, device):
     if 'classifier' not in ckpt:
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "
                          "(python projects/sentiment.py finetune ...)")
-    C, default = get_config().classifier, get_config().classifier.to_dict()
+    C = get_config().classifier
+    default = C.to_dict()
     C.merge_from_dict(ckpt['classifier'])
     differ = [f"classifier.{k}={v!r} (it has {getattr(C, k)!r})" for k, v in config.classifier.to_dict().items()
               if v != default[k] and v != getattr(C, k)]

@@ -275,10 +275,13 @@ def test_an_empty_text_is_named(run_dir, tmp_path):
 
 
 def test_a_work_dir_that_cannot_be_written_is_named_before_training(run_dir, text, tmp_path, monkeypatch, capsys):
-    refused(run_dir, [f'--data.path={text}', '--system.work_dir='], r"system.work_dir='' is empty; give a folder",
+    refused(run_dir, [f'--data.path={text}', '--system.work_dir='], r"--system.work_dir needs a value",
             ConfigError)
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={text}/run'],
             r"system.work_dir='.*run' cannot be a directory: .*text.txt is a file; give a folder", ConfigError)
+    (tmp_path / 'gone').symlink_to(tmp_path / 'nowhere')
+    refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/gone/run'],
+            r"cannot be made: .*gone is a broken link; give a folder", ConfigError)
     monkeypatch.setattr(os, 'access', lambda path, mode: str(path) != str(tmp_path))  # root may write anywhere
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/new/run'],
             rf"cannot be written: this user may not write in {tmp_path}; give a folder", ConfigError)

@@ -114,6 +114,30 @@ def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
                 assert got[k].dtype == t.dtype and got[k].shape == t.shape and torch.equal(got[k], t), (name, k)
     with safe_open(tmp_path / 'ours.safetensors', 'pt') as f:
         assert f.metadata() == {'format': 'pt'}
+    back = pretrained.read_safetensors(tmp_path / 'ours.safetensors')  # widest first: each tensor's bytes aligned
+    assert all(t.data_ptr() % t.element_size() == 0 for t in back.values())
+    with pytest.raises(ValueError, match=r"safetensors has no name for torch.complex64 here"):
+        pretrained.write_safetensors({'z': torch.zeros(2, dtype=torch.complex64)}, tmp_path / 'z.safetensors')
+
+
+def safetensors_bytes(header, data=b''):
+    head = json.dumps(header).encode()
+    return len(head).to_bytes(8, 'little') + head + data
+
+
+@pytest.mark.parametrize('content, says', [
+    (b'version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 548105171\n',
+     r"is not a safetensors file but a Git LFS pointer \(get the file itself: git lfs pull\)"),
+    (b'', r"is not a safetensors file: its 0 bytes cannot hold the header"),
+    (safetensors_bytes({'w': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}}, bytes(8)),  # cut short
+     r"tensor 'w' \[4\] lies at bytes 0..16 of 8"),
+    (safetensors_bytes({'w': {'dtype': 'C64', 'shape': [1], 'data_offsets': [0, 8]}}, bytes(8)),
+     r"tensor 'w' has dtype C64; this reader knows F64, F32"),
+])
+def test_a_file_that_is_not_whole_safetensors_is_named(tmp_path, content, says):
+    (tmp_path / 'model.safetensors').write_bytes(content)
+    with pytest.raises(ValueError, match=says):
+        pretrained.read_safetensors(tmp_path / 'model.safetensors')
 
 
 def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):

@@ -16,8 +16,10 @@ def config(**kw):
     return C
 
 
-# GPT-2's model and each alternative of GPT.CHOICES alone: the generation tests run on every variant, a new one too
-VARIANTS = [{}] + [{key: value} for key, values in GPT.CHOICES.items() for value in values[1:]]
+# GPT-2's model, each alternative of GPT.CHOICES alone, and the paper's parts together: the generation tests run on
+# every variant, a new one too
+VARIANTS = [{}] + [{key: value} for key, values in GPT.CHOICES.items() for value in values[1:]] + [
+    dict(pos_embd='sinusoidal', norm='post', activation='relu')]
 
 
 def model(scale=1, **kw):

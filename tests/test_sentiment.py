@@ -337,12 +337,13 @@ def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
                         f'--data.sst2_dir={sst2}'])
 
 
-def classifier_checkpoint(path, tokenizer, block_size=16, trained_block_size=None):
+def classifier_checkpoint(path, tokenizer, block_size=16, trained_block_size=None, dropout=0.1):
     """A fine-tuned classifier's checkpoint as finetune writes it (random weights), and the classifier."""
     torch.manual_seed(0)
-    model = sentiment.GPTClassifier(tiny_gpt(tokenizer.vocab_size, block_size))
+    model = sentiment.GPTClassifier(tiny_gpt(tokenizer.vocab_size, block_size), dropout=dropout)
     config = sentiment.get_config('finetune')
     config.data.block_size = trained_block_size or block_size
+    config.classifier.dropout = dropout
     save_checkpoint({'model': model.state_dict(), 'model_config': model.gpt.config.to_dict(), 'iter_num': 5,
                      'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state(),
                      'config': config.to_dict()}, path)
@@ -373,11 +374,15 @@ def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
 
 def test_evaluate_refuses_classifier_options_the_checkpoint_does_not_have(tmp_path):
     tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
-    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer, dropout=0.2)
     config = sentiment.get_config('evaluate')
     config.system.checkpoint = tmp_path / 'model.pt'
-    config.classifier.dropout = 0.1  # the checkpoint's own (the default): fine
-    sentiment.load_classifier(config, 'cpu')
+    config.classifier.dropout = 0.2  # the checkpoint's own, not the default: fine
+    assert sentiment.load_classifier(config, 'cpu')[0].dropout.p == 0.2
+    config.classifier.dropout = 0.3
+    with pytest.raises(ConfigError, match=r"classifier.dropout=0.3 \(it has 0.2\) cannot be chosen"):
+        sentiment.load_classifier(config, 'cpu')
+    config.classifier.dropout = 0.1  # the default: not asked for
     config.classifier.suffix = ' .'  # it read its sentences with <|endoftext|> after them
     with pytest.raises(ConfigError, match=r"model.pt brings its own classifier, so classifier.suffix=' .' \(it has "
                                           r"'<\|endoftext\|>'\) cannot be chosen; leave --classifier.\* out"):

@@ -259,7 +259,7 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
     ablation = load_project('ablation')
     for args, message in [(["--variants=('postnorm',)"], 'post-norm'),
                           (["--variants=('relu', 'relu')"], r"must not repeat one"),
-                          (['--system.seed=5'], r"give --seeds='\(5,\)' instead of --system.seed"),
+                          (['--system.seed=5'], r"give --seeds=5 instead of --system.seed"),
                           (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt"),
                           ([f'--trainer.work_dir={tmp_path / "x"}'],  # inside tmp_path: nothing may appear
                            r"give --system.work_dir=DIR, not --trainer.work_dir")]:

@@ -77,6 +77,22 @@ def test_callbacks_see_the_steps_gradients_lr_and_grad_norm():
     assert [lr for *_, lr in seen] == pytest.approx([0.75e-3, 1.5e-3, 2.25e-3, 3e-3, 3e-3])  # the warmup, then constant
 
 
+def test_a_run_stopped_in_a_callback_leaves_no_gradients_to_the_next_run():
+    trainer = make_trainer(max_iters=3)
+
+    def stop(t):
+        raise KeyboardInterrupt  # Ctrl-C during chargpt's sample, say: the step's gradients are still there
+
+    trainer.add_callback('on_batch_end', stop)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    trainer.set_callback('on_batch_end', lambda t: None)
+    fresh = []
+    trainer.model.register_forward_pre_hook(lambda m, a: fresh.append(all(p.grad is None for p in m.parameters())))
+    trainer.run()  # run() again, as in a notebook
+    assert fresh and all(fresh)
+
+
 def test_set_callback_replaces_and_trigger_runs_them():
     trainer = make_trainer(max_iters=3)
     calls = []

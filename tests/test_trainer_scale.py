@@ -290,6 +290,7 @@ def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work
     assert load_checkpoint(tmp_path / 'model.pt')['val_loss'] == best.best_val_loss
     monkeypatch.setenv('HOME', str(tmp_path))
     elsewhere, _ = train(resume='~/ckpt.pt', max_iters=6)  # writes nothing, needs no work_dir; ~ is home
+    assert train(resume=tmp_path / 'ckpt.pt', max_iters=6)[0].iter_num == 6  # a Path, as a string
     assert elsewhere.iter_num == 6
     elsewhere.save_checkpoint(tmp_path / 'named.pt')  # an explicit path is written even without a work_dir
     assert load_checkpoint(tmp_path / 'named.pt')['iter_num'] == 6

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
-                          resolve_device, run_cli, save_checkpoint, set_from_data, setup_logging)
+                          resolve_device, run_cli, save_checkpoint, set_from_data, set_seed, setup_logging)
 
 
 def make():
@@ -34,7 +34,7 @@ def test_a_list_of_names_may_be_written_with_commas():
     assert C.ablation.variants == ('gpt2',) and C.ablation.seeds == (5,)
     C.merge_from_args(['--ablation.seeds=3,4'])
     assert C.ablation.seeds == (3, 4)
-    C.merge_from_args(['--ablation.variants=post-norm,relu'])
+    C.merge_from_args(['--ablation.variants=post-norm, relu'])
     assert C.ablation.variants == ('post-norm', 'relu')
     C.merge_from_args(["--ablation.variants=('gpt2', 'sinusoidal')"])  # a Python literal, as before
     assert C.ablation.variants == ('gpt2', 'sinusoidal')
@@ -127,9 +127,9 @@ def test_a_path_or_text_option_keeps_what_was_typed(monkeypatch):
     assert C.system.work_dir == '/home/me/runs/a' and C.model.model_type == '7'
     C.merge_from_args(['--data.path=None', '--data.text=~/x'])  # None: not given; ~ only in paths
     assert C.data.path is None and C.data.text == '~/x'
-    for bare in ('--data.path', '--trainer.batch_size'):  # a flag only where the option is one (or None: resume)
-        with pytest.raises(ConfigError, match=rf"{bare} needs a value: {bare}=\.\.\."):
-            C.merge_from_args([bare])
+    for bare in ('--data.path', '--trainer.batch_size', '--data.path='):  # a flag only where the option is one
+        with pytest.raises(ConfigError, match=rf"{bare.rstrip('=')} needs a value: {bare.rstrip('=')}=\.\.\."):
+            C.merge_from_args([bare])  # (or None: resume); an empty path, e.g. an unset $FILE, is none either
 
 
 def test_merge_from_dict_nested_and_checked():
@@ -144,6 +144,15 @@ def test_str_and_to_dict():
     C = make()
     assert C.to_dict()['trainer']['batch_size'] == 64
     assert "trainer:\n    batch_size: 64" in str(C)
+
+
+def test_set_seed_takes_a_whole_float_and_names_a_bad_seed():
+    set_seed(3.0)
+    a = torch.rand(2)
+    set_seed(3)
+    assert torch.equal(a, torch.rand(2))
+    with pytest.raises(ConfigError, match=r"seed=-1 is out of range: it must be an integer >= 0 and <= 4294967295"):
+        set_seed(-1)
 
 
 def test_setup_logging(tmp_path, monkeypatch):
