@@ -36,20 +36,18 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited')."""
     if value is None and none_ok:
         return value
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-    ok = ok and (not integer or float(value).is_integer())
-    ok = ok and (low is None or (value > low if low_open else value >= low))
-    ok = ok and (high is None or (value < high if high_open else value <= high))
-    if ok:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    whole = number and (not integer or float(value).is_integer())
+    if (whole and (low is None or (value > low if low_open else value >= low))
+            and (high is None or (value < high if high_open else value <= high))):
         return value
+    if not number:
+        problem = 'is a string, not a number' if isinstance(value, str) else 'is not a number'
+    else:
+        problem = 'is out of range' if whole else 'is not a whole number'
     parts = [f"{'>' if low_open else '>='} {low}" if low is not None else '',
              f"{'<' if high_open else '<='} {high}" if high is not None else '']
-    rule = ' and '.join(p for p in parts if p)
-    rule = ('an integer ' if integer else 'a number ') + rule
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-    problem = ('is not a whole number' if number and integer and not float(value).is_integer() else
-               'is out of range' if number else 'is a string, not a number' if isinstance(value, str) else
-               'is not a number')
+    rule = ('an integer ' if integer else 'a number ') + ' and '.join(p for p in parts if p)
     raise ConfigError(f"{key}={value!r} {problem}: it must be {'None or ' if none_ok else ''}{rule}")
 
 
