@@ -340,8 +340,8 @@ class Trainer:
     def _check_config(self):
         c = self.config
         self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
-        if isinstance(c.resume, os.PathLike):
-            c.resume = os.fspath(c.resume)  # a path, as a string is
+        if isinstance(c.resume, (str, os.PathLike)):  # a checkpoint's path; ~ is home
+            c.resume = os.path.expanduser(os.fspath(c.resume))
         if isinstance(c.resume, str) and c.resume.lower() in ('true', 'false', 'none'):
             raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "
                               "None, capitalised as in Python")
@@ -405,7 +405,7 @@ class Trainer:
         """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
         run's: the same model config, the same project identity (must_match), and iterations left to train."""
         c = self.config
-        path = os.path.expanduser(c.resume) if isinstance(c.resume, str) else self._path('ckpt.pt')  # ~ is home
+        path = c.resume if isinstance(c.resume, str) else self._path('ckpt.pt')
         ckpt = load_checkpoint(path, map_location=self.device)
         missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
         if missing:

@@ -139,9 +139,9 @@ def run_cli(main, argv=None):
     except KeyboardInterrupt as e:
         if debug:
             traceback.print_exc()
-        stop = 'terminated' if isinstance(e, Terminated) else 'interrupted'
-        print(f"{stop} (every file written is whole)", file=sys.stderr)  # a Trainer says how to go on
-        sys.exit(143 if stop == 'terminated' else 130)  # the shell's codes for SIGTERM and SIGINT
+        terminated = isinstance(e, Terminated)
+        print(f"{'terminated' if terminated else 'interrupted'} (every file written is whole)", file=sys.stderr)
+        sys.exit(143 if terminated else 130)  # the shell's codes for SIGTERM and SIGINT (a Trainer said how to go on)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
@@ -241,7 +241,7 @@ def _check_type(key, old, new, raw=None):
     if isinstance(old, str):
         if new is None or isinstance(new, str):
             return new
-        if raw is not None:  # '--data.path=123' means the string '123'
+        if raw is not None:  # '--trainer.device=123' means the string '123'
             return raw
     elif isinstance(old, bool):
         if isinstance(new, bool):

@@ -366,10 +366,16 @@ def check_shape_asked(model, shape, init):
     preset = model.model_type if model.model_type != get_config().model.model_type else None  # not the default
     asked = {**GPT.PRESETS.get(preset, {}), **{k: v for k, v in model.to_dict().items()
                                                 if k in ('n_layer', 'n_head', 'n_embd') and v is not None}}
-    differ = [f"model.{k}={v} (it has {getattr(shape, k)})" for k, v in asked.items() if v != getattr(shape, k)]
+    refuse_other(asked, shape, 'model', init, ' (only the dropouts apply)')
+
+
+def refuse_other(asked, saved, section, source, note=''):
+    """source (a checkpoint) brings its own `section` options (saved, a CfgNode): a value asked for on the command
+    line (asked: key -> value) that differs from the saved one would be ignored, so it is refused."""
+    differ = [f"{section}.{k}={v!r} (it has {getattr(saved, k)!r})" for k, v in asked.items() if v != getattr(saved, k)]
     if differ:
-        raise ConfigError(f"{init} brings its own model, so {', '.join(differ)} cannot be chosen; leave --model.* "
-                          "out (only the dropouts apply)")
+        raise ConfigError(f"{source} brings its own {section}, so {', '.join(differ)} cannot be chosen; leave "
+                          f"--{section}.* out{note}")
 
 
 def load_classifier(config, device):
@@ -384,11 +390,7 @@ def load_classifier(config, device):
     C = get_config().classifier
     default = C.to_dict()
     C.merge_from_dict(ckpt['classifier'])
-    differ = [f"classifier.{k}={v!r} (it has {getattr(C, k)!r})" for k, v in config.classifier.to_dict().items()
-              if v != default[k] and v != getattr(C, k)]
-    if differ:
-        raise ConfigError(f"{path} brings its own classifier, so {', '.join(differ)} cannot be chosen; leave "
-                          "--classifier.* out")
+    refuse_other({k: v for k, v in config.classifier.to_dict().items() if v != default[k]}, C, 'classifier', path)
     tokenizer = Vocabulary(**ckpt['tokenizer'])
     model = make_classifier(C, GPT(CN(**ckpt['model_config'])), tokenizer)
     model.load_state_dict(ckpt['model'])
