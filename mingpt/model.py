@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, load_checkpoint
+from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, rebuild_model
 
 
 # ---- positional encoding ----
@@ -410,36 +410,7 @@ class GPT(nn.Module):
     @classmethod
     def check_config(cls, config):
         """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
-        defaults = cls.get_default_config()
-        defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
-        for key, value in defaults.to_dict().items():
-            if not hasattr(config, key):
-                setattr(config, key, value)
-        if config.vocab_size is None or config.block_size is None:
-            raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
-                              "config.model.vocab_size = train_dataset.get_vocab_size())")
-        sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
-        if config.model_type is not None:
-            if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
-                raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
-                                  f"({'/'.join(map(str, sizes.values()))}), not both (a config that GPT() has filled "
-                                  "from a preset holds both): set model_type=None to use these sizes, or the sizes "
-                                  "to None")
-            if config.model_type not in cls.PRESETS:
-                raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
-                                  f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
-            config.merge_from_dict(cls.PRESETS[config.model_type])
-        elif any(s is None for s in sizes.values()):
-            raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
-                              f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
-        for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
-            setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))
-        for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
-            check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
-        for key, choices in cls.CHOICES.items():
-            if getattr(config, key) not in choices:
-                raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
-                                  f"not {getattr(config, key)!r}")
+        check_model_config(cls, config)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
@@ -460,24 +431,7 @@ class GPT(nn.Module):
     @classmethod
     def from_checkpoint(cls, path, map_location='cpu'):
         """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
-        checkpoint = load_checkpoint(path, map_location)
-        try:
-            if 'model_config' not in checkpoint:
-                raise ConfigError("it has no model_config")
-            model = cls(CN(**checkpoint['model_config']))
-            model.load_state_dict(checkpoint['model'])
-        except (ConfigError, RuntimeError) as e:
-            reason = ' '.join(str(e).split())[:200]
-            saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say
-            if saved not in (None, cls.__name__):
-                raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project "
-                                 "that wrote it") from None
-            if saved:  # a GPT, but not one this code builds (saved by a changed model.py?)
-                raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
-                                 "saved by another version of the model's code") from None
-            raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
-                             "as sentiment's classifier, is read by the project that wrote it") from None
-        return model.eval(), checkpoint
+        return rebuild_model(cls, path, map_location)
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_range
+from mingpt.utils import ConfigError, check_model_config, check_range, rebuild_model
 
 
 def key_padding_mask(ids, pad_token_id):
@@ -111,8 +111,8 @@ class Transformer(nn.Module):
         return C
 
     # the same checks and loading as GPT's, over this class's defaults, presets and choices
-    check_config = classmethod(GPT.check_config.__func__)
-    from_checkpoint = classmethod(GPT.from_checkpoint.__func__)
+    check_config = classmethod(check_model_config)
+    from_checkpoint = classmethod(rebuild_model)
     configure_optimizers = GPT.configure_optimizers
     num_parameters = GPT.num_parameters
 

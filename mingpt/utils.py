@@ -210,6 +210,64 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     return checkpoint
 
 
+def rebuild_model(cls, path, map_location='cpu'):
+    """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
+    and the checkpoint dict."""
+    checkpoint = load_checkpoint(path, map_location)
+    try:
+        if 'model_config' not in checkpoint:
+            raise ConfigError("it has no model_config")
+        model = cls(CfgNode(**checkpoint['model_config']))
+        model.load_state_dict(checkpoint['model'])
+    except (ConfigError, RuntimeError) as e:
+        reason = ' '.join(str(e).split())[:200]
+        saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say
+        if saved not in (None, cls.__name__):
+            raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project "
+                             "that wrote it") from None
+        if saved:  # the right class, but not one this code builds (saved by a changed model.py?)
+            raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
+                             "saved by another version of the model's code") from None
+        raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
+                         "as sentiment's classifier, is read by the project that wrote it") from None
+    return model.eval(), checkpoint
+
+
+def check_model_config(cls, config):
+    """GPT.check_config, and seq2seq's Transformer's: fill in the sizes of a preset of cls.PRESETS and the defaults
+    of cls.get_default_config() that config lacks; reject what cannot work, such as a value outside cls.CHOICES."""
+    defaults = cls.get_default_config()
+    defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
+    for key, value in defaults.to_dict().items():
+        if not hasattr(config, key):
+            setattr(config, key, value)
+    if config.vocab_size is None or config.block_size is None:
+        raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
+                          "config.model.vocab_size = train_dataset.get_vocab_size())")
+    sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
+    if config.model_type is not None:
+        if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
+            raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
+                              f"({'/'.join(map(str, sizes.values()))}), not both (a config that {cls.__name__}() has "
+                              "filled from a preset holds both): set model_type=None to use these sizes, or the sizes "
+                              "to None")
+        if config.model_type not in cls.PRESETS:
+            raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
+                              f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
+        config.merge_from_dict(cls.PRESETS[config.model_type])
+    elif any(s is None for s in sizes.values()):
+        raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
+                          f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
+    for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
+        setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))
+    for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
+        check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
+    for key, choices in cls.CHOICES.items():
+        if getattr(config, key) not in choices:
+            raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
+                              f"not {getattr(config, key)!r}")
+
+
 def _parse_value(raw):
     """A command-line value as a Python literal (3, 1e-4, (0.9, 0.95), True, None), else the string itself."""
     try:
