@@ -30,9 +30,11 @@ def sha256_of(path):
     return h.hexdigest()
 
 
-def download(url, dest, sha256=None, quiet=False):
+def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
-    and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file."""
+    and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file.
+    local_copy says, when the download fails, how to use a copy got elsewhere (e.g. 'pass its path with
+    --data.path=FILE')."""
     dest = Path(dest)
     part = dest.with_name(dest.name + '.part')
     have = part.stat().st_size if part.exists() else 0
@@ -60,7 +62,7 @@ def download(url, dest, sha256=None, quiet=False):
         env = os.environ.get('MINGPT_DATA_DIR')
         typo = f" (it is {env}, which does not exist)" if env and not Path(env).expanduser().is_dir() else ''
         raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
-                           f"elsewhere and pass its path, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
+                           f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
                            f"that holds it{typo}.{kept}") from None
     if sha256 is not None:
         got = sha256_of(part)
@@ -84,10 +86,11 @@ def find_local(path):
     return next((q for q in [p] + [root / p for root in data_roots()] if q.exists()), None)
 
 
-def fetch(relpath, url=None, path=None, sha256=None):
+def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path'):
     """Return a local path for the data file `relpath` (e.g. 'tinyshakespeare/input.txt'), downloading it into the
     cache once if it is nowhere else. `path`, when given, wins and must exist: a file, or one under $MINGPT_DATA_DIR
-    or the cache (e.g. 'text/gutenberg/2600-0.txt')."""
+    or the cache (e.g. 'text/gutenberg/2600-0.txt'). local_copy: how a user passes `path`, for the errors (e.g.
+    'pass its path with --data.path=FILE')."""
     if path:
         found = find_local(path)
         if found is None:
@@ -100,8 +103,8 @@ def fetch(relpath, url=None, path=None, sha256=None):
             return p
     if url is None:
         raise FileNotFoundError(f"{relpath} not found (looked in: {', '.join(map(str, candidates))}) and there is "
-                                "no known download address; pass its path or set MINGPT_DATA_DIR")
-    return download(url, cache_dir() / relpath, sha256=sha256)
+                                f"no known download address; {local_copy} or set MINGPT_DATA_DIR")
+    return download(url, cache_dir() / relpath, sha256=sha256, local_copy=local_copy)
 
 
 def read_text(path):

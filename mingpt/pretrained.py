@@ -42,7 +42,8 @@ def _hf_files(name_or_path):
                                     f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
-        return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f))
+        return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f),
+                           local_copy="pass the directory that holds it and config.json instead of the model's name")
                      for f in ('config.json', 'model.safetensors'))
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "

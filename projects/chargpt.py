@@ -97,7 +97,8 @@ def main(argv):
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return
 
-    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path))
+    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path,
+                           local_copy='pass its path with --data.path=FILE'))
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")
     if D.tokenizer:

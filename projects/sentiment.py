@@ -259,7 +259,8 @@ def read_sst2(split, sst2_dir=None, limit=None):
     except FileNotFoundError:
         if sst2_dir:
             raise
-        source = fetch('sentiment/SST-2.zip', SST2_ZIP_URL)
+        source = fetch('sentiment/SST-2.zip', SST2_ZIP_URL, local_copy='unzip it and pass the folder of its train.tsv '
+                       'and dev.tsv with --data.sst2_dir=DIR')
         try:
             with zipfile.ZipFile(source) as z:
                 lines = z.read(f'SST-2/{name}').decode('utf-8').splitlines()
@@ -414,7 +415,8 @@ def pretrain(config):
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         url, sha256 = BOOKS.get(D.text, (None, None))
-        texts = book_paragraphs(read_text(find_local(D.text) or fetch(D.text, url, sha256=sha256)), D.lowercase)
+        path = find_local(D.text) or fetch(D.text, url, sha256=sha256, local_copy='pass its path with --data.text=FILE')
+        texts = book_paragraphs(read_text(path), D.lowercase)
         if not texts:
             raise ValueError(f"{D.text} holds no text to pretrain on")
     else:

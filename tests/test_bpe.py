@@ -226,6 +226,7 @@ def test_offline_error_is_clear(empty_cache, monkeypatch):
     with pytest.raises(RuntimeError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
+    assert 'get the file elsewhere and pass its path, or place it at' in str(e.value)
     assert 'partial download' not in str(e.value)  # none was made
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
     assert 'does not exist' not in str(e.value)

@@ -275,7 +275,9 @@ def test_no_network(empty_cache, monkeypatch):
     def offline(url, **kw):
         raise requests.ConnectionError('Name or service not known')
     monkeypatch.setattr(data.requests, 'get', offline)
-    with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'):
+    with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'
+                                           r".* pass the directory that holds it and config\.json instead of the "
+                                           "model's name"):
         GPT.from_pretrained('gpt2')
 
 

@@ -1,7 +1,10 @@
 """The chargpt and adder projects end to end, on tiny settings."""
 
 import pytest
+import requests
 import torch
+
+import mingpt.data
 
 from conftest import data_dir, load_project
 from mingpt.model import GPT
@@ -115,6 +118,18 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt={ROMEO'])
     with pytest.raises(ConfigError, match=r"sample.prompt is 17 tokens long; it must be 1 to 16 tokens"):
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=' + 'a' * 17])
+
+
+def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, monkeypatch):
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(mingpt.data.requests, 'get', offline)
+    with pytest.raises(RuntimeError, match=r'could not download .*input\.txt .* get the file elsewhere and pass its '
+                                           r'path with --data\.path=FILE, or place it at'):
+        load_project('chargpt').main([f'--system.work_dir={tmp_path / "run"}'])
 
 
 @pytest.mark.parametrize('project, args, first_line', [

@@ -5,6 +5,7 @@ import math
 import zipfile
 
 import pytest
+import requests
 import torch
 
 import mingpt.data
@@ -143,7 +144,7 @@ def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
     downloads = []
 
-    def fake_download(url, dest, sha256=None, quiet=False):
+    def fake_download(url, dest, sha256=None, quiet=False, local_copy=None):
         downloads.append(url)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(dest, 'w') as z:
@@ -171,7 +172,7 @@ def test_pretrain_without_test_split_offline_uses_the_dev_sentences(tmp_path, mo
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'data'))
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
 
-    def offline(url, dest, sha256=None, quiet=False):
+    def offline(url, dest, sha256=None, quiet=False, local_copy=None):
         raise RuntimeError(f'could not download {url}')
     monkeypatch.setattr(mingpt.data, 'download', offline)
     sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--trainer.max_iters=1'] + TINY)
@@ -184,16 +185,29 @@ def test_the_readmes_book_is_downloaded_from_its_pinned_copy(tmp_path, monkeypat
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
     asked = []
 
-    def offline(url, dest, sha256=None, quiet=False):
+    def offline(url, dest, sha256=None, quiet=False, local_copy=None):
         asked.append((url, sha256))
-        raise RuntimeError(f'could not download {url}')
+        raise RuntimeError(f'could not download {url}; {local_copy}')
     monkeypatch.setattr(mingpt.data, 'download', offline)
-    with pytest.raises(RuntimeError, match='could not download'):
+    with pytest.raises(RuntimeError, match='could not download .*; pass its path with --data.text=FILE'):
         sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--data.text=text/gutenberg/2600-0.txt',
                         f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
     assert asked == [sentiment.BOOKS['text/gutenberg/2600-0.txt']]
     # the pinned copy is the one the tests read
     assert mingpt.data.sha256_of(book) == asked[0][1]
+
+
+def test_offline_without_sst2_names_the_option_for_a_local_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(mingpt.data.requests, 'get', offline)
+    with pytest.raises(RuntimeError, match=r'could not download .*SST-2\.zip .* get the file elsewhere and unzip it '
+                                           r'and pass the folder of its train\.tsv and dev\.tsv with '
+                                           r'--data\.sst2_dir=DIR, or place it at'):
+        sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}'] + TINY)
 
 
 def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
