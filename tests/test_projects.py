@@ -132,6 +132,16 @@ def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, monkeypatch
         load_project('chargpt').main([f'--system.work_dir={tmp_path / "run"}'])
 
 
+@pytest.mark.parametrize('project', ['adder', 'translate'])
+@pytest.mark.parametrize('option', ['--trainer.eval_interval=10', '--trainer.eval_iters=5'])
+def test_a_project_without_a_val_set_refuses_the_trainers_eval_options_and_names_its_own(project, option, tmp_path):
+    """adder and translate have no val set, so the trainer never evaluates there: --trainer.eval_interval (which
+    chargpt and sentiment read) would be ignored; it is refused, with the project's own option, eval.interval."""
+    with pytest.raises(ConfigError, match=rf"{option[2:]} would do nothing here .* give --eval.interval=N instead"):
+        load_project(project).main([f'--system.work_dir={tmp_path}', option])
+    assert not any(tmp_path.iterdir())  # refused before anything was trained or written
+
+
 @pytest.mark.parametrize('project, args, first_line', [
     ('chargpt', ['--help'], 'Trains a character-level language model'),
     ('adder', ['-h'], 'Trains a GPT to add n-digit numbers'),
