@@ -2,7 +2,7 @@
 search, which keeps the most probable whole sequences instead of choosing one token at a time."""
 import torch
 
-from mingpt.utils import check_range
+from mingpt.utils import ConfigError, check_range
 
 
 def top_k_filter(logits, k):
@@ -24,7 +24,13 @@ def top_p_filter(logits, p):
 def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
     """Reject settings that would leave no token to sample, naming the option (after prefix, e.g. 'sample.') and
     its range."""
-    check_range(f'{prefix}temperature', temperature, low=0, low_open=True)  # for greedy decoding: do_sample=False
+    try:
+        check_range(f'{prefix}temperature', temperature, low=0, low_open=True)
+    except ConfigError as e:
+        if temperature == 0:  # what sampling tends to as the temperature falls: the most likely token
+            raise ConfigError(f"{e}; temperature 0 means greedy decoding: do_sample=False (generate.py: "
+                              "--greedy)") from None
+        raise
     check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
     check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
 

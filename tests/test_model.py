@@ -444,6 +444,15 @@ def test_sampling_options_are_checked(bad, says):
         model().generate(torch.zeros(1, 1, dtype=torch.long), 2, do_sample=True, **bad)
 
 
+def test_temperature_zero_is_refused_with_the_way_to_greedy_decoding():
+    """Many libraries read temperature 0 as 'always the most likely token'; here that is do_sample=False."""
+    with pytest.raises(ValueError, match=r"temperature=0 is out of range: .*; temperature 0 means greedy decoding: "
+                                         r"do_sample=False \(generate.py: --greedy\)$"):
+        model().generate(torch.zeros(1, 1, dtype=torch.long), 2, do_sample=True, temperature=0)
+    with pytest.raises(ValueError, match=r"temperature=-1 is out of range: it must be a number > 0$"):  # no hint
+        sample_next(torch.randn(1, 5), do_sample=True, temperature=-1)
+
+
 def test_configure_optimizers_decays_matrices_once():
     m = model()
     opt = m.configure_optimizers(type('TC', (), dict(weight_decay=0.1, learning_rate=1e-3, betas=(0.9, 0.95))))
