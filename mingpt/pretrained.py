@@ -223,6 +223,8 @@ def tokenizer_of(checkpoint):
     if 'tokenizer' not in checkpoint:
         return None
     record = checkpoint['tokenizer']
+    if record == {'kind': 'gpt2', 'tokens': None}:  # sentiment.py's full GPT-2 vocabulary (from GPT-2's weights)
+        return get_encoder()
     if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
         raise ValueError(f"this checkpoint's tokenizer (kind {record.get('kind')!r}, with "
                          f"{', '.join(map(repr, record))}) is a project's own, such as sentiment.py's cut-down "
