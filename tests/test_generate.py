@@ -125,6 +125,8 @@ def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tm
     assert model.config.vocab_size == len(tok)
 
 def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    data_dir('gpt2', 'encoder.json')  # sentiment's Vocabulary reads GPT-2's files: skipped (offline) without them
     from mingpt import pretrained
     from mingpt.bpe import train_bpe
     from mingpt.data import CharTokenizer
