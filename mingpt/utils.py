@@ -64,6 +64,14 @@ def set_from_data(config, name, fix="use the data's options (--data.*, listed by
         setattr(config, key, value)
 
 
+def refuse_ignored(name, config, defaults, keys, why):
+    """Refuse the options `keys` of config, the `name` section of a project's config, given a value other than their
+    default (in defaults): the project would ignore them. `why` says why, and what to give instead."""
+    given = [f"{name}.{k}={getattr(config, k)!r}" for k in keys if getattr(config, k) != getattr(defaults, k)]
+    if given:
+        raise ConfigError(f"{', '.join(given)} would do nothing here: {why}")
+
+
 def resolve_device(device='auto'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
     once torch can use it."""

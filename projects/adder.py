@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, model_state, run_cli,
+from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, model_state, refuse_ignored, run_cli,
                           save_checkpoint, set_from_data, set_seed)
 
 
@@ -111,13 +111,9 @@ def main(argv):
     config = get_config()
     config.merge_from_args(argv, usage=__doc__)
     check_range('eval.interval', config.eval.interval, 1, integer=True)
-    # the trainer's val loss needs a val set, which this project has not: its own evaluation is eval.interval's
-    unused = [f"trainer.{k}={v!r}" for k, v in vars(config.trainer).items()
-              if k in ('eval_interval', 'eval_iters') and v != getattr(get_config().trainer, k)]
-    if unused:
-        raise ConfigError(f"{', '.join(unused)} would do nothing here (the trainer evaluates a val loss, and this "
-                          "project has no val set): its accuracy on the held-out problems is measured every "
-                          "eval.interval iterations; give --eval.interval=N instead")
+    refuse_ignored('trainer', config.trainer, get_config().trainer, ('eval_interval', 'eval_iters'),
+                   "the trainer's val loss needs a val set, which this project has not; its accuracy on the held-out "
+                   "problems is measured every eval.interval iterations: give --eval.interval=N instead")
     check_range('eval.mistakes', config.eval.mistakes, 0, integer=True)
     set_seed(config.system.seed)
 

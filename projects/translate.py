@@ -24,8 +24,8 @@ from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, run_cli, save_checkpoint, set_from_data,
-                          set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, refuse_ignored, run_cli, save_checkpoint,
+                          set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -281,13 +281,9 @@ def main(argv):
     config = get_config()
     config.merge_from_args(argv, usage=__doc__)
     D, E = config.data, config.eval
-    # the trainer's val loss needs a val set, which this project has not: its own evaluation is eval.interval's
-    unused = [f"trainer.{k}={v!r}" for k, v in vars(config.trainer).items()
-              if k in ('eval_interval', 'eval_iters') and v != getattr(get_config().trainer, k)]
-    if unused:
-        raise ConfigError(f"{', '.join(unused)} would do nothing here (the trainer evaluates a val loss, and this "
-                          "project has no val set): its exact match on the held-out pairs is measured every "
-                          "eval.interval iterations; give --eval.interval=N instead")
+    refuse_ignored('trainer', config.trainer, get_config().trainer, ('eval_interval', 'eval_iters'),
+                   "the trainer's val loss needs a val set, which this project has not; its exact match on the "
+                   "held-out pairs is measured every eval.interval iterations: give --eval.interval=N instead")
     for key, value in (('data.n_train', D.n_train), ('data.n_test', D.n_test), ('eval.interval', E.interval),
                        ('eval.num_beams', E.num_beams), ('trainer.max_iters', config.trainer.max_iters)):
         check_range(key, value, 1, integer=True)

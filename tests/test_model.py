@@ -446,7 +446,8 @@ def test_sampling_options_are_checked(bad, says):
 
 def test_temperature_zero_is_refused_with_the_way_to_greedy_decoding():
     """Many libraries read temperature 0 as 'always the most likely token'; here that is do_sample=False."""
-    with pytest.raises(ValueError, match=r"temperature=0 is out of range: .*; temperature 0 means greedy decoding: "
+    with pytest.raises(ValueError, match=r"^temperature=0 is out of range: it must be a number > 0 \(it divides the "
+                                         r"logits\); for greedy decoding, the limit of temperature -> 0, use "
                                          r"do_sample=False \(generate.py: --greedy\)$"):
         model().generate(torch.zeros(1, 1, dtype=torch.long), 2, do_sample=True, temperature=0)
     with pytest.raises(ValueError, match=r"temperature=-1 is out of range: it must be a number > 0$"):  # no hint

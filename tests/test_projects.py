@@ -137,7 +137,7 @@ def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, monkeypatch
 def test_a_project_without_a_val_set_refuses_the_trainers_eval_options_and_names_its_own(project, option, tmp_path):
     """adder and translate have no val set, so the trainer never evaluates there: --trainer.eval_interval (which
     chargpt and sentiment read) would be ignored; it is refused, with the project's own option, eval.interval."""
-    with pytest.raises(ConfigError, match=rf"{option[2:]} would do nothing here .* give --eval.interval=N instead"):
+    with pytest.raises(ConfigError, match=rf"{option[2:]} would do nothing here: .* give --eval.interval=N instead"):
         load_project(project).main([f'--system.work_dir={tmp_path}', option])
     assert not any(tmp_path.iterdir())  # refused before anything was trained or written
 
