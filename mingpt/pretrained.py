@@ -42,9 +42,13 @@ def _hf_files(name_or_path):
                                     f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
+        # offline, a copy got elsewhere is used as a folder: both files, in one folder
+        local_copy = (f"put it in one folder with the other file the model needs (config.json and model.safetensors), "
+                      f"and pass that folder instead of {name_or_path!r} (GPT.from_pretrained(folder), a project's "
+                      f"--model or --system.init) or make it $MINGPT_DATA_DIR/hf/{name_or_path}/ (with no weights at "
+                      "all, a GPT-2-shaped model of your own saved with save_pretrained loads the same way)")
         return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f),
-                           local_copy="pass the directory that holds it and config.json instead of the model's name")
-                     for f in ('config.json', 'model.safetensors'))
+                           local_copy=local_copy) for f in ('config.json', 'model.safetensors'))
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
                      f"holding config.json and model.safetensors (or pytorch_model.bin); {there}")

@@ -25,9 +25,9 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
     """Reject settings that would leave no token to sample, naming the option (after prefix, e.g. 'sample.') and
     its range."""
     if temperature == 0:  # what sampling tends to as the temperature falls: the most likely token
-        raise ConfigError(f"{prefix}temperature={temperature!r} is out of range: it must be a number > 0 (it divides the logits); "
-                          "for greedy decoding, the limit of temperature -> 0, use do_sample=False (generate.py: "
-                          "--greedy)")
+        raise ConfigError(f"{prefix}temperature={temperature!r} is out of range: it must be a number > 0 (it divides "
+                          "the logits); for greedy decoding, the limit of temperature -> 0, use do_sample=False "
+                          "(generate.py: --greedy)")
     check_range(f'{prefix}temperature', temperature, low=0, low_open=True)
     check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
     check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)

@@ -24,8 +24,8 @@ from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, refuse_ignored, run_cli, save_checkpoint,
-                          set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, refuse_ignored, run_cli,
+                          save_checkpoint, set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 

@@ -217,7 +217,7 @@ def test_a_folder_named_like_a_hub_id_without_config_is_not_the_model(tmp_path, 
     (tmp_path / 'gpt2').mkdir()  # e.g. a data folder with encoder.json and vocab.bpe
     monkeypatch.chdir(tmp_path)
     fetched = []
-    monkeypatch.setattr(pretrained, 'fetch', lambda rel, url=None: fetched.append(rel) or tmp_path / 'none')
+    monkeypatch.setattr(pretrained, 'fetch', lambda rel, url=None, **kw: fetched.append(rel) or tmp_path / 'none')
     assert pretrained._hf_files('gpt2') == (tmp_path / 'none', tmp_path / 'none')  # the hub's files
     assert fetched == ['hf/gpt2/config.json', 'hf/gpt2/model.safetensors']
 
@@ -275,10 +275,28 @@ def test_no_network(empty_cache, monkeypatch):
     def offline(url, **kw):
         raise requests.ConnectionError('Name or service not known')
     monkeypatch.setattr(data.requests, 'get', offline)
-    with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'
-                                           r".* pass the directory that holds it and config\.json instead of the "
-                                           "model's name"):
+    with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'):
         GPT.from_pretrained('gpt2')
+
+
+def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, small_dir, monkeypatch):
+    """Offline, the first file that fails is config.json, but placing it alone would only fail on the weights next:
+    the message names both files, and the folder (or a model of one's own) that from_pretrained takes instead."""
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(data.requests, 'get', offline)
+    with pytest.raises(RuntimeError) as e:
+        GPT.from_pretrained('gpt2')
+    message = str(e.value)
+    assert "put it in one folder with the other file the model needs (config.json and model.safetensors), and pass " \
+        "that folder instead of 'gpt2'" in message and 'save_pretrained' in message
+    assert '$MINGPT_DATA_DIR/hf/gpt2/' in message
+    folder = empty_cache.parent / 'data' / 'hf' / 'gpt2'  # where the message says, the hub id loads offline
+    folder.mkdir(parents=True)
+    for f in ('config.json', 'model.safetensors'):
+        (folder / f).write_bytes((small_dir / f).read_bytes())
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache.parent / 'data'))
+    assert GPT.from_pretrained('gpt2').config.n_layer == SMALL['n_layer']
 
 
 def test_hub_id_downloads_into_cache(small_dir, empty_cache, monkeypatch):
