@@ -6,6 +6,7 @@ validation loss as it learns, and saves a checkpoint that can be sampled later w
     python projects/chargpt.py --trainer.resume=True             # continue from out/chargpt/ckpt.pt
     python projects/chargpt.py --sample.checkpoint=out/chargpt/model.pt --sample.prompt="ROMEO:"   # sample
     python projects/chargpt.py --data.tokenizer=DIR              # tokens of a byte-level BPE vocabulary instead
+    python projects/chargpt.py --system.init=gpt2 --trainer.learning_rate=3e-5   # fine-tune GPT-2 on the text
 
 The trainer does the evaluation and the files (--help lists its options): every trainer.eval_interval iterations
 it measures the val loss (this script then prints it and a sample), keeps the best model in work_dir/model.pt, and
@@ -13,6 +14,10 @@ writes work_dir/ckpt.pt (everything needed to resume) every trainer.checkpoint_i
 work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png). A work_dir
 that holds a run is never overwritten: resume it, choose another work_dir, or pass --trainer.overwrite=True.
 A resume refuses a checkpoint trained with another model config, text vocabulary or tokenizer.
+
+--system.init starts from a trained model instead of a new one, with its size and tokenizer: GPT-2's weights (a hub
+id such as gpt2, or a Hugging Face directory), or a checkpoint of this script (e.g. trained on a small text, to go
+on with a larger one). The dropout options still apply.
 """
 import torch
 
@@ -21,7 +26,7 @@ from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenD
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli, set_from_data, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, refuse_ignored, run_cli, set_from_data, set_seed
 
 
 def get_config():
@@ -29,6 +34,7 @@ def get_config():
     C.system = CN()
     C.system.seed = 3407
     C.system.work_dir = './out/chargpt'
+    C.system.init = None  # a model to start from (GPT-2's hub id or directory, or a model.pt); None: a new one
     C.data = CN()
     # a text file (or one under $MINGPT_DATA_DIR or the cache); default: Tiny Shakespeare, downloaded once
     C.data.path = None
@@ -50,6 +56,29 @@ def get_config():
     C.sample.length = 500
     C.sample.checkpoint = None  # a saved model.pt (or ckpt.pt): sample from it and exit, without training
     return C
+
+
+def start_from(config):
+    """(model, tokenizer) of system.init, to train on: its size and tokenizer, and this run's dropout."""
+    init, M = config.system.init, config.model
+    if config.data.tokenizer:
+        raise ConfigError(f"system.init={init!r} brings its own tokenizer: leave out data.tokenizer")
+    dropout = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')
+    refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in dropout],
+                   f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
+                   "options apply); leave them out")
+    model, tokenizer = load_model_and_tokenizer(init)
+    if config.data.block_size > model.block_size:
+        raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
+                          f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
+    config.model = CN(**model.config.to_dict())  # what the checkpoints record, and a resume compares
+    config.model.merge_from_dict({k: getattr(M, k) for k in dropout})
+    if config.model.to_dict() != model.config.to_dict():  # other dropout: the same weights in a model built with it
+        state, model = model.state_dict(), GPT(config.model)
+        model.load_state_dict(state)
+    print(f"starting from {init}: {config.model.n_layer} layers, {config.model.n_head} heads, {config.model.n_embd} "
+          f"wide, block_size {model.block_size}, a vocabulary of {config.model.vocab_size} tokens")
+    return model, tokenizer
 
 
 def split(seq, val_fraction, block_size):
@@ -101,21 +130,26 @@ def main(argv):
                            local_copy='pass its path with --data.path=FILE'))
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")
-    if D.tokenizer:
+    if config.system.init:
+        model, tokenizer = start_from(config)
+    elif D.tokenizer:
         tokenizer = get_encoder(directory=D.tokenizer)
-        train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
-        train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
-        val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     else:
         tokenizer = CharTokenizer.from_text(text)
+    if isinstance(tokenizer, CharTokenizer):
         train_text, val_text = split(text, D.val_fraction, D.block_size)
         train_dataset = CharDataset(train_text, D.block_size, tokenizer)
         val_dataset = CharDataset(val_text, D.block_size, tokenizer)
+    else:
+        train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
+        train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
+        val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
     identity = tokenizer_record(tokenizer)
 
-    set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)
-    model = GPT(config.model)
+    if not config.system.init:
+        set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)
+        model = GPT(config.model)
     # the vocabulary (or tokenizer) and the whole config go into every checkpoint, so a checkpoint alone can be
     # sampled from, and a resume on other text or with another tokenizer is refused
     trainer = Trainer(config.trainer, model, train_dataset, val_dataset=val_dataset, checkpoint_extras=identity,

@@ -195,6 +195,70 @@ def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_pat
     assert first['train'] in start and first['val'] in end and first['val'] not in start, first
 
 
+def gpt2_shaped(tmp_path, dropout=0.1):
+    """A small GPT on GPT-2's vocabulary in Hugging Face's layout, as GPT-2's weights are (none here offline)."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=2, n_embd=16, vocab_size=50257, block_size=64, embd_pdrop=dropout,
+                           resid_pdrop=dropout, attn_pdrop=dropout))
+    GPT(C).save_pretrained(tmp_path / 'small-gpt2')
+    return tmp_path / 'small-gpt2'
+
+
+def test_chargpt_fine_tunes_gpt2_weights_with_gpt2s_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    data_dir('gpt2', 'encoder.json')
+    init = gpt2_shaped(tmp_path)
+    start = GPT.from_pretrained(init)
+    chargpt = load_project('chargpt')
+    chargpt.main([f'--system.init={init}', f'--system.work_dir={tmp_path / "run"}', '--data.block_size=32',
+                  '--trainer.max_iters=2', '--trainer.learning_rate=1e-4', '--trainer.batch_size=2',
+                  '--trainer.eval_interval=1', '--trainer.eval_iters=1', '--sample.length=5', '--trainer.quiet=True',
+                  '--model.embd_pdrop=0.0'])  # a dropout option applies
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'run' / 'model.pt')
+    assert model.config.n_embd == 16 and model.block_size == 64 and model.config.embd_pdrop == 0.0
+    assert ckpt['tokenizer']['encoder'] == chargpt.get_encoder().encoder  # GPT-2's own tokenizer
+    # fine-tuned from the weights given: close to them after two small steps (a new model would be far)
+    moved = max((p - q).abs().max().item() for p, q in zip(model.state_dict().values(),
+                                                           start.state_dict().values()))
+    assert 0 < moved < 1e-2
+
+
+def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsys):
+    chargpt = load_project('chargpt')
+    small, large = tmp_path / 'small.txt', tmp_path / 'large.txt'
+    small.write_text('the cat sat on the mat. ' * 20)
+    large.write_text('the mat sat on the cat; ' * 40)
+    tiny = ['--model.model_type=gpt-nano', '--data.block_size=8', '--trainer.batch_size=2', '--trainer.max_iters=2',
+            '--trainer.eval_interval=1', '--trainer.eval_iters=1', '--sample.length=0', '--trainer.quiet=True']
+    chargpt.main([f'--data.path={small}', f'--system.work_dir={tmp_path / "a"}'] + tiny)
+    first, _ = GPT.from_checkpoint(tmp_path / 'a' / 'model.pt')
+    with pytest.raises(ValueError, match=r"characters ';' are not in the vocabulary"):  # the checkpoint's characters
+        chargpt.main([f'--data.path={large}', f'--system.init={tmp_path / "a" / "model.pt"}',
+                      f'--system.work_dir={tmp_path / "b"}'] + tiny[1:])
+    large.write_text('the mat sat on the cat. ' * 40)
+    chargpt.main([f'--data.path={large}', f'--system.init={tmp_path / "a" / "model.pt"}',
+                  f'--system.work_dir={tmp_path / "b"}', '--model.attn_pdrop=0.0'] + tiny[1:])
+    second, ckpt = GPT.from_checkpoint(tmp_path / 'b' / 'model.pt')
+    assert chargpt.CharTokenizer(ckpt['vocab']).stoi == chargpt.CharTokenizer.from_text(small.read_text()).stoi
+    assert second.config.n_layer == first.config.n_layer == 3 and second.config.attn_pdrop == 0.0
+    assert 'starting from ' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize('option, says', [
+    ('--data.tokenizer=gpt2', r"system.init=.* brings its own tokenizer: leave out data.tokenizer"),
+    ('--model.model_type=gpt-micro', r"model.model_type='gpt-micro' would do nothing here: system.init=.* brings "
+                                     r"its own model"),
+    ('--model.n_layer=2', r"model.n_layer=2 would do nothing here"),
+    ('--data.block_size=65', r"data.block_size=65 is longer than the context of .* \(64 tokens\): give "
+                             r"--data.block_size=64 or less"),
+])
+def test_chargpt_init_refuses_what_the_model_it_starts_from_decides(option, says, tmp_path):
+    with pytest.raises(ConfigError, match=says):
+        load_project('chargpt').main([f'--system.init={gpt2_shaped(tmp_path)}', f'--system.work_dir={tmp_path / "r"}',
+                                      option])
+    assert not (tmp_path / 'r').exists()
+
+
 def test_chargpt_samples_in_eval_mode_among_the_ten_likeliest(capsys):
     chargpt = load_project('chargpt')
     tokenizer = chargpt.CharTokenizer(list('abcdefghijklmnopqrstuvwxyz .\n'))
