@@ -122,6 +122,8 @@ def main(argv):
     set_seed(config.system.seed)
 
     if S.checkpoint:
+        refuse_ignored('model', config.model, get_config().model, list(config.model.to_dict()),
+                       "sample.checkpoint brings its own model; leave them out")
         model, tokenizer = load_model_and_tokenizer(S.checkpoint)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return

@@ -294,6 +294,8 @@ def main(argv):
         raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {D.tokenizer!r}")
     set_seed(config.system.seed)
     if config.sample.checkpoint:
+        refuse_ignored('model', config.model, get_config().model, list(config.model.to_dict()),
+                       "sample.checkpoint brings its own model; leave them out")
         translate_from_checkpoint(config)
         return
 

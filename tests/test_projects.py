@@ -142,6 +142,13 @@ def test_a_project_without_a_val_set_refuses_the_trainers_eval_options_and_names
     assert not any(tmp_path.iterdir())  # refused before anything was trained or written
 
 
+@pytest.mark.parametrize('project', ['chargpt', 'translate'])
+def test_sampling_from_a_checkpoint_refuses_model_options(project, tmp_path):
+    with pytest.raises(ConfigError, match=r"model.n_layer=2 would do nothing here: sample.checkpoint brings its own "
+                                          r"model; leave them out"):
+        load_project(project).main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--model.n_layer=2'])
+
+
 @pytest.mark.parametrize('project, args, first_line', [
     ('chargpt', ['--help'], 'Trains a character-level language model'),
     ('adder', ['-h'], 'Trains a GPT to add n-digit numbers'),
