@@ -1,5 +1,6 @@
 r"""GPT-2's byte-level BPE tokenizer, exact to OpenAI's ids (tested against tiktoken), written to be read, and
 training a new vocabulary of the same kind (train_bpe, or `python -m mingpt.bpe train FILE --vocab-size N --out DIR`).
+`python -m mingpt.bpe encode TEXT` shows each word's merges step by step (Encoder.merge_steps).
 
 How GPT-2 turns text into ids:
 1. The text's UTF-8 bytes are the alphabet, so any string can be encoded. Each of the 256 byte values is shown
@@ -153,6 +154,27 @@ class Encoder:
             if k >= 0:
                 left[k] = i
         return [p for p in parts if p is not None]
+
+    def merge_steps(self, word):
+        """Step 3 for one word as the lecture does it, for showing: the word's bytes (in the printable alphabet) as
+        symbols, then at each step the adjacent pair of lowest rank (the merge learned first) joined wherever it
+        occurs. Returns [(pair, symbols)]: the first pair None, each symbols list the word after that step. The
+        last list is what encode uses (it gets it faster, in _merge)."""
+        symbols = list(self._to_alphabet(word))
+        steps = [(None, symbols)]
+        while True:
+            ranked = [pair for pair in zip(symbols, symbols[1:]) if pair in self.bpe_ranks]
+            if not ranked:
+                return steps
+            best = min(ranked, key=self.bpe_ranks.get)
+            merged = []
+            for s in symbols:  # left to right: each occurrence of best becomes one symbol
+                if merged and (merged[-1], s) == best:
+                    merged[-1] += s
+                else:
+                    merged.append(s)
+            symbols = merged
+            steps.append((best, symbols))
 
     def _to_alphabet(self, word):
         """A word's UTF-8 bytes as the printable characters of bytes_to_unicode, one per byte, in one C call: latin-1
@@ -595,6 +617,20 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
           f"{types[-1]:,} distinct words, {tokens[-1]:,} distinct BPE tokens")
 
 
+def _show_encoding(encoder, text):
+    """Print how encode turns text into ids, step by step: the pre-tokens, each one's merges in order, its ids."""
+    words = encoder.pat.findall(text) if encoder.pat else [text]
+    print(f"{len(words)} pre-tokens, in the byte alphabet of vocab.bpe (a space is {encoder.byte_encoder[32]}); "
+          "merge N is vocab.bpe's N-th, the N-th learned: in a word, the lowest N present goes first")
+    for word in words:
+        steps = encoder.merge_steps(word)
+        print(f"\n{word!r}: {' '.join(steps[0][1])}")
+        for pair, symbols in steps[1:]:
+            print(f"  merge {encoder.bpe_ranks[pair] + 1:>6} {pair[0] + '+' + pair[1]:<16} {' '.join(symbols)}")
+        print(f"  ids {[encoder.ordinary[s] for s in steps[-1][1]]}")
+    print(f"\n{len(encoder.encode_ordinary(text))} tokens for {len(text.encode('utf-8'))} bytes")
+
+
 TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE: start from the 256 bytes, count adjacent pairs, merge
 the most frequent pair, repeat until --vocab-size tokens (bytes + merges + special tokens). Writes
 OUT/encoder.json and OUT/vocab.bpe in GPT-2's format (load them with mingpt.bpe.get_encoder(directory=OUT) or
@@ -618,7 +654,12 @@ def main(argv=None):
     train.add_argument('--show', action='store_true', help='print each merge, its count and the text after it')
     train.add_argument('--curve', metavar='PNG',
                        help='draw vocabulary size against corpus length into PNG (or .pdf, .svg)')
+    show = commands.add_parser('encode', help="show how a text is encoded: each word's merges in order, its ids")
+    show.add_argument('text')
+    show.add_argument('--vocab', metavar='DIR', help="a vocabulary's directory (default: GPT-2's)")
     args = parser.parse_args(argv)
+    if args.command == 'encode':
+        return _show_encoding(get_encoder(directory=args.vocab) if args.vocab else get_encoder(), args.text)
     from mingpt.plot import new_figure  # the command line's pictures; the tokenizer itself needs no plotting
     fig = new_figure(7, 4.5) if args.curve else None  # fail before training if matplotlib is missing
     try:

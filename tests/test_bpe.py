@@ -155,6 +155,40 @@ def test_encode_and_show_work_as_minGPT_shows_it(encoder, tiktoken_gpt2):
     assert work['parts'][1]['token_merged'] == ['Ġworld'] and work['parts'][1]['token_ix'] == [995]
 
 
+def test_merge_steps_by_hand():
+    """The lowest-ranked pair present merges first, at every place it occurs, leftmost first where they overlap."""
+    alphabet = list(bytes_to_unicode().values())
+    merges = [('a', 'a'), ('a', 'b'), ('aa', 'ab')]
+    enc = Encoder({s: i for i, s in enumerate(alphabet + ['aa', 'ab', 'aaab'])}, merges)
+    assert enc.merge_steps('aaab') == [(None, ['a', 'a', 'a', 'b']),
+                                       (('a', 'a'), ['aa', 'a', 'b']),  # a a a: the left pair, not the right
+                                       (('a', 'b'), ['aa', 'ab']),
+                                       (('aa', 'ab'), ['aaab'])]
+    assert enc.merge_steps('aaaa')[-1] == (('a', 'a'), ['aa', 'aa'])  # both places in one step
+    assert enc.merge_steps('ba') == [(None, ['b', 'a'])]  # no pair has a rank: the bytes stay
+
+
+def test_merge_steps_end_in_the_ids_of_tiktoken(encoder, tiktoken_gpt2):
+    text = data_dir('tinyshakespeare', 'input.txt').read_text()[:50_000] + random_text(random.Random(0), 300)
+    for word in set(encoder.pat.findall(text)):
+        steps = encoder.merge_steps(word)
+        assert [encoder.encoder[s] for s in steps[-1][1]] == tiktoken_gpt2.encode_ordinary(word), word
+        ranks = [encoder.bpe_ranks[pair] for pair, _ in steps[1:]]
+        assert ranks == sorted(ranks)  # a merge never makes a pair of lower rank than its own
+
+
+def test_the_encode_command_shows_each_words_merges_and_ids(encoder, tiktoken_gpt2, capsys, monkeypatch):
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    bpe.main(['encode', 'Would a woodchuck'])
+    out = capsys.readouterr().out
+    woodchuck = out.split("\n' woodchuck': ")[1].split('\n\n')[0].splitlines()
+    assert woodchuck[0] == 'Ġ w o o d c h u c k' and woodchuck[-1] == '  ids [4898, 354, 1347]'
+    assert woodchuck[1].split() == ['merge', str(encoder.bpe_ranks[('Ġ', 'w')] + 1), 'Ġ+w', 'Ġw', 'o', 'o', 'd', 'c',
+                                    'h', 'u', 'c', 'k']
+    assert woodchuck[-2].split()[2:] == ['Ġw+ood', 'Ġwood', 'ch', 'uck']
+    assert out.endswith(f"\n{len(tiktoken_gpt2.encode_ordinary('Would a woodchuck'))} tokens for 17 bytes\n")
+
+
 def test_decode_partial_utf8(encoder):
     ids = encoder.encode('🙂')  # an emoji is several byte-level tokens
     assert len(ids) > 1
