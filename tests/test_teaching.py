@@ -281,6 +281,16 @@ def test_a_resumed_ablation_reads_its_finished_runs_and_starts_a_killed_one_agai
     assert times[:3] == ['-', '-', '-'] and times[3].isdigit()  # the runs read back were not timed; the last was
 
 
+def test_a_short_ablations_train_curve_is_not_smoothed_past_its_end(ablation_dir, tmp_path, monkeypatch):
+    """An average over 10 iterations would lift the end of a 3-iteration curve above the losses it had."""
+    work = tmp_path / 'ablation'
+    shutil.copytree(ablation_dir, work)
+    ablation, drawn = load_project('ablation'), {}
+    monkeypatch.setattr(ablation, 'plot', lambda paths, out, smooth, **kw: drawn.update(smooth=smooth))
+    ablation.main(ablation_args(work) + ['--trainer.resume=True'])  # every run finished: read back, drawn again
+    assert drawn == {'smooth': 0.0}
+
+
 def test_ablation_without_matplotlib_stops_before_training(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, 'matplotlib.figure', None)  # as if not installed
     with pytest.raises(RuntimeError, match="drawing needs matplotlib"):
