@@ -125,8 +125,6 @@ def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tm
     assert model.config.vocab_size == len(tok)
 
 def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch):
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
-    data_dir('gpt2', 'encoder.json')  # sentiment's Vocabulary reads GPT-2's files: skipped (offline) without them
     from mingpt import pretrained
     from mingpt.bpe import train_bpe
     from mingpt.data import CharTokenizer
@@ -147,12 +145,6 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch)
         with pytest.raises(ValueError, match="records no tokenizer and its vocabulary of 300 tokens is not GPT-2's "
                                              "50257"):
             load_model_and_tokenizer(str(tmp_path / 'bare.pt'))
-    Vocabulary = load_project('sentiment').Vocabulary  # its LMs record their own (cut-down) vocabularies
-    for kind in ('bpe', 'char'):
-        save_checkpoint({**state, 'tokenizer': Vocabulary(kind, [1, 2]).state()}, tmp_path / 'sentiment.pt')
-        with pytest.raises(ValueError, match=f"tokenizer \\(kind '{kind}', with 'kind', 'tokens'\\) is a project's "
-                                             "own, such as sentiment.py's .*; a chargpt checkpoint or GPT-2 can be read"):
-            load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
     # other models' checkpoints: a classifier's weights, a translation model's config
     classifier = {f'gpt.{k}': v for k, v in state['model'].items()}
     save_checkpoint({**state, 'model': classifier}, tmp_path / 'classifier.pt')
@@ -168,6 +160,20 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch)
         GPT.from_checkpoint(tmp_path / 'weights-only.pt')
     with pytest.raises(TypeError, match='give a CharTokenizer or a bpe.Encoder'):
         tokenizer_record(object())
+
+
+@pytest.mark.parametrize('kind', ['bpe', 'char'])
+def test_a_sentiment_lm_checkpoint_is_left_to_its_project(kind, tmp_path):
+    from mingpt.pretrained import load_model_and_tokenizer
+    if kind == 'bpe':  # sentiment's cut-down BPE is built from GPT-2's vocabulary files (offline: skipped, not failed)
+        data_dir('gpt2', 'encoder.json')
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=16))
+    Vocabulary = load_project('sentiment').Vocabulary  # its LMs record their own (cut-down) vocabularies
+    save_checkpoint({**model_state(GPT(C)), 'tokenizer': Vocabulary(kind, [1, 2]).state()}, tmp_path / 'sentiment.pt')
+    with pytest.raises(ValueError, match=f"tokenizer \\(kind '{kind}', with 'kind', 'tokens'\\) is a project's "
+                                         "own, such as sentiment.py's .*; a chargpt checkpoint or GPT-2 can be read"):
+        load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
 
 
 def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
