@@ -251,20 +251,22 @@ def test_mixed_precision_computes_in_its_dtype():
     assert dtypes == [torch.bfloat16]
 
 
-def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path):
-    """Steps 0-4 sleep 0.5 s; the line at iteration 8 covers steps 5-8 only, so it is far faster than the 230
-    tokens/s of all nine steps."""
-    steps = []
+def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path, monkeypatch):
+    """On a clock the test drives (so a busy machine cannot change the numbers), steps 0-4 take 0.5 s each and the
+    rest 0.01 s: the line at iteration 8 covers steps 5-8 only, not the 2.5 s before them."""
+    import mingpt.trainer
+    clock, steps = [0.0], []
+    monkeypatch.setattr(mingpt.trainer, 'time', type('Clock', (), {'time': staticmethod(lambda: clock[0])}))
 
-    def slow_start(module, args):
+    def step_takes(module, args):
         steps.append(0)
-        if len(steps) <= 5:
-            time.sleep(0.5)
-    train(tmp_path, hook=lambda model: model.register_forward_pre_hook(slow_start), max_iters=12, log_interval=4)
+        clock[0] += 0.5 if len(steps) <= 5 else 0.01
+    train(tmp_path, hook=lambda model: model.register_forward_pre_hook(step_takes), max_iters=12, log_interval=4)
     records = read_metrics(tmp_path / 'metrics.jsonl')
     assert [r['iter'] for r in records] == [0, 4, 8, 11]
-    assert records[1]['tokens_per_s'] < 4 * 8 * BLOCK / 2.0  # steps 1-4: 2 s of sleep
-    assert records[2]['tokens_per_s'] > 2 * 9 * 8 * BLOCK / 2.5  # steps 5-8, not 0-8 with their 2.5 s
+    tokens = 8 * BLOCK  # per step
+    assert records[1]['tokens_per_s'] == pytest.approx(4 * tokens / 2.0, rel=1e-3)  # steps 1-4
+    assert records[2]['tokens_per_s'] == pytest.approx(4 * tokens / 0.04, rel=1e-3)  # steps 5-8
 
 
 def test_validation_loss_by_hand_and_the_mode_kept():
