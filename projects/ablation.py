@@ -85,6 +85,9 @@ def runs(config):
     if config.sample.checkpoint:
         raise ConfigError("the ablation trains; to sample a run's model, use chargpt: python projects/chargpt.py "
                           "--sample.checkpoint=WORK_DIR/<variant>/model.pt")
+    if config.system.init:  # chargpt's, which would refuse each variant's model options
+        raise ConfigError(f"system.init={config.system.init!r}: the ablation trains a new model of each variant; to go "
+                          "on from a trained one, use chargpt: python projects/chargpt.py --system.init=...")
     for variant in A.variants:
         for seed in A.seeds:
             name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'

@@ -261,6 +261,8 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
                           (["--variants=('relu', 'relu')"], r"must not repeat one"),
                           (['--system.seed=5'], r"give --seeds=5 instead of --system.seed"),
                           (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt"),
+                          (['--system.init=gpt2'], r"system.init='gpt2': the ablation trains a new model of each "
+                                                   r"variant; to go on from a trained one, use chargpt"),
                           ([f'--trainer.work_dir={tmp_path / "x"}'],  # inside tmp_path: nothing may appear
                            r"give --system.work_dir=DIR, not --trainer.work_dir")]:
         with pytest.raises(ConfigError, match=message):
