@@ -124,6 +124,9 @@ def main(argv):
     if S.checkpoint:
         refuse_ignored('model', config.model, get_config().model, list(config.model.to_dict()),
                        "sample.checkpoint brings its own model; leave them out")
+        refuse_ignored('system', config.system, get_config().system, ['init'],
+                       "sample.checkpoint is the model sampled from (system.init is where a training run starts); "
+                       "leave it out")
         model, tokenizer = load_model_and_tokenizer(S.checkpoint)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return

@@ -149,6 +149,13 @@ def test_sampling_from_a_checkpoint_refuses_model_options(project, tmp_path):
         load_project(project).main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--model.n_layer=2'])
 
 
+def test_sampling_from_a_checkpoint_refuses_system_init(tmp_path):
+    """--system.init starts training from a model; with --sample.checkpoint there is no training, and it was ignored."""
+    with pytest.raises(ConfigError, match=r"system.init='gpt2' would do nothing here: sample.checkpoint is the model "
+                                          r"sampled from"):
+        load_project('chargpt').main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--system.init=gpt2'])
+
+
 @pytest.mark.parametrize('project, args, first_line', [
     ('chargpt', ['--help'], 'Trains a character-level language model'),
     ('adder', ['-h'], 'Trains a GPT to add n-digit numbers'),
