@@ -415,7 +415,11 @@ def pretrain(config):
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         url, sha256 = BOOKS.get(D.text, (None, None))
-        path = find_local(D.text) or fetch(D.text, url, sha256=sha256, local_copy='pass its path with --data.text=FILE')
+        if url is None:  # not one of the README's books: a file of one's own, which must exist
+            path = fetch(D.text, path=D.text)
+        else:
+            path = find_local(D.text) or fetch(D.text, url, sha256=sha256,
+                                               local_copy='pass its path with --data.text=FILE')
         texts = book_paragraphs(read_text(path), D.lowercase)
         if not texts:
             raise ValueError(f"{D.text} holds no text to pretrain on")

@@ -197,6 +197,17 @@ def test_the_readmes_book_is_downloaded_from_its_pinned_copy(tmp_path, monkeypat
     assert mingpt.data.sha256_of(book) == asked[0][1]
 
 
+def test_a_text_of_ones_own_that_is_missing_is_named_as_missing(tmp_path, monkeypatch):
+    """Not one of the README's books, so nothing to download: the message says the file given does not exist, not
+    to pass a path with --data.text (which the user just did)."""
+    sst2 = data_dir('sentiment', 'sst2')
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    with pytest.raises(FileNotFoundError, match=r"^missing\.txt does not exist \(nor under .*\); pass the path of an "
+                                                r"existing file$"):
+        sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--data.text=missing.txt',
+                        f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
+
+
 def test_offline_without_sst2_names_the_option_for_a_local_copy(tmp_path, monkeypatch):
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
