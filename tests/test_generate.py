@@ -109,7 +109,6 @@ def test_char_checkpoint(tmp_path):
     assert r.returncode == 2 and "'z'" in r.stderr and 'not in the vocabulary' in r.stderr
 
 
-
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
     """sentiment.py pretrain --system.init=gpt2 (GPT-2 fine-tuned as a language model on a text) records its
     vocabulary as kind 'gpt2', which is GPT-2's tokenizer unchanged: generate.py and attention.py read it."""
@@ -123,6 +122,7 @@ def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tm
     model, tok = load_model_and_tokenizer(str(tmp_path / 'lm.pt'))
     assert tok.encode('Hello world') == vocabulary.encode('Hello world') == [15496, 995]
     assert model.config.vocab_size == len(tok)
+
 
 def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch):
     from mingpt import pretrained
