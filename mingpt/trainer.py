@@ -434,6 +434,8 @@ class Trainer:
         runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
         there, here = (run.get('data') or {} for run in runs)
         options = f" (data options: {describe_difference(there, here)})" if there and here and there != here else ''
+        args = os.path.join(os.path.dirname(path), 'args.txt')  # written by the run that saved path
+        command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
         held, max_iters = ckpt['iter_num'], self.config.max_iters
         if max_iters is not None and max_iters <= held:
             raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
@@ -448,15 +450,15 @@ class Trainer:
                 raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
                                   f"model was trained on other data or another tokenizer{options}; resume with what it "
-                                  "was trained on, or start a new run in another work_dir")
+                                  f"was trained on{command}, or start a new run in another work_dir")
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()
             diff = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and saved[k] != now[k]]
             if diff:
                 raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
-                                  f"({'; '.join(diff)}){options}; give the model the settings it was trained with, "
-                                  "or start a new run in another work_dir")
+                                  f"({'; '.join(diff)}){options}; give the model the settings it was trained "
+                                  f"with{command}, or start a new run in another work_dir")
         if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
             print(f"note: {path} was trained on other data{options}; training goes on with this run's")
 

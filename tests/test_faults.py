@@ -232,7 +232,8 @@ def test_resume_refuses_a_checkpoint_of_other_text_model_or_tokenizer(run_dir, t
     refused(run_dir, [f'--data.path={other}', *resume],
             r"cannot resume from .*ckpt.pt: its vocab is not this run's \(4 of 20 entries differ\)")
     refused(run_dir, [f'--data.path={text}', *resume, '--model.n_layer=3'],
-            r"its model was built with other settings \(n_layer=2 there, 3 here\)")
+            r"its model was built with other settings \(n_layer=2 there, 3 here\); give the model the settings it was "
+            r"trained with \(the command it last ran with is in .*args.txt\), or start a new run")
     refused(run_dir, [f'--data.path={text}', *resume, f'--data.tokenizer={bpe_dir(tmp_path)}'],
             r"its tokenizer is not this run's \(the checkpoint has none\), so the model was trained on other data or "
             r"another tokenizer \(data options: tokenizer=None there, '.*bpe' here\)")

@@ -254,6 +254,11 @@ def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsy
                   f'--system.work_dir={tmp_path / "b"}', '--model.attn_pdrop=0.0'] + tiny[1:])
     second, ckpt = GPT.from_checkpoint(tmp_path / 'b' / 'model.pt')
     assert chargpt.CharTokenizer(ckpt['vocab']).stoi == chargpt.CharTokenizer.from_text(small.read_text()).stoi
+    # a resume without --system.init would build chargpt's default model: refused, pointing at how the run started
+    with pytest.raises(ConfigError, match=r"its model was built with other settings .* \(the command it last ran "
+                                          r"with is in .*b/args.txt\)"):
+        chargpt.main([f'--data.path={large}', f'--system.work_dir={tmp_path / "b"}', '--data.block_size=8',
+                      '--sample.length=0', '--trainer.resume=True', '--trainer.max_iters=4'])
     assert second.config.n_layer == first.config.n_layer == 3 and second.config.attn_pdrop == 0.0
     assert 'starting from ' in capsys.readouterr().out
 
