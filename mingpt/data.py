@@ -61,9 +61,10 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
         kept = f" The partial download is kept at {part} and resumed next time." if part.exists() else ''
         env = os.environ.get('MINGPT_DATA_DIR')
         typo = f" (it is {env}, which does not exist)" if env and not Path(env).expanduser().is_dir() else ''
+        where = dest.relative_to(cache_dir()) if dest.is_relative_to(cache_dir()) else dest.name  # as in the cache
         raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
                            f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
-                           f"that holds it{typo}.{kept}") from None
+                           f"that holds it as {where}{typo}.{kept}") from None
     if sha256 is not None:
         got = sha256_of(part)
         if got != sha256:

@@ -265,8 +265,8 @@ def test_offline_error_is_clear(empty_cache, monkeypatch):
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
     assert 'does not exist' not in str(e.value)
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'dta'))  # a typo of the data folder's name
-    with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it \(it is .*dta, which does "
-                                           r"not exist\)\."):
+    with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as gpt2/encoder.json \(it "
+                                           r"is .*dta, which does not exist\)\."):
         get_encoder()
 
 
