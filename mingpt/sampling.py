@@ -33,17 +33,23 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
     check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
 
 
-def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):
-    """Pick the next token of each row from logits (B, V): the argmax, or a sample after temperature/top-k/top-p."""
-    if not do_sample:
-        return logits.argmax(dim=-1, keepdim=True)
+def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    """The distribution that sampling draws the next token from, (B, V): softmax(logits / temperature) over the
+    tokens that top_k and top_p keep (the rest get 0)."""
     check_sampling(temperature, top_k, top_p)
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1.0:
         logits = top_p_filter(logits, top_p)
-    return torch.multinomial(logits.softmax(dim=-1), num_samples=1, generator=generator)
+    return logits.softmax(dim=-1)
+
+
+def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):
+    """Pick the next token of each row from logits (B, V): the argmax, or a sample after temperature/top-k/top-p."""
+    if not do_sample:
+        return logits.argmax(dim=-1, keepdim=True)
+    return torch.multinomial(sampling_probs(logits, temperature, top_k, top_p), num_samples=1, generator=generator)
 
 
 @torch.no_grad()

@@ -8,12 +8,15 @@ characters or a byte-level BPE).
     python projects/generate.py --model=out/chargpt/model.pt --prompt "ROMEO:" --max_new_tokens=500
     python projects/generate.py --prompt_file=prompts.txt --batch_size=8 --greedy --compile
     python projects/generate.py --prompt "Hello, I am" --num_beams=5 --max_new_tokens=40
+    python projects/generate.py --prompt "The meaning of life is" --show_next=10 --temperature=0.7 --top_p=0.9
     python projects/generate.py --help
 
 Options are written --section.key=value as in every project; a key that is unique may be given alone
 (--prompt "..." is --sample.prompt="..."). Sampling is the default (temperature, top_k, top_p); --greedy picks the
 most probable token each step; --num_beams=k > 1 runs beam search (the k most probable sequences; printed at the
-end, since the best beam is known only then).
+end, since the best beam is known only then). --show_next=N shows one decoding step instead: the N likeliest next
+tokens, each one's probability from the model, at the temperature, and as sampling draws it (top_k and top_p cut
+the rest, and what they keep is scaled up to sum to 1); greedy decoding takes the first.
 
 --prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
 different lengths, each row continuing as it would alone; each completion is printed under its prompt once its
@@ -34,7 +37,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.sampling import beam_search, check_sampling
+from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, resolve_device, run_cli, set_seed
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -60,6 +63,7 @@ def get_config():
     C.sample.greedy = False  # always the most probable token (no randomness)
     C.sample.num_beams = 1  # > 1: beam search with this many beams
     C.sample.stop_at_eos = True  # stop a sample when the model writes <|endoftext|>
+    C.sample.show_next = 0  # N > 0: instead of generating, show the N likeliest next tokens and how sampling sees them
     return C
 
 
@@ -67,6 +71,7 @@ def check(config):
     S = config.sample
     for key in ('batch_size', 'max_new_tokens', 'num_samples', 'num_beams'):
         check_range(f'sample.{key}', getattr(S, key), 1, integer=True)
+    check_range('sample.show_next', S.show_next, 0, integer=True)
     chosen = '--greedy' if S.greedy else f'--num_beams={S.num_beams}' if S.num_beams > 1 else None
     if S.greedy and S.num_beams > 1:
         raise ConfigError("--greedy and --num_beams > 1 are two ways of decoding: give one")
@@ -217,6 +222,20 @@ def run_beams(model, tokenizer, prompts, p, ids, S, eos, device):
     return best.index(eos) + 1 if eos in best else len(best)
 
 
+def show_next(model, tokenizer, prompt, ids, S, device):
+    """One decoding step of the lecture, for prompt (its ids): a table of the S.show_next likeliest next tokens."""
+    with torch.no_grad():
+        logits = model.next_token_logits(torch.tensor([ids], device=device))[0].float()
+    p, at_t = logits.softmax(-1), (logits / S.temperature).softmax(-1)
+    drawn = sampling_probs(logits[None], S.temperature, S.top_k, S.top_p)[0]
+    print(f"after {prompt!r} (temperature {S.temperature}, top_k {S.top_k}, top_p {S.top_p}): sampling draws from "
+          f"{int((drawn > 0).sum()):,} of the {len(p):,} tokens; greedy decoding takes rank 1")
+    print(f"{'rank':>4}  {'token':<16} {'p':>7} {'p at T':>7} {'drawn':>7}")
+    for rank, i in enumerate(p.topk(min(S.show_next, len(p))).indices.tolist(), 1):
+        token = repr(tokenizer.decode([i]))
+        print(f"{rank:>4}  {token:<16} {p[i]:>7.4f} {at_t[i]:>7.4f} {drawn[i]:>7.4f}")
+
+
 def read_prompts(S):
     if not S.prompt_file:
         return [S.prompt or '']  # --prompt=None as the empty prompt
@@ -245,6 +264,10 @@ def main(argv):
         print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
         S.num_samples = 1
     set_seed(config.system.seed)
+    if S.show_next:
+        for prompt, i in zip(prompts, ids):
+            show_next(model, tokenizer, prompt, i, S, device)
+        return
     if S.num_beams > 1:
         t0 = time.perf_counter()
         n_tokens = sum(run_beams(model, tokenizer, prompts, p, i, S, eos, device) for p, i in enumerate(ids))

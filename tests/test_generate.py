@@ -109,6 +109,32 @@ def test_char_checkpoint(tmp_path):
     assert r.returncode == 2 and "'z'" in r.stderr and 'not in the vocabulary' in r.stderr
 
 
+def test_show_next_is_one_decoding_step_by_hand(tmp_path, capsys):
+    chars = sorted(set('abc \n'))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    torch.manual_seed(0)
+    model = GPT(C).eval()
+    save_checkpoint({**model_state(model), 'vocab': chars}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=4', '--temperature=0.5',
+                            '--top_k=3'])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("after 'ab' (temperature 0.5, top_k 3, top_p None): sampling draws from 3 of the 5 tokens; "
+                        "greedy decoding takes rank 1")
+    with torch.no_grad():
+        logits = model(torch.tensor([[chars.index('a'), chars.index('b')]]))[0][0, -1]
+    p, at_t = logits.softmax(-1), (logits / 0.5).softmax(-1)
+    order = p.argsort(descending=True)
+    kept = at_t * (torch.arange(5)[:, None] == order[:3]).any(1)  # the 3 likeliest, scaled up to sum to 1
+    drawn = kept / kept.sum()
+    assert len(lines) == 2 + 4
+    for rank, (line, i) in enumerate(zip(lines[2:], order.tolist()), 1):
+        assert (line[:4].strip(), line[6:22].strip()) == (str(rank), repr(chars[i]))  # a token may be ' '
+        assert line[22:].split() == [f'{p[i]:.4f}', f'{at_t[i]:.4f}', f'{drawn[i]:.4f}']
+    assert lines[-1].split()[-1] == '0.0000'  # the 4th is cut by top_k
+
+
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
     """sentiment.py pretrain --system.init=gpt2 (GPT-2 fine-tuned as a language model on a text) records its
     vocabulary as kind 'gpt2', which is GPT-2's tokenizer unchanged: generate.py and attention.py read it."""
