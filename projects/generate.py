@@ -87,6 +87,9 @@ def check(config):
     if S.num_beams > 1 and S.num_samples > S.num_beams:
         raise ConfigError(f"beam search keeps sample.num_beams={S.num_beams} sequences, fewer than "
                           f"sample.num_samples={S.num_samples}: raise num_beams or lower num_samples")
+    if S.show_next and S.num_beams > 1:
+        raise ConfigError("sample.show_next shows one step of sampling or greedy decoding, not of beam search "
+                          f"(sample.num_beams={S.num_beams}): drop one of the two")
     if S.prompt and S.prompt_file:
         raise ConfigError("give sample.prompt or sample.prompt_file, not both")
     if config.system.compile and S.num_beams > 1:
