@@ -6,7 +6,7 @@ validation loss as it learns, and saves a checkpoint that can be sampled later w
     python projects/chargpt.py --trainer.resume=True             # continue from out/chargpt/ckpt.pt
     python projects/chargpt.py --sample.checkpoint=out/chargpt/model.pt --sample.prompt="ROMEO:"   # sample
     python projects/chargpt.py --data.tokenizer=DIR              # tokens of a byte-level BPE vocabulary instead
-    python projects/chargpt.py --system.init=gpt2 --trainer.learning_rate=3e-5   # fine-tune GPT-2 on the text
+    python projects/chargpt.py --system.init=gpt2 --trainer.learning_rate=3e-5 --trainer.batch_size=8   # GPT-2
 
 The trainer does the evaluation and the files (--help lists its options): every trainer.eval_interval iterations
 it measures the val loss (this script then prints it and a sample), keeps the best model in work_dir/model.pt, and
