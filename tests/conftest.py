@@ -30,6 +30,18 @@ def data_root():
     return data_dir()
 
 
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every download fails as on a machine without a network (a name that does not resolve)."""
+    import requests
+
+    import mingpt.data
+
+    def offline(url, **kw):
+        raise requests.ConnectionError('Name or service not known')
+    monkeypatch.setattr(mingpt.data.requests, 'get', offline)
+
+
 def load_project(name):
     """Import projects/<name>.py as a module (the projects are scripts, not a package)."""
     path = Path(__file__).resolve().parent.parent / 'projects' / f'{name}.py'

@@ -253,10 +253,7 @@ def files_in(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob('*') if p.is_file())
 
 
-def test_offline_error_is_clear(empty_cache, monkeypatch):
-    def offline(url, **kw):
-        raise requests.ConnectionError('Name or service not known')
-    monkeypatch.setattr(data.requests, 'get', offline)
+def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     with pytest.raises(RuntimeError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)

@@ -3,7 +3,6 @@ both key layouts, both file formats, and clear errors. Offline: every checkpoint
 import json
 
 import pytest
-import requests
 import torch
 
 from mingpt import data, pretrained
@@ -271,20 +270,14 @@ def empty_cache(tmp_path, monkeypatch):
     return tmp_path / 'cache'
 
 
-def test_no_network(empty_cache, monkeypatch):
-    def offline(url, **kw):
-        raise requests.ConnectionError('Name or service not known')
-    monkeypatch.setattr(data.requests, 'get', offline)
+def test_no_network(empty_cache, no_network):
     with pytest.raises(RuntimeError, match='could not download https://huggingface.co/gpt2/resolve/main/config.json'):
         GPT.from_pretrained('gpt2')
 
 
-def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, small_dir, monkeypatch):
+def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, small_dir, no_network, monkeypatch):
     """Offline, the first file that fails is config.json, but placing it alone would only fail on the weights next:
     the message names both files, and the folder (or a model of one's own) that from_pretrained takes instead."""
-    def offline(url, **kw):
-        raise requests.ConnectionError('Name or service not known')
-    monkeypatch.setattr(data.requests, 'get', offline)
     with pytest.raises(RuntimeError) as e:
         GPT.from_pretrained('gpt2')
     message = str(e.value)

@@ -1,10 +1,7 @@
 """The chargpt and adder projects end to end, on tiny settings."""
 
 import pytest
-import requests
 import torch
-
-import mingpt.data
 
 from conftest import data_dir, load_project
 from mingpt.model import GPT
@@ -120,13 +117,9 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=' + 'a' * 17])
 
 
-def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, monkeypatch):
+def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, no_network, monkeypatch):
     monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
-
-    def offline(url, **kw):
-        raise requests.ConnectionError('Name or service not known')
-    monkeypatch.setattr(mingpt.data.requests, 'get', offline)
     with pytest.raises(RuntimeError, match=r'could not download .*input\.txt .* get the file elsewhere and pass its '
                                            r'path with --data\.path=FILE, or place it at'):
         load_project('chargpt').main([f'--system.work_dir={tmp_path / "run"}'])

@@ -5,7 +5,6 @@ import math
 import zipfile
 
 import pytest
-import requests
 import torch
 
 import mingpt.data
@@ -208,13 +207,9 @@ def test_a_text_of_ones_own_that_is_missing_is_named_as_missing(tmp_path, monkey
                         f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
 
 
-def test_offline_without_sst2_names_the_option_for_a_local_copy(tmp_path, monkeypatch):
+def test_offline_without_sst2_names_the_option_for_a_local_copy(tmp_path, no_network, monkeypatch):
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
-
-    def offline(url, **kw):
-        raise requests.ConnectionError('Name or service not known')
-    monkeypatch.setattr(mingpt.data.requests, 'get', offline)
     with pytest.raises(RuntimeError, match=r'could not download .*SST-2\.zip .* get the file elsewhere and unzip it '
                                            r'and pass the folder of its train\.tsv and dev\.tsv with '
                                            r'--data\.sst2_dir=DIR, or place it at'):
