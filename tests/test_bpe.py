@@ -136,6 +136,26 @@ def _merges():
     return bpe._read_vocab(str(data_dir('gpt2', 'encoder.json')), str(data_dir('gpt2', 'vocab.bpe')))[1]
 
 
+def bytes_only_encoder(**kw):
+    """An Encoder with no merges: each UTF-8 byte is one token, whose id is the byte's value."""
+    return Encoder({c: b for b, c in bytes_to_unicode().items()}, [], **kw)
+
+
+def test_the_cache_is_cleared_when_a_call_would_overflow_it():
+    enc = bytes_only_encoder(cache_size=3)
+    assert enc.encode('a b c') == [97, 32, 98, 32, 99]
+    assert set(enc.cache) == {'a', ' b', ' c'}
+    assert enc.encode('d e') == [100, 32, 101]
+    assert set(enc.cache) == {'d', ' e'}  # 3 cached + 2 new words exceed cache_size=3: cleared, then this call's
+
+
+def test_encode_refuses_bytes_with_or_without_a_pre_tokeniser():
+    for enc in (bytes_only_encoder(), bytes_only_encoder(pattern=None)):
+        for allowed_special in (False, True):
+            with pytest.raises(TypeError, match='encode takes a str, got bytes; decode bytes to str first'):
+                enc.encode(b'hello', allowed_special=allowed_special)
+
+
 def test_mingpt_bpe_method(encoder):
     assert encoder.bpe('Ġhello') == 'Ġhello'
     assert encoder.bpe('Ġunsullied') == ' '.join(encoder.decoder[i] for i in encoder.encode(' unsullied'))
