@@ -170,6 +170,15 @@ def test_lr_schedule_warmup_then_cosine():
     assert trainer.get_lr(50) == 1.0
 
 
+def test_inverse_sqrt_peaks_at_warmup_iters_then_decays_as_one_over_the_root():
+    c = Trainer.get_default_config()
+    c.merge_from_dict(dict(lr_schedule='inverse_sqrt', warmup_iters=3, learning_rate=1.0))
+    trainer = Trainer(c, tiny_gpt(), tokens())
+    lrs = [trainer.get_lr(i) for i in range(16)]
+    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])  # linear warmup, the peak at iteration warmup_iters
+    assert lrs[15] == pytest.approx(0.5)  # iteration 15 is step 16, 4 times the peak's step 4: 1 / sqrt(4)
+
+
 def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
     trainer, _ = train(tmp_path, lr_schedule='cosine', warmup_iters=2, max_iters=6, learning_rate=1e-2, min_lr=0.0)
     records = read_metrics(tmp_path / 'metrics.jsonl')
