@@ -105,6 +105,15 @@ def test_set_callback_replaces_and_trigger_runs_them():
     assert calls == ['b'] * 4
 
 
+def test_callbacks_of_one_event_run_in_the_order_they_were_added():
+    trainer = make_trainer(max_iters=2)
+    calls = []
+    for name in 'abc':
+        trainer.add_callback('on_batch_end', lambda t, name=name: calls.append(name))
+    trainer.run()
+    assert calls == list('abcabc')
+
+
 def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept():
     trainer = make_trainer(max_iters=2)
     calls = []
