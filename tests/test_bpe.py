@@ -349,6 +349,18 @@ def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monk
         data.fetch('set/g.txt')
 
 
+def test_a_relative_path_that_exists_here_wins_over_the_same_path_under_the_data_dir(tmp_path, monkeypatch):
+    for folder in ('here', 'data', 'cache'):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / 'f.txt').write_text(folder)
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'data'))
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    monkeypatch.chdir(tmp_path / 'here')
+    assert data.fetch('other.txt', path='f.txt').read_text() == 'here'
+    monkeypatch.chdir(tmp_path)
+    assert data.fetch('other.txt', path='f.txt').read_text() == 'data'  # not here: the data dir, before the cache
+
+
 def test_read_text_drops_a_byte_order_mark_and_names_a_file_that_is_not_utf8(tmp_path):
     (tmp_path / 'bom.txt').write_bytes('\ufeffFirst Citizen:\nBefore'.encode('utf-8'))
     assert data.read_text(tmp_path / 'bom.txt') == 'First Citizen:\nBefore'  # no '\ufeff' in a vocabulary
