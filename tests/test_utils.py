@@ -1,9 +1,11 @@
 import json
+import random
 import re
 import shlex
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -153,6 +155,13 @@ def test_set_seed_takes_a_whole_float_and_names_a_bad_seed():
     assert torch.equal(a, torch.rand(2))
     with pytest.raises(ConfigError, match=r"seed=-1 is out of range: it must be an integer >= 0 and <= 4294967295"):
         set_seed(-1)
+
+
+def test_set_seed_seeds_python_numpy_and_torch_as_their_own_seeding_does():
+    set_seed(7)
+    drawn = random.random(), np.random.rand(), torch.rand(1).item()
+    assert drawn == (random.Random(7).random(), np.random.RandomState(7).rand(),
+                     torch.rand(1, generator=torch.Generator().manual_seed(7)).item())
 
 
 def test_setup_logging(tmp_path, monkeypatch):
