@@ -90,6 +90,8 @@ def test_save_pretrained_round_trip(tmp_path):
     assert_same_as_hf(ours, hf, 50257, steps=5)
     again = GPT.from_pretrained(folder)
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), again.state_dict().values()))
+    hf.save_pretrained(tmp_path / 'hf')  # the same tensors as Hugging Face saves: the tied head stored once, as wte
+    assert load_file(folder / 'model.safetensors').keys() == load_file(tmp_path / 'hf' / 'model.safetensors').keys()
 
 
 def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
@@ -145,6 +147,9 @@ def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
     folder = GPT(C).save_pretrained(tmp_path)
     hf = GPT2Config.from_pretrained(folder)  # left out, HF's defaults would name id 50256, outside this vocabulary
     assert hf.bos_token_id is None and hf.eos_token_id is None
+    C.vocab_size = 50256  # GPT-2's vocabulary but its last id, <|endoftext|>
+    folder = GPT(C).save_pretrained(tmp_path / 'one_short')
+    assert GPT2Config.from_pretrained(folder).eos_token_id is None
 
 
 def test_dropout_comes_from_config_json(tmp_path):
