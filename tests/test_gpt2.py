@@ -132,6 +132,8 @@ def safetensors_bytes(header, data=b''):
     (b'', r"is not a safetensors file: its 0 bytes cannot hold the header"),
     (safetensors_bytes({'w': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}}, bytes(8)),  # cut short
      r"tensor 'w' \[4\] lies at bytes 0..16 of 8"),
+    (safetensors_bytes({'w': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 8]}}, bytes(16)),  # 2 floats, not 4
+     r"tensor 'w' \[4\] lies at bytes 0..8 of 16"),
     (safetensors_bytes({'w': {'dtype': 'C64', 'shape': [1], 'data_offsets': [0, 8]}}, bytes(8)),
      r"tensor 'w' has dtype C64; this reader knows F64, F32"),
 ])
