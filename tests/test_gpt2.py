@@ -325,3 +325,16 @@ def test_hub_id_downloads_into_cache(small_dir, empty_cache, monkeypatch):
     assert (empty_cache / 'hf' / 'gpt2' / 'model.safetensors').exists()
     GPT.from_pretrained('gpt2')  # the second time from the cache
     assert len(urls) == 2
+
+
+def test_a_checkpoint_whose_tokenizer_outnumbers_its_model_vocabulary_is_refused(tmp_path):
+    from mingpt.data import CharTokenizer
+    from mingpt.utils import model_state, save_checkpoint
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=1, n_embd=8, vocab_size=3, block_size=4))
+    model = GPT(C)
+    save_checkpoint({**model_state(model), **pretrained.tokenizer_record(CharTokenizer('abc'))}, tmp_path / 'ok.pt')
+    assert pretrained.load_model_and_tokenizer(str(tmp_path / 'ok.pt'))[1].chars == list('abc')
+    save_checkpoint({**model_state(model), **pretrained.tokenizer_record(CharTokenizer('abcd'))}, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"has a vocabulary of 3 tokens, fewer than the 4 of its tokenizer"):
+        pretrained.load_model_and_tokenizer(str(tmp_path / 'bad.pt'))
