@@ -110,8 +110,15 @@ def test_tied_head_and_init():
     m = model(n_layer=4, n_embd=64, n_head=4, vocab_size=500, block_size=64)
     assert m.lm_head.weight is m.transformer.wte.weight
     assert abs(m.transformer.wte.weight.std().item() - 0.02) < 0.002
-    assert abs(m.transformer.h[0].attn.c_proj.weight.std().item() - 0.02 / (2 * 4) ** 0.5) < 0.001
+    for block in m.transformer.h:  # both residual projections, the attention's and the MLP's: 0.02 / sqrt(2 * 4)
+        for proj in (block.attn.c_proj, block.mlp.c_proj):
+            assert abs(proj.weight.std().item() - 0.02 / (2 * 4) ** 0.5) < 0.001
     assert abs(m.transformer.h[0].mlp.c_fc.weight.std().item() - 0.02) < 0.002
+    linears = [mod for mod in m.modules() if isinstance(mod, torch.nn.Linear) and mod.bias is not None]
+    norms = [mod for mod in m.modules() if isinstance(mod, torch.nn.LayerNorm)]
+    assert len(linears) == 4 * 4 and len(norms) == 2 * 4 + 1
+    assert all((mod.bias == 0).all() for mod in linears)  # GPT-2 starts every bias at 0
+    assert all((mod.weight == 1).all() and (mod.bias == 0).all() for mod in norms)
 
 
 def test_loss_ignores_minus_one_and_matches_manual():
