@@ -134,6 +134,12 @@ def test_loss_ignores_minus_one_and_matches_manual():
 def test_too_long_sequence_is_a_clear_error():
     with pytest.raises(ValueError, match="block_size"):
         model()(torch.zeros(1, 9, dtype=torch.long))
+    m = model()  # with a cache the length is the cached tokens and the new ones: 6 + 3 > block_size 8
+    caches = m.new_caches(1)
+    m.hidden_states(torch.zeros(1, 6, dtype=torch.long), caches)
+    with pytest.raises(ValueError, match=r"cannot forward a sequence of length 9: the model's context \(block_size\) "
+                                         r"is 8"):
+        m.hidden_states(torch.zeros(1, 3, dtype=torch.long), caches)
     with pytest.raises(ValueError, match="prompt has 9 tokens"):
         model().generate(torch.zeros(1, 9, dtype=torch.long), 1)
 
