@@ -283,8 +283,19 @@ def test_sinusoidal_model_uses_the_table_and_saves_no_positions():
     torch.testing.assert_close(m(idx)[0], m.lm_head(m.transformer.ln_f(x)))
 
 
+def perturb_norms(m):
+    """Random layer norm gains and biases: at init (1, 0) every layer norm computes the same, so a block that used
+    another of its norms would pass."""
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.add_(torch.randn_like(mod.weight) * 0.5)
+                mod.bias.add_(torch.randn_like(mod.bias) * 0.5)
+    return m
+
+
 def test_post_norm_block_is_add_and_norm():
-    m = model(norm='post', activation='relu')
+    m = perturb_norms(model(norm='post', activation='relu'))
     block = m.transformer.h[0]
     x = torch.randn(2, 8, 16)
     # written out: LN(x + attention(x)), then LN(h + W2 relu(W1 h))
@@ -292,7 +303,7 @@ def test_post_norm_block_is_add_and_norm():
     mlp = block.mlp.c_proj(torch.relu(block.mlp.c_fc(h)))
     torch.testing.assert_close(block(x), block.ln_2(h + mlp))
     assert isinstance(m.transformer.ln_f, torch.nn.Identity)
-    pre = model().transformer.h[0]
+    pre = perturb_norms(model()).transformer.h[0]
     h = x + pre.attn(pre.ln_1(x))  # GPT-2: x + f(LN(x))
     torch.testing.assert_close(pre(x), h + pre.mlp(pre.ln_2(h)))
 
