@@ -416,6 +416,10 @@ def test_generate_runs_one_forward_per_new_token():
     m.hidden_states = lambda *a, **kw: forwards.append(1) or hidden_states(*a, **kw)
     m.generate(torch.randint(0, 11, (2, 3)), 5)
     assert len(forwards) == 5  # the prompt's, then one per token but the last, whose logits nobody reads
+    fed = []
+    m.hidden_states = lambda idx, *a, **kw: fed.append(idx.size(1)) or hidden_states(idx, *a, **kw)
+    m.generate(torch.randint(0, 11, (2, 3)), 8)  # block_size 8: the sequence reaches 8, then 9 and 10 tokens
+    assert fed == [3, 1, 1, 1, 1, 1, 8, 8]  # the cache serves up to block_size tokens; past it, windows of 8
 
 
 def test_eos_stops_a_row_and_others_go_on():
