@@ -376,6 +376,7 @@ def test_attention_maps_leave_dropout_out_and_the_mode_alone():
     first, again = m.attention_maps(idx), m.attention_maps(idx)
     assert m.training and all(torch.equal(a, b) for a, b in zip(first, again))
     assert all(torch.equal(a, b) for a, b in zip(first, m.eval().attention_maps(idx)))
+    assert not m.training  # a model in eval mode stays there
 
 
 def test_float_attention_mask_counts_positions_as_an_integer_one():

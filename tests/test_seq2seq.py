@@ -278,6 +278,7 @@ def test_cross_attention_maps_leave_dropout_out_and_the_mode_alone():
     first, again = m.cross_attention_maps(src, tgt), m.cross_attention_maps(src, tgt)
     assert m.training and all(torch.equal(a, b) for a, b in zip(first, again))
     assert all(torch.equal(a, b) for a, b in zip(first, m.eval().cross_attention_maps(src, tgt)))
+    assert not m.training  # a model in eval mode stays there
     assert first[0].shape == (2, 2, tgt.size(1), src.size(1))
 
 
