@@ -485,9 +485,10 @@ def test_temperature_zero_is_refused_with_the_way_to_greedy_decoding():
 
 def test_configure_optimizers_decays_matrices_once():
     m = model()
-    opt = m.configure_optimizers(type('TC', (), dict(weight_decay=0.1, learning_rate=1e-3, betas=(0.9, 0.95))))
+    opt = m.configure_optimizers(type('TC', (), dict(weight_decay=0.1, learning_rate=3e-4, betas=(0.8, 0.9))))
     decay, no_decay = opt.param_groups
     assert decay['weight_decay'] == 0.1 and no_decay['weight_decay'] == 0.0
+    assert all(g['lr'] == 3e-4 and g['betas'] == (0.8, 0.9) for g in opt.param_groups)  # not AdamW's defaults
     assert all(p.dim() >= 2 for p in decay['params']) and all(p.dim() < 2 for p in no_decay['params'])
     ids = [id(p) for g in opt.param_groups for p in g['params']]
     assert len(ids) == len(set(ids)) == len(list(m.parameters()))  # the tied wte/lm_head matrix appears once
