@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mingpt.model import GPT, CausalSelfAttention, Dropout, sinusoidal_positions
-from mingpt.sampling import beam_search, sample_next, top_k_filter, top_p_filter
+from mingpt.sampling import beam_search, sample_next, sampling_probs, top_k_filter, top_p_filter
 from mingpt.utils import ConfigError
 
 
@@ -459,6 +459,18 @@ def test_top_k_and_top_p_never_pick_outside_allowed_set():
     assert (top_p_filter(logits, 1e-9) > float('-inf')).sum(-1).eq(1).all()  # always at least one token
     # four equal tokens, p=0.5: the first two already hold 0.5, so two are kept (as HF's TopPLogitsWarper)
     assert (top_p_filter(torch.zeros(1, 4), 0.5) > float('-inf')).sum().item() == 2
+
+
+def test_top_p_reads_the_distribution_that_top_k_left():
+    """Probabilities 0.35, 0.25, 0.2, 0.1, 0.1 with top_k=2, top_p=0.55, by hand: top-k keeps 0.35 and 0.25,
+    renormalised 0.5833 and 0.4167; the first already holds 0.55, so top-p keeps it alone (as HF's warpers, top-k
+    then top-p). Top-p over the full distribution would keep both (0.35 < 0.55)."""
+    logits = torch.tensor([[0.35, 0.25, 0.2, 0.1, 0.1]]).log()
+    torch.testing.assert_close(sampling_probs(logits, top_k=2, top_p=0.55), torch.tensor([[1.0, 0, 0, 0, 0]]))
+    torch.testing.assert_close(sampling_probs(logits, top_k=2), torch.tensor([[0.35, 0.25, 0, 0, 0]]) / 0.6)
+    # temperature 2 flattens first: 0.35^0.5, 0.25^0.5 renormalised are 0.5420, 0.4580; top-p 0.55 keeps both
+    torch.testing.assert_close(sampling_probs(logits, temperature=2.0, top_k=2, top_p=0.55),
+                               torch.tensor([[0.5420, 0.4580, 0, 0, 0]]), atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
