@@ -1,6 +1,7 @@
 """Beam search against exhaustive search over every continuation of a tiny model, against greedy decoding and
 against Hugging Face's; sampling against Hugging Face's."""
 import itertools
+import math
 
 import pytest
 import torch
@@ -163,3 +164,30 @@ def test_bad_arguments():
         beam_search(model, torch.tensor([PROMPT]), 2, 0)
     with pytest.raises(ValueError, match=r'max_new_tokens=-2 is out of range: it must be an integer >= 0'):
         beam_search(model, torch.tensor([PROMPT]), -2, 2)
+
+
+class MaskedOut:
+    """A stand-in for a model whose logits rule tokens out (-inf): after any sequence, only tokens 1 and 2 can come,
+    at logits 0 and -1. What beam_search asks of a model: block_size, check_prompt, new_caches, next_token_logits."""
+    block_size = 8
+
+    def check_prompt(self, idx, attention_mask=None):
+        return idx, attention_mask
+
+    def new_caches(self, batch_size, max_len):
+        return []
+
+    def next_token_logits(self, seq, caches, attention_mask=None):
+        logits = torch.full((seq.size(0), V), float('-inf'))
+        logits[:, 1], logits[:, 2] = 0.0, -1.0
+        return logits
+
+
+def test_a_token_ruled_out_never_makes_a_beam():
+    """Two steps over two possible tokens: only 4 sequences exist, so 5 beams return those 4. By hand:
+    log p(1) = -log(1 + e^-1) = -0.3133, log p(2) = -1 - 0.3133 = -1.3133."""
+    seqs, scores = beam_search(MaskedOut(), torch.tensor([[0]]), 2, num_beams=5)
+    a, b = -math.log(1 + math.exp(-1)), -1 - math.log(1 + math.exp(-1))
+    assert seqs[:, 1:].tolist()[0] == [1, 1] and seqs[:, 1:].tolist()[3] == [2, 2]
+    assert sorted(map(tuple, seqs[:, 1:].tolist())) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert scores.tolist() == pytest.approx([2 * a, a + b, a + b, 2 * b], abs=1e-6)
