@@ -43,6 +43,10 @@ def test_encoder_sees_both_directions_and_decoder_never_the_future(variant):
     memory2 = model.encode(src2)[0]
     assert not torch.allclose(memory[:, :4], memory2[:, :4])  # earlier positions see a later token
     assert not torch.allclose(memory[:, 5:], memory2[:, 5:])  # and later ones an earlier token
+    # an encoder layer alone, without a padding mask (which encode always gives), is not causal either
+    x = model.embed(model.encoder, src)
+    x2 = model.embed(model.encoder, src2)
+    assert not torch.allclose(model.encoder.h[0](x)[:, :4], model.encoder.h[0](x2)[:, :4])
 
     logits = model(src, tgt)[0]
     tgt2 = tgt.clone()
