@@ -90,6 +90,33 @@ def test_cached_decoding_equals_uncached(variant):
     assert torch.equal(full_logits.argmax(-1), seq[:, 1:])  # greedy wrote the argmax at every step
 
 
+@pytest.mark.parametrize('variant', VARIANTS)
+def test_decoder_block_is_self_attention_then_cross_attention_then_the_mlp(variant):
+    """A decoder layer written out, post-norm (the paper's "Add & Norm") or pre-norm, with random layer norm gains
+    and biases: at init (1, 0) every layer norm computes the same, so a block that used another would pass."""
+    model = tiny(**variant)
+    block = model.decoder.h[0]
+    with torch.no_grad():
+        for ln in (block.ln_1, block.ln_cross_attn, block.ln_2):
+            ln.weight.add_(torch.randn_like(ln.weight) * 0.5)
+            ln.bias.add_(torch.randn_like(ln.bias) * 0.5)
+    memory, mask = model.encode(sentences([3, 5]))
+    x = torch.randn(2, 4, 32)
+    self_attn, mlp = block.attn, block.mlp
+
+    def cross(h):
+        return block.crossattention(h, context=memory, mask=mask)
+    if model.config.norm == 'post':
+        h = block.ln_1(x + self_attn(x))
+        h = block.ln_cross_attn(h + cross(h))
+        want = block.ln_2(h + mlp(h))
+    else:
+        h = x + self_attn(block.ln_1(x))
+        h = h + cross(block.ln_cross_attn(h))
+        want = h + mlp(block.ln_2(h))
+    torch.testing.assert_close(block(x, memory, mask), want)
+
+
 def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
     model = tiny()
     memory, mask = model.encode(sentences([3, 7, 5]))
