@@ -200,6 +200,21 @@ def test_beam_search_with_one_beam_equals_greedy_and_scores_its_beams_by_their_l
     assert model.translate(src, max_new_tokens=8, num_beams=4)[-1] == cut_at_eos(beams[0, 1:].tolist(), EOS)
 
 
+def test_translate_passes_the_length_penalty_to_beam_search():
+    model = tiny()
+    with torch.no_grad():  # larger weights: peaked distributions, where EOS comes first unless length is rewarded
+        for p in model.parameters():
+            p.mul_(2)
+    src = sentences([4, 6, 2])
+    memory, mask = model.encode(src)
+    bos = torch.full((1, 1), BOS)
+    for penalty in (0.0, 2.0):
+        want = [cut_at_eos(beam_search(SourceConditioned(model, memory[i:i + 1], mask[i:i + 1]), bos, 8, 3, EOS,
+                                       length_penalty=penalty)[0][0, 1:].tolist(), EOS) for i in range(3)]
+        assert model.translate(src, max_new_tokens=8, num_beams=3, length_penalty=penalty) == want
+    assert want != model.translate(src, max_new_tokens=8, num_beams=3)  # the penalty changes a best beam here
+
+
 def score_of(model, src, seq):
     """The sum of the log-probs of seq's tokens after BOS (up to and including the first EOS), without a cache."""
     ids = seq[1:].tolist()
