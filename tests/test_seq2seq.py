@@ -293,6 +293,18 @@ def test_presets_options_and_bad_config():
         tiny().translate(sentences([20]))
 
 
+def test_every_matrix_starts_xavier_uniform():
+    """The Annotated Transformer's init: each matrix uniform in +-sqrt(6 / (fan_in + fan_out)), whose standard
+    deviation is that bound / sqrt(3); PyTorch's defaults differ (N(0, 1) for an embedding)."""
+    matrices = [(n, p) for n, p in tiny().named_parameters() if p.dim() > 1]
+    assert len(matrices) == 2 + 2 * 4 + 2 * 6  # two embeddings (the decoder's is the generator), 2 + 2 blocks
+    for name, p in matrices:
+        fan_out, fan_in = p.shape  # (out, in) of a Linear; an Embedding's (vocab, n_embd) counts as torch counts it
+        bound = (6 / (fan_in + fan_out)) ** 0.5
+        assert p.abs().max().item() <= bound, name
+        assert p.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.1), name
+
+
 def test_label_smoothing_is_the_loss_option():
     model = tiny(label_smoothing=0.1)
     src, tgt = sentences([3, 4]), sentences([5, 2], seed=1)
