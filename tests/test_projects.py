@@ -42,6 +42,26 @@ def test_adder_eval_scores_a_perfect_and_a_wrong_model():
     assert adder.eval_split(Oracle(1), ds, 'cpu') == 0.0
 
 
+def test_adder_counts_a_sum_right_only_when_every_digit_is():
+    """A sum wrong in its tens or hundreds digit only (the carries) is wrong: the units digit alone proves nothing."""
+    adder = load_project('adder')
+    ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
+
+    class CarryOff(torch.nn.Module):  # right when a is even; else off by `off` (10: the tens digit, 100: hundreds)
+        def __init__(self, off):
+            super().__init__()
+            self.off = off
+
+        def generate(self, idx, n, do_sample=False):
+            a = idx[:, 0] * 10 + idx[:, 1]
+            c = a + idx[:, 2] * 10 + idx[:, 3] + self.off * (a % 2)
+            return torch.cat([idx, torch.stack([c % 10, c // 10 % 10, c // 100 % 10], dim=1)], dim=1)
+    even = sum(divmod(i, 100)[0] % 2 == 0 for i in ds.ixes.tolist()) / len(ds)  # the problems it gets right
+    assert 0.3 < even < 0.7
+    for off in (10, 100):
+        assert adder.eval_split(CarryOff(off), ds, 'cpu') == pytest.approx(even)
+
+
 def test_adder_eval_prints_the_first_mistakes_and_decodes_in_eval_mode_in_batches(capsys):
     adder = load_project('adder')
     ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
