@@ -91,6 +91,10 @@ def test_adder_evaluates_every_interval_and_at_the_end_and_keeps_the_first_best(
     assert seen == [500] * 3 and [line.split(':')[0] for line in out.splitlines() if 'held-out' in line] == \
         ['iter 0', 'iter 2', 'iter 3']  # the last iteration too
     assert torch.load(tmp_path / 'best.pt', weights_only=True)['iter_num'] == 1  # a tie is no better
+    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device, mistakes: 0.0)
+    adder.main([f'--system.work_dir={tmp_path / "none"}', '--trainer.max_iters=1', '--trainer.quiet=True',
+                '--trainer.batch_size=8'])
+    assert torch.load(tmp_path / 'none' / 'best.pt', weights_only=True)['test_accuracy'] == 0.0  # none right: saved
     for option, message in (('--data.ndigit=5', 'data.ndigit=5 is out of range: it must be an integer >= 1 and <= 4'),
                             ('--eval.mistakes=-1', 'eval.mistakes=-1 is out of range: it must be an integer >= 0')):
         with pytest.raises(ConfigError, match=message):
