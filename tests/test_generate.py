@@ -483,3 +483,41 @@ def test_one_row_prints_its_text_as_it_is_generated(g, hf_dir, capsys, monkeypat
 def test_the_model_runs_in_the_dtype_asked(hf_dir):
     model, _ = generate_module().load(str(hf_dir[0]), 'cpu', torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+class Clocked:
+    """A model whose stream writes 'a' after a set delay on a fake clock: firsts[k] seconds to batch k's first token,
+    then `step` seconds per token."""
+
+    block_size = 16
+
+    def __init__(self, firsts, step):
+        self.firsts, self.step, self.now, self.batches = list(firsts), step, 0.0, []
+
+    def clock(self):
+        return self.now
+
+    def generate_stream(self, idx, max_new_tokens, **kwargs):
+        self.batches.append(idx.tolist())
+        delay = self.firsts.pop(0)
+        for _ in range(max_new_tokens):
+            self.now += delay
+            delay = self.step
+            yield torch.zeros(len(idx), 1, dtype=torch.long)
+
+
+def test_tokens_per_second_and_the_median_time_to_the_first_token_by_hand(tmp_path, capsys, monkeypatch):
+    import types
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    firsts, step = [1.0, 4.0, 1.5], 0.5
+    model = Clocked(firsts, step)
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (model, CharTokenizer(list('abc\n'))))
+    monkeypatch.setattr(g, 'time', types.SimpleNamespace(perf_counter=model.clock))
+    (tmp_path / 'prompts.txt').write_text('a\nb\nc\n')
+    g.main(['--model=fake', f'--prompt_file={tmp_path / "prompts.txt"}', '--batch_size=1', '--max_new_tokens=3',
+            '--device=cpu'])
+    n, seconds = 3 * 3, sum(firsts) + 3 * 2 * step  # 3 batches of one row, 3 tokens each
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"({n} tokens in {seconds:.2f} s: {n / seconds:.1f} tokens/s on cpu; first token after 1.500 s (median "
+        "over batches))")  # the median of 1.0, 4.0 and 1.5: not the last token's time, not the slowest batch
