@@ -521,3 +521,20 @@ def test_tokens_per_second_and_the_median_time_to_the_first_token_by_hand(tmp_pa
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"({n} tokens in {seconds:.2f} s: {n / seconds:.1f} tokens/s on cpu; first token after 1.500 s (median "
         "over batches))")  # the median of 1.0, 4.0 and 1.5: not the last token's time, not the slowest batch
+
+
+def test_samples_of_a_prompt_are_batched_and_printed_together_prompt_by_prompt(tmp_path, capsys, monkeypatch):
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    tokenizer = CharTokenizer(list('abc\n'))
+    model = Clocked([0.1, 0.1], 0.1)
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (model, tokenizer))
+    (tmp_path / 'prompts.txt').write_text('a\nbc\n')
+    g.main(['--model=fake', f'--prompt_file={tmp_path / "prompts.txt"}', '--batch_size=2', '--num_samples=2',
+            '--max_new_tokens=2', '--device=cpu'])
+    a, bc = tokenizer.encode('a'), tokenizer.encode('bc')
+    assert model.batches == [[a, a], [bc, bc]]  # one prompt's samples share a batch (and its length)
+    out = capsys.readouterr()
+    assert re.findall(r'--- (.*?) ---', out.err) == ['prompt 1, sample 1', 'prompt 1, sample 2', 'prompt 2, sample 1',
+                                                     'prompt 2, sample 2']
+    assert out.out.splitlines() == ['aaa', 'aaa', 'bcaa', 'bcaa']  # the model writes 'a'
