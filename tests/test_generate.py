@@ -133,6 +133,9 @@ def test_show_next_is_one_decoding_step_by_hand(tmp_path, capsys):
         assert (line[:4].strip(), line[6:22].strip()) == (str(rank), repr(chars[i]))  # a token may be ' '
         assert line[22:].split() == [f'{p[i]:.4f}', f'{at_t[i]:.4f}', f'{drawn[i]:.4f}']
     assert lines[-1].split()[-1] == '0.0000'  # the 4th is cut by top_k
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=9'])  # more than there are
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line[6:22].strip() for line in lines[2:]) == sorted(map(repr, chars))  # each of the 5 tokens once
 
 
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
