@@ -324,6 +324,30 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     assert lines[0].split()[0] in ('positive', 'negative')
 
 
+def test_pretraining_reads_each_text_after_an_endoftext_and_validates_on_the_test_sentences(tmp_path, monkeypatch):
+    sst2 = tmp_path / 'sst2'
+    sst2.mkdir()
+    (sst2 / 'train.tsv').write_text('sentence\tlabel\na b \t1\nb a \t0\n')
+    (sst2 / 'test.tsv').write_text('index\tsentence\n0\tb b\n1\ta a\n')  # GLUE's unlabelled test sentences
+    seen = {}
+
+    class Spy(sentiment.Trainer):  # sees the data sets, trains nothing
+        def __init__(self, config, model, train_dataset, val_dataset=None, **kwargs):
+            seen.update(train=train_dataset.tokens.tolist(), val=val_dataset.tokens.tolist())
+
+        def add_callback(self, *args):
+            pass
+
+        def run(self):
+            pass
+    monkeypatch.setattr(sentiment, 'Trainer', Spy)
+    sentiment.main(['pretrain', f'--data.sst2_dir={sst2}', '--data.tokenizer=char', '--data.block_size=4',
+                    f'--system.work_dir={tmp_path / "run"}'])
+    space, a, b, eot = 0, 1, 2, 4  # the training sentences' characters ' ', 'a', 'b', then unknown (3) and eot
+    assert seen['train'] == [eot, space, a, space, b, eot, space, b, space, a]  # ' a b', ' b a': each after eot
+    assert seen['val'] == [eot, space, b, space, b, eot, space, a, space, a]
+
+
 def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     sst2 = data_dir('sentiment', 'sst2')
     args = ['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.checkpoint_interval=2',
