@@ -366,6 +366,17 @@ def test_dates_by_hand_and_held_out():
     assert any(s == s.upper() != s.lower() for s in sources) and any(s == s.lower() != s.upper() for s in sources)
 
 
+def test_every_date_format_by_hand():
+    translate = load_project('translate')
+    import datetime
+    date = datetime.date(2021, 3, 5)  # a Friday (the 3rd was a Wednesday); day and month of one digit
+    assert [translate.write_date(date, fmt, 'as is') for fmt in translate.FORMATS] == [
+        '5th of March 2021', 'the 5th of March, 2021', 'March 5th, 2021', 'March 5, 2021', '5 March 2021',
+        '05 Mar 2021', 'Mar 5 2021', '5-Mar-2021', '05.03.2021', '5.3.2021', '03/05/2021', '3/5/2021', '2021/03/05',
+        '20210305', 'Friday, March 5, 2021', 'Friday 5th Mar 2021', '2021-03-05']
+    assert translate.write_date(datetime.date(1900, 12, 31), '{dd} {Mon} {Y}', 'lower') == '31 dec 1900'
+
+
 def test_every_held_out_day_is_kept_from_training(monkeypatch):
     translate = load_project('translate')
     import datetime
