@@ -89,6 +89,8 @@ def test_drawn_rows_sum_to_one_and_layer_0_matches_the_formula():
     drawn = np.ma.stack([ax.images[0].get_array() for ax in image_axes(fig)])  # (6, 9, 9), the future masked
     assert (np.ma.getmaskarray(drawn) == np.triu(np.ones((9, 9), bool), 1)).all()
     np.testing.assert_allclose(drawn.filled(0).sum(-1), 1, atol=1e-6)
+    norm = image_axes(fig)[0].images[0].norm  # the colour of a weight is its square root: 0.25 is drawn half-way
+    np.testing.assert_allclose(norm(np.array([0, 0.04, 0.25, 1])), [0, 0.2, 0.5, 1])
     # layer 0 by hand: softmax(q k^T / sqrt(head size)) over the past, from the first block's own weights
     h = model.transformer.h[0]
     x = h.ln_1(model.transformer.wte(idx) + model.transformer.wpe(torch.arange(9)))[0]
