@@ -182,6 +182,8 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
         attention.main([f'--model={model}', '--prompt=First', '--layer=3'])
     with pytest.raises(ConfigError, match=r"1 to 64 tokens, the model's context \(block_size\): shorten it"):
         attention.main([f'--model={model}', f'--prompt={PROMPT * 2}'])
+    with pytest.raises(ConfigError, match=r"plot.prompt is 0 tokens long; it must be 1 to 64 tokens.*: give some text"):
+        attention.main([f'--model={model}', '--prompt='])
     model, _ = load_model_and_tokenizer(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
     assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
