@@ -14,7 +14,7 @@ from conftest import load_project
 from mingpt.bpe import train_bpe
 from mingpt.model import GPT, sinusoidal_positions
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, model_state, save_checkpoint
 
 pytest.importorskip('matplotlib')
 from mingpt import plot  # noqa: E402
@@ -316,6 +316,17 @@ def test_ablation_runs_pass_on_only_what_differs_from_chargpt_and_overwrite(tmp_
                                        '--trainer.checkpoint_interval=50', '--trainer.eval_interval=50',
                                        '--trainer.max_iters=500', '--trainer.overwrite=True', '--sample.length=0',
                                        *extra])
+
+
+def test_a_runs_result_is_its_last_val_loss_not_its_best(tmp_path):
+    """The table reports the val loss after the last iteration, as its header says: the same for every variant."""
+    model = tiny_gpt()
+    save_checkpoint(model_state(model), tmp_path / 'model.pt')
+    records = [{'iter': 0, 'loss': 3.0, 'val_loss': 2.0}, {'iter': 1, 'loss': 2.5},
+               {'iter': 2, 'loss': 2.0, 'val_loss': 1.5}, {'iter': 3, 'loss': 1.9, 'val_loss': 1.8}]
+    (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    assert load_project('ablation').result_of(tmp_path, 12.0) == {'val_loss': 1.8, 'params': params, 'seconds': 12.0}
 
 
 def test_ablation_table_averages_seeds_and_compares_with_gpt2_by_hand():
