@@ -593,6 +593,7 @@ def test_loss_curves_by_hand(tmp_path, capsys):
     colour = {k: to_rgba(v.get_color()) for k, v in lines.items()}
     assert colour['a train'] == colour['a val'] != colour['b train']  # one colour per run
     assert ax.get_yscale() == 'log' and ax.get_title() == 'two runs'
+    assert 'iteration' in ax.get_xlabel() and 'loss' in ax.get_ylabel()  # iterations along x, losses up y
     ax = plot.loss_figure(paths[:1], labels=['mine']).axes[0]  # no smoothing: the train loss as it is
     assert [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()] == [
         ('mine train', [4, 2, 2, 1]), ('mine val', [3.5, 0.5])]
