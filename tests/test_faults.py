@@ -216,8 +216,9 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--model.block_size=256'], r"model.block_size=256 cannot be chosen here: the data sets it \(to 16\); leave it "
                                  r"out, and use the data's options \(--data.\*, listed by --help\) instead"),
     (['--model.vocab_size=100'], r"model.vocab_size=100 cannot be chosen here: the data sets it \(to 20\)"),
-    (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the model's "
-                                          r"context \(block_size\): shorten it, or train with a larger --data.block_size"),
+    (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the "
+                                          r"model's context \(block_size\): shorten it, or train with a larger "
+                                          r"--data.block_size"),
     (['--sample.prompt=O God'], r"sample.prompt: characters 'GO' are not in the vocabulary"),
     (['--sample.prompt='], r"sample.prompt is 0 tokens long; .*: give some text, e.g. a newline"),
 ])

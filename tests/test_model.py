@@ -180,7 +180,8 @@ def test_targets_of_another_shape_are_refused_and_int32_ids_work():
 def test_an_attention_mask_other_than_zeros_and_ones_is_refused(mask):
     with pytest.raises(ValueError, match=r"attention_mask must hold only 0 \(padding\) and 1 \(real tokens\)"):
         model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor(mask))
-    assert model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor([[0.0, 1.0, 1.0]])).shape == (1, 4)
+    float_mask = torch.tensor([[0.0, 1.0, 1.0]])
+    assert model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=float_mask).shape == (1, 4)
     with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 2\) but the prompt has \(1, 3\)"):
         model().generate(torch.tensor([[0, 3, 4]]), 1, attention_mask=torch.tensor([[1, 1]]))
 

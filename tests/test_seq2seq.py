@@ -138,7 +138,8 @@ def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
     assert torch.equal(seq[1:], plain[1:])  # the other rows go on as before
     model.next_token_logits = eos_at([2, 4, 0])
     assert model.greedy(memory, mask, max_new_tokens=8).size(1) == 1 + 5  # BOS and 5 steps: all rows are done
-    assert model.translate(sentences([3, 7, 5]), max_new_tokens=8) == [plain[0, 1:3].tolist(), plain[1, 1:5].tolist(), []]
+    want = [plain[0, 1:3].tolist(), plain[1, 1:5].tolist(), []]
+    assert model.translate(sentences([3, 7, 5]), max_new_tokens=8) == want
 
 
 def test_translate_writes_up_to_block_size_tokens():

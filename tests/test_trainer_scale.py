@@ -187,7 +187,8 @@ def test_schedule_reaches_the_optimizer_and_metrics(tmp_path):
     assert records[-1]['grad_norm'] == pytest.approx(trainer.grad_norm.item())  # each line: the step's, unclipped
     assert all(group['lr'] == lrs[-1] for group in trainer.optimizer.param_groups)  # decayed or not, every group
     train(tmp_path / 'warmup', lr_schedule='constant', warmup_iters=2, learning_rate=3e-2)  # warmup, then constant
-    assert [r['lr'] for r in read_metrics(tmp_path / 'warmup' / 'metrics.jsonl')] == pytest.approx([1e-2, 2e-2, 3e-2, 3e-2])
+    warmup_lrs = [r['lr'] for r in read_metrics(tmp_path / 'warmup' / 'metrics.jsonl')]
+    assert warmup_lrs == pytest.approx([1e-2, 2e-2, 3e-2, 3e-2])
     assert lrs[0] < lrs[1] < lrs[2] and lrs[2] > lrs[5]
 
 
@@ -417,8 +418,8 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     assert json.load(open(tmp_path / 'run' / 'config.json'))['note'] == {'text': 'hello'}
     assert torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']['note'] == {'text': 'hello'}
     # model.pt alone cannot be resumed, so the message offers the two other ways
-    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 2 iterations\) that this fresh "
-                                          r"run would overwrite; train in another work_dir"):
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 2 iterations\) that "
+                                          r"this fresh run would overwrite; train in another work_dir"):
         train(tmp_path / 'run')
     # a run without a val set or checkpoint_interval writes no checkpoint: its metrics still mark it
     train(tmp_path / 'bare')
