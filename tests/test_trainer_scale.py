@@ -358,6 +358,8 @@ def test_mixed_precision_trains(dtype):
     trainer, losses = train(max_iters=8, dtype=dtype)
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert trainer.scaler.is_enabled() == (dtype == 'float16')  # a gradient scaler only for float16
+    with trainer.autocast:  # the dtype asked for, not another half precision
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == getattr(torch, dtype)
 
 
 def test_eval_metrics_and_files(tmp_path):
