@@ -16,7 +16,8 @@ import torch
 
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir
 from mingpt.model import GPT
-from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
+from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
+                            strip_prefixes)
 from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint, set_seed
 
 VOCAB, BLOCK = 16, 8
@@ -506,6 +507,11 @@ def test_step_sampler_splits_the_batch_across_ranks_and_micro_steps():
         assert [sum((p[s] for p in per_rank), []) for s in range(3)] == single
     # resuming at step 2 needs nothing but the step
     assert next(iter(StepSampler(1000, 8, seed=5, start=2))) == single[2]
+
+
+def test_checkpoint_names_lose_the_ddp_and_compile_prefixes():
+    state = {'module.lm_head.weight': 1, '_orig_mod.transformer.wte.weight': 2, '_orig_mod.module.ln_f.bias': 3}
+    assert strip_prefixes(state) == {'lm_head.weight': 1, 'transformer.wte.weight': 2, 'ln_f.bias': 3}
 
 
 def test_token_dataset_memmap(tmp_path):
