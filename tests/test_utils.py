@@ -61,8 +61,10 @@ def test_unknown_key_names_key_and_lists_valid_keys():
         make().merge_from_args(['--trainer.bach_size=32'])
     msg = str(e.value)
     assert "trainer.bach_size" in msg and "batch_size" in msg and "learning_rate" in msg
-    with pytest.raises(ConfigError, match="valid keys here are: model, trainer"):
+    with pytest.raises(ConfigError, match="key 'trainr'; valid keys here are: model, trainer"):
         make().merge_from_args(['--trainr.batch_size=32'])
+    with pytest.raises(ConfigError, match="config key 'trainer.batch_size' is a value, not a section"):
+        make().merge_from_args(['--trainer.batch_size.x=32'])
 
 
 @pytest.mark.parametrize('arg, fragment', [
