@@ -131,6 +131,8 @@ def test_a_path_or_text_option_keeps_what_was_typed(monkeypatch):
     assert C.system.work_dir == '/home/me/runs/a' and C.model.model_type == '7'
     C.merge_from_args(['--data.path=None', '--data.text=~/x'])  # None: not given; ~ only in paths
     assert C.data.path is None and C.data.text == '~/x'
+    C.merge_from_args(['--data.text="to be"'])  # a quoted string literal: its text, without the quotes
+    assert C.data.text == 'to be'
     for bare in ('--data.path', '--trainer.batch_size', '--data.path='):  # a flag only where the option is one
         with pytest.raises(ConfigError, match=rf"{bare.rstrip('=')} needs a value: {bare.rstrip('=')}=\.\.\."):
             C.merge_from_args([bare])  # (or None: resume); an empty path, e.g. an unset $FILE, is none either
