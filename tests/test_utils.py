@@ -258,6 +258,10 @@ def test_resolve_device(monkeypatch):
         resolve_device('cuda:1')
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     assert resolve_device('cuda:1') == 'cuda:1' and resolve_device('auto') == 'cuda'
+    monkeypatch.setattr(torch.backends.mps, 'is_available', lambda: True)
+    assert resolve_device('auto') == 'cuda'  # cuda first, then mps
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert resolve_device('auto') == 'mps'
 
 
 def test_remove_stale_temps_keeps_everything_else(tmp_path):
