@@ -1,6 +1,7 @@
 """GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
 minGPT-style tokenizer interface, and where the vocabulary files come from."""
 import hashlib
+import json
 import random
 import unicodedata
 
@@ -392,3 +393,24 @@ def test_download_into_cache_then_reuse(encoder, vocab_bodies, empty_cache, monk
     assert all(headers == {} for _, headers in calls)  # a fresh download asks for no range
     assert get_encoder().encode(' again!') == encoder.encode(' again!')
     assert len(calls) == 2  # the second time from the cache
+
+
+def test_the_encode_command_reads_the_vocabulary_asked_and_counts_utf8_bytes(tmp_path, capsys):
+    """--vocab DIR: a hand-made vocabulary (byte b is id b, then 'h'+'i' is 256 and 'hi'+'!' is 257), read with GPT-2's
+    pre-tokeniser or, as vocab.bpe's header says, without one (the whole text one word)."""
+    alphabet = bytes_to_unicode()
+    for name, header, words in (('words', '#version: 0.2', [('hi', [256]), ('!', [33]), (' é', [32, 195, 169])]),
+                                ('whole', bpe.NO_PRETOKENIZER, [('hi! é', [257, 32, 195, 169])])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / 'encoder.json').write_text(json.dumps({**{alphabet[b]: b for b in range(256)}, 'hi': 256,
+                                                         'hi!': 257}))
+        (folder / 'vocab.bpe').write_text(f'{header}\nh i\nhi !\n')
+        bpe.main(['encode', 'hi! é', '--vocab', str(folder)])
+        out = capsys.readouterr().out
+        for word, ids in words:
+            assert f"\n{word!r}: {' '.join(alphabet[b] for b in word.encode('utf-8'))}\n" in out
+            assert f"\n  ids {ids}\n" in out
+        assert out.endswith(f"\n{sum(len(ids) for _, ids in words)} tokens for 6 bytes\n")  # é is 2 bytes
+    assert out.split('\n\n')[1].splitlines()[1:3] == ['  merge      1 h+i              hi ! Ġ Ã ©',
+                                                       '  merge      2 hi+!             hi! Ġ Ã ©']
