@@ -541,3 +541,45 @@ def test_samples_of_a_prompt_are_batched_and_printed_together_prompt_by_prompt(t
     assert re.findall(r'--- (.*?) ---', out.err) == ['prompt 1, sample 1', 'prompt 1, sample 2', 'prompt 2, sample 1',
                                                      'prompt 2, sample 2']
     assert out.out.splitlines() == ['aaa', 'aaa', 'bcaa', 'bcaa']  # the model writes 'a'
+
+
+def test_the_seed_chooses_the_samples(g, hf_dir, capsys):
+    folder, _ = hf_dir
+    texts = []
+    for seed in (7, 8, 7):
+        g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=10', '--stop_at_eos=False',
+                f'--system.seed={seed}'])
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[2] != texts[1]
+
+
+@pytest.mark.parametrize('options, device, dtype', [
+    ([], 'cpu', torch.float32),  # auto: float32 off CUDA
+    (['--system.device=cuda:1'], 'cuda:1', torch.bfloat16),  # auto: bfloat16 on CUDA
+    (['--system.device=cuda:1', '--system.dtype=float16'], 'cuda:1', torch.float16),
+    (['--system.device=cpu', '--system.dtype=bfloat16'], 'cpu', torch.bfloat16),
+])
+def test_the_model_is_loaded_on_the_device_and_in_the_dtype_asked(g, options, device, dtype, monkeypatch):
+    asked = []
+    monkeypatch.setattr(g, 'resolve_device', lambda name: asked.append(name) or ('cpu' if name == 'auto' else name))
+
+    def load(name, device, dtype):
+        asked.append((device, dtype))
+        raise KeyboardInterrupt  # enough: nothing is loaded
+    monkeypatch.setattr(g, 'load', load)
+    with pytest.raises(KeyboardInterrupt):
+        g.main(['--model=never-loaded', '--prompt=x', *options])
+    assert asked == [options[0].split('=')[1] if options else 'auto', (device, dtype)]
+
+
+def test_a_character_model_streams_characters_beyond_ascii(capsys):
+    from mingpt.data import CharTokenizer
+    tokenizer = CharTokenizer(list('aé€\n'))
+    on_token, finish = generate_module().streamed(tokenizer, eos=None)
+    pieces = []
+    for c in 'aé€a':
+        on_token(tokenizer.stoi[c])
+        pieces.append(capsys.readouterr().out)
+    finish()
+    assert pieces == ['a', 'é', '€', 'a'] and capsys.readouterr().out == '\n'
+    assert generate_module().text_of(tokenizer, [tokenizer.stoi[c] for c in 'é€'], None) == 'é€'
