@@ -635,3 +635,33 @@ def test_plot_draws_metrics_to_png(tmp_path):
         plot.loss_figure([tmp_path / 'other.jsonl'])
     plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.pdf')])  # the format its suffix names
     assert (tmp_path / 'loss.pdf').read_bytes()[:5] == b'%PDF-'
+
+
+def test_the_plot_command_passes_its_options_and_writes_atomically(tmp_path, capsys, monkeypatch):
+    pytest.importorskip('matplotlib')
+    from matplotlib.figure import Figure
+    from mingpt import plot
+    (tmp_path / 'run').mkdir()
+    metrics = str(tmp_path / 'run' / 'metrics.jsonl')
+    with open(metrics, 'w') as f:
+        f.write('{"iter": 0, "loss": 4.0}\n{"iter": 1, "loss": 2.0}\n')
+    drawn = []
+    with monkeypatch.context() as m:
+        m.setattr(plot, 'save', lambda fig, path, dpi=100: drawn.append(fig) or path)
+        plot.main([metrics, '-o', str(tmp_path / 'loss.png'), '--title', 'mine', '--logy', '--labels', 'a'])
+    ax = drawn[0].axes[0]
+    assert (ax.get_title(), ax.get_yscale(), ax.get_legend_handles_labels()[1]) == ('mine', 'log', ['a train'])
+    with pytest.raises(SystemExit):  # an average that never leaves the first loss
+        plot.main([metrics, '-o', str(tmp_path / 'loss.png'), '--smooth=1'])
+    assert '--smooth=1.0 must be at least 0 and below 1' in capsys.readouterr().err
+
+    def fails_halfway(fig, fname, **kwargs):
+        with open(fname, 'wb') as f:
+            f.write(b'half a pic')
+        raise OSError('No space left on device')
+    monkeypatch.setattr(Figure, 'savefig', fails_halfway)
+    (tmp_path / 'loss.png').write_bytes(b'the old picture')
+    with pytest.raises(OSError, match='No space left'):
+        plot.main([metrics, '-o', str(tmp_path / 'loss.png')])
+    assert (tmp_path / 'loss.png').read_bytes() == b'the old picture'  # the old file whole, no temporary beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['loss.png', 'run']
