@@ -305,3 +305,15 @@ def test_help_prints_usage_first(capsys):
         make().merge_from_args(['-h'], usage='Trains a thing.\n')
     out = capsys.readouterr().out
     assert out.startswith('Trains a thing.\n') and 'batch_size: 64' in out
+
+
+def test_mingpt_debug_0_is_off_and_the_hint_comes_only_without_the_traceback(capsys, monkeypatch):
+    def main(argv):
+        raise ValueError('a bad option')
+    for value, debug in (('0', False), ('', False), ('1', True), ('yes', True)):
+        monkeypatch.setenv('MINGPT_DEBUG', value)
+        with pytest.raises(SystemExit) as e:
+            run_cli(main, [])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and 'error: a bad option\n' in err
+        assert ('Traceback' in err, 'run with --debug' in err) == (debug, not debug), value
