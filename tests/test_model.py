@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from conftest import perturb_norms
 from mingpt.model import GPT, CausalSelfAttention, Dropout, sinusoidal_positions
 from mingpt.sampling import beam_search, sample_next, sampling_probs, top_k_filter, top_p_filter
 from mingpt.utils import ConfigError
@@ -282,17 +283,6 @@ def test_sinusoidal_model_uses_the_table_and_saves_no_positions():
     for block in m.transformer.h:
         x = block(x)
     torch.testing.assert_close(m(idx)[0], m.lm_head(m.transformer.ln_f(x)))
-
-
-def perturb_norms(m):
-    """Random layer norm gains and biases: at init (1, 0) every layer norm computes the same, so a block that used
-    another of its norms would pass."""
-    with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.LayerNorm):
-                mod.weight.add_(torch.randn_like(mod.weight) * 0.5)
-                mod.bias.add_(torch.randn_like(mod.bias) * 0.5)
-    return m
 
 
 def test_post_norm_block_is_add_and_norm():
