@@ -97,6 +97,8 @@ def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path')
         if found is None:
             raise FileNotFoundError(f"{path} does not exist (nor under {' or '.join(map(str, data_roots()))}); pass "
                                     "the path of an existing file")
+        if found.is_dir():
+            raise IsADirectoryError(f"{path} is a folder; pass the path of a file in it")
         return found
     candidates = [root / relpath for root in data_roots()]
     for p in candidates:
@@ -114,6 +116,8 @@ def read_text(path):
     try:
         with open(path, encoding='utf-8-sig') as f:
             return f.read()
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{path} is a folder, not a text file; pass the path of a file in it") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"{path} is not UTF-8 text (byte {e.start} cannot be decoded: {e.reason}); give a UTF-8 "
                          "file, e.g. converted with iconv -t utf-8") from None

@@ -258,7 +258,8 @@ def read_sst2(split, sst2_dir=None, limit=None):
         lines = source.read_text(encoding='utf-8').splitlines()
     except FileNotFoundError:
         if sst2_dir:
-            raise
+            raise FileNotFoundError(f"data.sst2_dir={str(sst2_dir)!r} holds no {name}: give the folder of SST-2's "
+                                    "train.tsv, dev.tsv and test.tsv (unzipped GLUE SST-2.zip)") from None
         source = fetch('sentiment/SST-2.zip', SST2_ZIP_URL, local_copy='unzip it and pass the folder of its train.tsv '
                        'and dev.tsv with --data.sst2_dir=DIR')
         try:

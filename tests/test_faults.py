@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from conftest import load_project
+from mingpt.data import read_text
 from mingpt.utils import ConfigError, run_cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,6 +247,10 @@ def test_unreadable_inputs_name_the_file(run_dir, text, tmp_path):
     latin1 = tmp_path / 'latin1.txt'
     latin1.write_bytes('caf\xe9 '.encode('latin-1') * 100)
     refused(run_dir, [f'--data.path={latin1}'], re.escape(f"{latin1} is not UTF-8 text (byte 3 cannot be decoded"))
+    refused(run_dir, [f'--data.path={tmp_path}'], re.escape(f"{tmp_path} is a folder; pass the path of a file in it"),
+            IsADirectoryError)
+    with pytest.raises(IsADirectoryError, match=re.escape(f"{tmp_path} is a folder, not a text file; pass the path")):
+        read_text(tmp_path)  # generate.py's prompt_file and translate.py's data.path come straight here
     evil = tmp_path / 'evil.pt'
     torch.save({'format': 'mingpt-checkpoint-1', 'x': Exploit()}, evil)
     refused(run_dir, [f'--data.path={text}', f'--trainer.resume={evil}', '--trainer.max_iters=8'],

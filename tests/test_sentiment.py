@@ -2,6 +2,7 @@
 stage end to end on a slice of SST-2 with tiny models."""
 import json
 import math
+import re
 import zipfile
 
 import pytest
@@ -205,6 +206,14 @@ def test_a_text_of_ones_own_that_is_missing_is_named_as_missing(tmp_path, monkey
                                                 r"existing file$"):
         sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--data.text=missing.txt',
                         f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
+
+
+def test_an_sst2_dir_without_the_split_names_the_option_and_the_files(tmp_path):
+    (tmp_path / 'train.tsv').write_text('sentence\tlabel\n')  # a file where the folder belongs
+    for wrong in (tmp_path, tmp_path / 'train.tsv'):
+        with pytest.raises(FileNotFoundError, match=re.escape(f"data.sst2_dir={str(wrong)!r} holds no dev.tsv: give "
+                                                              "the folder of SST-2's train.tsv, dev.tsv and test.tsv")):
+            sentiment.read_sst2('dev', wrong)
 
 
 def test_offline_without_sst2_names_the_option_for_a_local_copy(tmp_path, no_network, monkeypatch):
