@@ -6,9 +6,8 @@ of 8 prompts of lengths 5..120 (left padded, with an attention mask).
 Each measurement runs in a fresh process of its own, the three contenders in turns (each round starts with the next
 one), for several rounds; it prints each one's median tokens/s and time to the first token (the prompt's forward and
 one token) with their spread (min-max over rounds), and the ratios of the medians, as a Markdown table to paste into
-the README. The compiled
-side compiles once per process before the clock starts (the inductor's cache makes later rounds compile faster);
-its median compile time is printed below the table.
+the README. The compiled side compiles once per process before the clock starts (the inductor's cache makes later
+rounds compile faster); its median compile time is printed below the table.
 
     python bench/bench_generate.py                  # 3 rounds, 2 threads, fp32 on CPU (about 11 minutes)
     python bench/bench_generate.py --device=cuda    # bf16, the compiled step as a CUDA graph
