@@ -93,6 +93,18 @@ def test_a_run_stopped_in_a_callback_leaves_no_gradients_to_the_next_run():
     assert fresh and all(fresh)
 
 
+def test_a_trainer_config_with_only_minGPTs_keys_runs():
+    # e.g. built by hand, or from a minGPT run's config.json: the options minGPT lacks take their defaults
+    from mingpt.utils import CfgNode as CN
+    T = CN(device='cpu', num_workers=0, max_iters=3, batch_size=8, learning_rate=3e-4, betas=(0.9, 0.95),
+           weight_decay=0.1, grad_norm_clip=1.0)
+    C = GPT.get_default_config()
+    C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 7, 8
+    trainer = Trainer(T, GPT(C), Repeat())
+    trainer.run()
+    assert trainer.iter_num == 3 and T.lr_schedule == 'constant' and T.max_iters == 3
+
+
 def test_set_callback_replaces_and_trigger_runs_them():
     trainer = make_trainer(max_iters=3)
     calls = []
