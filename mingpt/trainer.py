@@ -226,6 +226,7 @@ class Trainer:
         self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
         self.sampler_seed = int(torch.randint(2 ** 31 - 1, (1,)))
+        self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
         ckpt = self._resume() if c.resume else None
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(

@@ -93,6 +93,18 @@ def test_a_run_stopped_in_a_callback_leaves_no_gradients_to_the_next_run():
     assert fresh and all(fresh)
 
 
+def test_run_again_trains_max_iters_more_from_iteration_0_as_minGPT():
+    # minGPT's run() sets iter_num = 0 first: a notebook's second trainer.run() trains again, it is not a no-op
+    trainer = make_trainer(max_iters=3)
+    seen = []
+    trainer.add_callback('on_batch_end', lambda t: seen.append(t.iter_num))
+    trainer.run()
+    weights = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.run()
+    assert seen == [0, 1, 2, 0, 1, 2] and trainer.iter_num == 3
+    assert any(not torch.equal(a, b) for a, b in zip(weights, trainer.model.parameters()))
+
+
 def test_a_trainer_config_with_only_minGPTs_keys_runs():
     # e.g. built by hand, or from a minGPT run's config.json: the options minGPT lacks take their defaults
     from mingpt.utils import CfgNode as CN
