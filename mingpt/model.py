@@ -312,7 +312,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
-            if targets.shape != idx.shape:
+            if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
                 raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                                  f"got {tuple(targets.shape)}")
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)

@@ -175,6 +175,7 @@ def test_targets_of_another_shape_are_refused_and_int32_ids_work():
             m(idx, bad)
     logits, loss = m(idx.int(), idx.roll(-1, 1).int())  # int32, as a numpy-made dataset may give
     assert torch.equal(loss, m(idx, idx.roll(-1, 1))[1])
+    assert torch.equal(loss, m(idx, idx.roll(-1, 1).view(-1))[1])  # flattened, as minGPT's forward accepted them
 
 
 @pytest.mark.parametrize('mask', [[[0, 1, 2]], [[0.0, float('-inf'), 0.0]]])
