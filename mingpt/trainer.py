@@ -302,8 +302,8 @@ class Trainer:
         self._bar.update(1)
         if c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last):
             self.save_checkpoint()
-            if self.val_dataset is None:
-                self._save_model()  # no val loss to pick the best by: model.pt is the latest
+            if self.val_dataset is None or not c.eval_interval:
+                self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on

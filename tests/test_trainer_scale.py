@@ -392,6 +392,13 @@ def test_checkpoint_contents_load_with_weights_only(tmp_path):
     GPT.from_checkpoint(tmp_path / 'model.pt')  # no val set: model.pt is the latest
 
 
+def test_evaluation_off_with_a_val_set_still_writes_the_latest_model(tmp_path):
+    # no val loss to pick the best by: model.pt is the latest, as without a val set (before, no model.pt at all)
+    train(tmp_path, val=True, eval_interval=0, max_iters=3, checkpoint_interval=2)
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert ckpt['iter_num'] == 3 and 'val_loss' not in ckpt
+
+
 def test_compiled_model_saves_plain_names(tmp_path, monkeypatch):
     # the eager backend wraps the model just as inductor does (an OptimizedModule, '_orig_mod.'), in seconds
     compile = torch.compile
