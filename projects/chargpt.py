@@ -143,8 +143,14 @@ def main(argv):
         tokenizer = CharTokenizer.from_text(text)
     if isinstance(tokenizer, CharTokenizer):
         train_text, val_text = split(text, D.val_fraction, D.block_size)
-        train_dataset = CharDataset(train_text, D.block_size, tokenizer)
-        val_dataset = CharDataset(val_text, D.block_size, tokenizer)
+        try:
+            train_dataset = CharDataset(train_text, D.block_size, tokenizer)
+            val_dataset = CharDataset(val_text, D.block_size, tokenizer)
+        except ValueError as e:  # system.init's characters: a new text (a Gutenberg book) often has more
+            raise ConfigError(f"data.path: {e}. A character model reads only the characters it was trained on; to "
+                              "go on with a text that has others, train both runs on a byte-level BPE vocabulary, "
+                              "which reads any text (--data.tokenizer=gpt2, or a DIR from python -m mingpt.bpe "
+                              "train)") from None
     else:
         train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
         train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
