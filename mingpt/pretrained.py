@@ -7,6 +7,7 @@ reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (toke
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -19,6 +20,9 @@ HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
 HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
 HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
+# the names of GPT-2's weights in our model (the tied lm_head aside)
+GPT2_NAME = re.compile(r'transformer\.(wte|wpe|ln_f|h\.\d+\.(ln_1|ln_2|attn\.c_attn|attn\.c_proj|mlp\.c_fc|'
+                       r'mlp\.c_proj))\.(weight|bias)$')
 
 
 def load_gpt2(cls, name_or_path):
@@ -120,6 +124,11 @@ def _load_hf_weights(model, path):
             ours[name].copy_(w)
         done.add(name)
     missing = sorted(set(ours) - done)
+    added = [k for k in missing if not GPT2_NAME.match(k)]  # e.g. a probe or a layer a student put in model.py
+    if added:
+        raise ValueError(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
+                         f"model.py?), so {path} cannot fill them: create them after loading GPT-2 instead, "
+                         "e.g. model.probe = nn.Linear(...) after GPT.from_pretrained(...)")
     if missing:
         raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
                          "incomplete or not a GPT-2 checkpoint")

@@ -194,6 +194,17 @@ def test_missing_key(small_dir):
         GPT.from_pretrained(small_dir)
 
 
+def test_weights_added_to_the_model_are_named_not_blamed_on_the_file(small_dir):
+    class Probed(GPT):  # a student's probe on the embeddings, added to the model
+        def __init__(self, config):
+            super().__init__(config)
+            self.probe = torch.nn.Linear(config.n_embd, 2)
+
+    with pytest.raises(ValueError, match=r"2 weights that GPT-2 has not, e.g. \['probe.bias', 'probe.weight'\] "
+                                         r"\(added to model.py\?\)"):
+        Probed.from_pretrained(small_dir)
+
+
 @pytest.mark.parametrize('layout', ['safetensors', 'bin'])
 def test_truncated_file(tmp_path, layout):
     folder = save_hf(hf_model(**SMALL), tmp_path, layout)
