@@ -302,6 +302,8 @@ def _check_type(key, old, new, raw=None):
     if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
         text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
         return os.path.expanduser(text) if leaf in PATH_KEYS else text
+    if raw == 'None' and leaf in ('prompt', 'text') and isinstance(old, str):  # no text: the project says what it
+        return ''  # needs (chargpt: "give some text"), where None crashed it (a TypeError deep in the tokenizer)
     if old is None:
         return new
     if isinstance(old, str):

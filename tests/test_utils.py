@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import load_project
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
                           resolve_device, run_cli, save_checkpoint, set_from_data, set_seed, setup_logging)
 
@@ -136,6 +137,24 @@ def test_a_path_or_text_option_keeps_what_was_typed(monkeypatch):
     for bare in ('--data.path', '--trainer.batch_size', '--data.path='):  # a flag only where the option is one
         with pytest.raises(ConfigError, match=rf"{bare.rstrip('=')} needs a value: {bare.rstrip('=')}=\.\.\."):
             C.merge_from_args([bare])  # (or None: resume); an empty path, e.g. an unset $FILE, is none either
+
+
+def test_none_for_a_text_option_with_text_by_default_is_no_text():
+    """--sample.prompt=None crashed chargpt (a TypeError in the tokenizer); as no text, the project says what it
+    needs. A text option whose default is None (sentiment's data.text: 'the SST-2 sentences') keeps None."""
+    C = make()
+    C.sample = CN(prompt='O God, O God!', text='the 3rd of March, 2021')
+    C.data = CN(text=None)
+    C.merge_from_args(['--sample.prompt=None', '--sample.text=None', '--data.text=None'])
+    assert (C.sample.prompt, C.sample.text, C.data.text) == ('', '', None)
+
+
+def test_chargpt_refuses_no_prompt_with_a_message():
+    chargpt = load_project('chargpt')
+    config = chargpt.get_config()
+    config.merge_from_args(['--sample.prompt=None'])
+    with pytest.raises(ConfigError, match=r"sample.prompt is 0 tokens long.*give some text"):
+        chargpt.prompt_ids(chargpt.CharTokenizer(list('ab\n')), config.sample.prompt, 8)
 
 
 def test_merge_from_dict_nested_and_checked():
