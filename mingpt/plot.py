@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 
 import numpy as np
 
@@ -175,8 +176,9 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     bar.set_label('attention weight (square-root colour scale)', fontsize=8)
     fig.supylabel('query (the token attending) \u2192 down', fontsize=9)
     fig.supxlabel('key (the token attended to) \u2192 right', fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    if title:  # wrapped to the figure's width: a one-column grid is narrower than a prompt's title
+        fits = int(fig.get_figwidth() * 72 / (0.65 * 11))  # characters of 11 points across the figure
+        fig.suptitle('\n'.join(textwrap.wrap(title, fits)), fontsize=11)
     return fig
 
 

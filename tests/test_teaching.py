@@ -81,6 +81,17 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     assert all(t.get_rotation() == 90 for t in panels[3].get_xticklabels())
 
 
+def test_a_long_title_fits_a_one_column_grid():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    title = 'attention in out/chargpt/model.pt, 57 tokens: "' + plot.readable('ROMEO:\nBut soft, what light ' * 2) + '"'
+    fig = plot.attention_figure(torch.rand(3, 1, 9, 9).softmax(-1), list('abcdefghi'), title, [0, 1, 2], [1])
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    suptitle = next(t for t in fig.texts if t.get_text() == fig.get_suptitle())
+    box = suptitle.get_window_extent(canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and '\n' in fig.get_suptitle()  # it was cut off on both sides
+
+
 def test_drawn_rows_sum_to_one_and_layer_0_matches_the_formula():
     model = tiny_gpt()
     idx = torch.randint(40, (1, 9))
