@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -26,7 +27,8 @@ GPT2_NAME = re.compile(r'transformer\.(wte|wpe|ln_f|h\.\d+\.(ln_1|ln_2|attn\.c_a
 
 
 def load_gpt2(cls, name_or_path):
-    """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory; sizes from config.json."""
+    """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory; sizes from config.json.
+    Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial values, with a warning."""
     config_path, weights_path = _hf_files(name_or_path)
     model = cls(_config_from_hf(cls.get_default_config(), config_path))
     _load_hf_weights(model, weights_path)
@@ -125,10 +127,10 @@ def _load_hf_weights(model, path):
         done.add(name)
     missing = sorted(set(ours) - done)
     added = [k for k in missing if not GPT2_NAME.match(k)]  # e.g. a probe or a layer a student put in model.py
-    if added:
-        raise ValueError(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
-                         f"model.py?), so {path} cannot fill them: create them after loading GPT-2 instead, "
-                         "e.g. model.probe = nn.Linear(...) after GPT.from_pretrained(...)")
+    if added:  # as in Hugging Face: GPT-2's weights load, the new ones keep their initialisation, for training
+        warnings.warn(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
+                      f"model.py?): {path} has nothing for them, so they keep their initial values", stacklevel=3)
+        missing = [k for k in missing if k not in added]
     if missing:
         raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
                          "incomplete or not a GPT-2 checkpoint")
