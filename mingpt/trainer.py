@@ -616,8 +616,11 @@ def unwritable(work_dir):
     if work_dir == '':
         return "is empty"
     there = Path(os.path.abspath(work_dir))
-    while not there.exists() and not there.is_symlink() and there != there.parent:
-        there = there.parent  # the nearest existing folder: makedirs creates the rest
+    try:
+        while not there.exists() and not there.is_symlink() and there != there.parent:
+            there = there.parent  # the nearest existing folder: makedirs creates the rest
+    except OSError as e:  # e.g. a name longer than the file system allows
+        return f"cannot be made ({e.strerror})"
     if not there.exists():
         return f"cannot be made: {there} is a broken link" if there.is_symlink() else f"{there} does not exist"
     if not there.is_dir():

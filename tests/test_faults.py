@@ -289,6 +289,8 @@ def test_a_work_dir_that_cannot_be_written_is_named_before_training(run_dir, tex
     (tmp_path / 'gone').symlink_to(tmp_path / 'nowhere')
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/gone/run'],
             r"cannot be made: .*gone is a broken link; give a folder", ConfigError)
+    refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/{"x" * 300}/run'],  # passes access()
+            r"system.work_dir='.*/run' cannot be made \(File name too long\); give a folder", ConfigError)
     monkeypatch.setattr(os, 'access', lambda path, mode: str(path) != str(tmp_path))  # root may write anywhere
     refused(run_dir, [f'--data.path={text}', f'--system.work_dir={tmp_path}/new/run'],
             rf"cannot be written: this user may not write in {tmp_path}; give a folder", ConfigError)
