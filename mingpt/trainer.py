@@ -109,9 +109,7 @@ class Trainer:
         system.work_dir is the default work_dir. must_match: keys of checkpoint_extras that a resume requires
         unchanged, because they say what the model was trained on (a vocabulary, a tokenizer); 'key?' checks key
         only where the checkpoint records it (a record added after some runs were saved)."""
-        for key, value in self.get_default_config().to_dict().items():  # options a minGPT-made config lacks
-            if not hasattr(config, key):
-                setattr(config, key, value)
+        self.get_default_config().fill_missing(config)  # the options a minGPT-made config lacks
         self.config = config
         self.model = model
         self.optimizer = None

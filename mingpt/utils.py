@@ -246,9 +246,7 @@ def check_model_config(cls, config):
     of cls.get_default_config() that config lacks; reject what cannot work, such as a value outside cls.CHOICES."""
     defaults = cls.get_default_config()
     defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
-    for key, value in defaults.to_dict().items():
-        if not hasattr(config, key):
-            setattr(config, key, value)
+    defaults.fill_missing(config)
     if config.vocab_size is None or config.block_size is None:
         raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
                           "config.model.vocab_size = train_dataset.get_vocab_size())")
@@ -288,7 +286,8 @@ def _parse_value(raw):
 # reads as a number (a file named 1984), and a path's leading ~ is the home directory (the shell expands ~ only at
 # the start of a word, not after --key=)
 PATH_KEYS = ('path', 'work_dir', 'checkpoint', 'init', 'tokenizer', 'sst2_dir', 'out', 'prompt_file', 'model')
-TEXT_KEYS = PATH_KEYS + ('text', 'prompt', 'model_type')
+PROSE_KEYS = ('text', 'prompt')  # free text; None, where the default is text, is no text
+TEXT_KEYS = PATH_KEYS + PROSE_KEYS + ('model_type',)
 
 
 def _check_type(key, old, new, raw=None):
@@ -302,7 +301,7 @@ def _check_type(key, old, new, raw=None):
     if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
         text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
         return os.path.expanduser(text) if leaf in PATH_KEYS else text
-    if raw == 'None' and leaf in ('prompt', 'text') and isinstance(old, str):  # no text: the project says what it
+    if raw == 'None' and leaf in PROSE_KEYS and isinstance(old, str):  # no text: the project says what it
         return ''  # needs (chargpt: "give some text"), where None crashed it (a TypeError deep in the tokenizer)
     if old is None:
         return new
@@ -366,6 +365,12 @@ class CfgNode:
         naming it as section.key and listing the valid keys."""
         for key in vars(config):
             self._child(key, f'{section}.{key}')
+
+    def fill_missing(self, config):
+        """Give config each of these defaults that it lacks (a config written for minGPT, or by hand)."""
+        for key, value in self.to_dict().items():
+            if not hasattr(config, key):
+                setattr(config, key, value)
 
     def merge_from_dict(self, d, _prefix=''):
         """Update from a (possibly nested) dict; unknown keys and wrong types raise a ConfigError."""

@@ -200,16 +200,15 @@ def test_weights_added_to_the_model_are_named_not_blamed_on_the_file(small_dir):
             super().__init__(config)
             self.probe = torch.nn.Linear(config.n_embd, 2)
 
+    plain = GPT.from_pretrained(small_dir)
+    torch.manual_seed(0)
+    fresh = Probed(plain.config)
+    torch.manual_seed(0)
     with pytest.warns(UserWarning, match=r"2 weights that GPT-2 has not, e.g. \['probe.bias', 'probe.weight'\] "
                                          r"\(added to model.py\?\): .* so they keep their initial values"):
         probed = Probed.from_pretrained(small_dir)
-    plain = GPT.from_pretrained(small_dir)  # GPT-2's own weights load as without the probe
+    # GPT-2's own weights load as without the probe, and the probe stays as built, untouched by the file
     assert all(torch.equal(w, probed.state_dict()[k]) for k, w in plain.state_dict().items())
-    torch.manual_seed(0)
-    fresh = Probed(probed.config)
-    torch.manual_seed(0)
-    with pytest.warns(UserWarning):
-        probed = Probed.from_pretrained(small_dir)  # the probe as built, untouched by the file
     assert torch.equal(probed.probe.weight, fresh.probe.weight) and torch.equal(probed.probe.bias, fresh.probe.bias)
 
 
