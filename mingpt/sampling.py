@@ -80,7 +80,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         rows, tokens, kept, ended = best_extensions(scores, logprobs, num_beams, eos_token_id)
         finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_tensor([token])]))
                      for row, token, s in ended]
-        if not rows:
+        if not rows:  # every live sequence could only end: none is left to rank as it stands
+            seqs, scores = seqs[:0], scores[:0]
             break
         rows_t, tokens_t = torch.tensor(rows, device=idx.device), torch.tensor(tokens, device=idx.device)
         seqs = torch.cat([seqs[rows_t], tokens_t[:, None]], dim=1)

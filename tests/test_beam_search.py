@@ -191,3 +191,22 @@ def test_a_token_ruled_out_never_makes_a_beam():
     assert seqs[:, 1:].tolist()[0] == [1, 1] and seqs[:, 1:].tolist()[3] == [2, 2]
     assert sorted(map(tuple, seqs[:, 1:].tolist())) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert scores.tolist() == pytest.approx([2 * a, a + b, a + b, 2 * b], abs=1e-6)
+
+
+class EndsAfterOneToken(MaskedOut):
+    """After the prompt, tokens 1 and 2 (logits 0 and -1, as MaskedOut); after them only eos (3) can come."""
+
+    def next_token_logits(self, seq, caches, attention_mask=None):
+        if seq.size(1) == 1:
+            return super().next_token_logits(seq, caches)
+        logits = torch.full((seq.size(0), V), float('-inf'))
+        logits[:, 3] = 0.0
+        return logits
+
+
+def test_a_sequence_that_can_only_end_is_returned_once_ended():
+    """Only two sequences exist, 1 eos and 2 eos: three beams return those two, not also 1 or 2 unended."""
+    seqs, scores = beam_search(EndsAfterOneToken(), torch.tensor([[0]]), 4, num_beams=3, eos_token_id=3)
+    a, b = -math.log(1 + math.exp(-1)), -1 - math.log(1 + math.exp(-1))
+    assert seqs.tolist() == [[0, 1, 3, 3, 3], [0, 2, 3, 3, 3]]
+    assert scores.tolist() == pytest.approx([a, b], abs=1e-6)
