@@ -465,6 +465,16 @@ def test_top_p_reads_the_distribution_that_top_k_left():
                                torch.tensor([[0.5420, 0.4580, 0, 0, 0]]), atol=1e-4, rtol=0)
 
 
+def test_a_tiny_top_p_samples_the_greedy_token_among_equals():
+    """Three tokens share the top logit: greedy takes the first (argmax), and so does top-p that keeps one token."""
+    logits = torch.zeros(2, 50)
+    logits[:, 45:48] = 5.0
+    logits[1, 10] = 5.0
+    greedy = sample_next(logits)
+    assert greedy.tolist() == [[45], [10]]
+    assert torch.equal(sample_next(logits, do_sample=True, top_p=1e-6), greedy)
+
+
 @pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
                                        (dict(top_k=0), 'top_k=0 .* integer >= 1'),
                                        (dict(top_k=-1), 'top_k=-1 .* integer >= 1'),
