@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mingpt.model import GPT
-from mingpt.sampling import beam_search
+from mingpt.sampling import beam_search, sample_next
 
 V, STEPS = 5, 3
 
@@ -210,3 +210,23 @@ def test_a_sequence_that_can_only_end_is_returned_once_ended():
     a, b = -math.log(1 + math.exp(-1)), -1 - math.log(1 + math.exp(-1))
     assert seqs.tolist() == [[0, 1, 3, 3, 3], [0, 2, 3, 3, 3]]
     assert scores.tolist() == pytest.approx([a, b], abs=1e-6)
+
+
+class Ties(MaskedOut):
+    """After any sequence, tokens 45, 46 and 47 of 50 share the top logit."""
+
+    def next_token_logits(self, seq, caches, attention_mask=None):
+        logits = torch.zeros(seq.size(0), 50)
+        logits[:, 45:48] = 5.0
+        return logits
+
+
+def test_equal_scores_go_to_the_lowest_id_as_in_greedy_decoding():
+    """Greedy's argmax takes the first of equal logits; one beam does the same, and more beams take equal sequences
+    in the order of their ids."""
+    prompt = torch.tensor([[0]])
+    greedy = sample_next(Ties().next_token_logits(prompt, None))
+    assert greedy.item() == 45
+    assert beam_search(Ties(), prompt, 3, num_beams=1)[0].tolist() == [[0, 45, 45, 45]]
+    assert beam_search(Ties(), prompt, 2, num_beams=4)[0].tolist() == [[0, 45, 45], [0, 45, 46], [0, 45, 47],
+                                                                        [0, 46, 45]]
