@@ -6,7 +6,8 @@ from mingpt.utils import ConfigError, check_range
 
 
 def top_k_filter(logits, k):
-    """Keep the k largest logits of each row; the rest become -inf (never sampled)."""
+    """Keep the k largest logits of each row, and any equal to the k-th (as Hugging Face's top-k: top_k=1 on tied
+    logits samples among them); the rest become -inf (never sampled)."""
     k = min(int(k), logits.size(-1))  # int: a config may hold 40.0
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, float('-inf'))

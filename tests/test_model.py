@@ -465,14 +465,17 @@ def test_top_p_reads_the_distribution_that_top_k_left():
                                torch.tensor([[0.5420, 0.4580, 0, 0, 0]]), atol=1e-4, rtol=0)
 
 
-def test_a_tiny_top_p_samples_the_greedy_token_among_equals():
-    """Three tokens share the top logit: greedy takes the first (argmax), and so does top-p that keeps one token."""
+def test_among_equal_logits_a_tiny_top_p_takes_the_greedy_token_and_top_k_keeps_them_all():
+    """Three tokens share the top logit (four in row 1): greedy takes the first (argmax), and so does top-p that
+    keeps one token."""
     logits = torch.zeros(2, 50)
     logits[:, 45:48] = 5.0
     logits[1, 10] = 5.0
     greedy = sample_next(logits)
     assert greedy.tolist() == [[45], [10]]
     assert torch.equal(sample_next(logits, do_sample=True, top_p=1e-6), greedy)
+    # top-k keeps every token equal to the k-th, as HF's: top_k=1 samples among the tied tokens
+    assert (top_k_filter(logits, 1) > float('-inf')).sum(-1).tolist() == [3, 4]
 
 
 @pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
