@@ -276,6 +276,7 @@ def test_presets_options_and_bad_config():
     # the paper's base model, one 37k embedding shared: 6 + 6 layers of d=512, h=8, d_ff=2048
     d, layers = 512, 6 * (4 * 512 * 512 + 2 * 512 * 2048) + 6 * (8 * 512 * 512 + 2 * 512 * 2048)
     assert abs(base.num_parameters() - (37000 * d + layers)) / base.num_parameters() < 0.01
+    assert round(base.num_parameters() / 1e6) == 63  # as the preset's comment says
     assert base.encoder.wte.weight is base.lm_head.weight is base.decoder.wte.weight
     assert not hasattr(base.encoder.wpe, 'weight')  # sinusoidal: a buffer, not trained
     separate = tiny()
