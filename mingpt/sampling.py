@@ -1,5 +1,5 @@
-"""Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy; and beam
-search, which keeps the most probable whole sequences instead of choosing one token at a time."""
+"""Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy;
+and beam search, which keeps the most probable whole sequences instead of choosing one token at a time."""
 import torch
 
 from mingpt.utils import ConfigError, check_range
@@ -73,6 +73,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
     prompt, mask = model.check_prompt(idx, attention_mask)
     check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
+    check_range('length_penalty', length_penalty)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)

@@ -184,7 +184,8 @@ class Transformer(nn.Module):
     def cross_attention_maps(self, src, tgt):
         """Cross-attention weights of every decoder layer while it predicts tgt from src: a list of (B, n_head, T, S)
         tensors, row t the source positions the decoder looked at to write tgt[t]. They are the model's in eval
-        mode, without dropout, whichever mode it is in."""
+        mode, without dropout, whichever mode it is in. T and S leave out trailing padding columns that every row
+        shares (trim_padding), as forward's logits do."""
         return kept_weights(self, [block.crossattention for block in self.decoder.h], lambda: self(src, tgt))
 
     # ---- decoding ----

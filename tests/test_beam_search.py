@@ -164,6 +164,8 @@ def test_bad_arguments():
         beam_search(model, torch.tensor([PROMPT]), 2, 0)
     with pytest.raises(ValueError, match=r'max_new_tokens=-2 is out of range: it must be an integer >= 0'):
         beam_search(model, torch.tensor([PROMPT]), -2, 2)
+    with pytest.raises(ValueError, match=r"length_penalty='x' is a string, not a number"):
+        beam_search(model, torch.tensor([PROMPT]), 2, 2, length_penalty='x')
 
 
 class MaskedOut:
