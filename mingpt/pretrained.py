@@ -90,7 +90,8 @@ def _config_from_hf(C, config_path):
 
 def _load_hf_weights(model, path):
     """Copy a Hugging Face GPT-2 state dict into model. Accepts the hub's base-model keys ('h.0.attn...', with the
-    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied and usually omitted)."""
+    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied: usually omitted, sometimes
+    stored instead of wte)."""
     try:
         if path.suffix == '.safetensors':
             weights = read_safetensors(path)
@@ -109,10 +110,13 @@ def _load_hf_weights(model, path):
             continue
         if name == 'lm_head.weight':
             wte = weights.get('transformer.wte.weight', weights.get('wte.weight'))
-            if wte is not None and not torch.equal(w, wte):
+            if wte is None:  # the tied matrix stored once, as the head (safetensors' save_model keeps that name)
+                name = 'transformer.wte.weight'
+            elif torch.equal(w, wte):
+                continue
+            else:
                 raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied "
                                  "head cannot be loaded")
-            continue
         if name not in ours:
             raise ValueError(f"{path}: unexpected key {key!r}; is this a GPT-2 checkpoint?")
         if name.endswith(HF_CONV1D):

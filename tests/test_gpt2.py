@@ -10,7 +10,7 @@ from mingpt.model import GPT
 
 transformers = pytest.importorskip('transformers')
 from safetensors import safe_open  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+from safetensors.torch import load_file, save_file, save_model  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 SMALL = dict(n_layer=2, n_head=4, n_embd=32, n_positions=64, vocab_size=101)
@@ -276,6 +276,17 @@ def test_a_gpt2_variant_is_refused_by_name(tmp_path, key):
 def test_settings_equal_to_gpt2s_own_load(tmp_path, same):
     hf = hf_model(**SMALL, **same)
     assert_same_as_hf(GPT.from_pretrained(save_hf(hf, tmp_path, 'safetensors')), hf, SMALL['vocab_size'], steps=3)
+
+
+def test_the_tied_matrix_stored_as_the_head_loads(tmp_path):
+    """safetensors' own save_model stores a tied pair once, under the first name (lm_head.weight, not wte): Hugging
+    Face loads such a file, and so do we."""
+    hf = hf_model(**SMALL)
+    folder = save_hf(hf, tmp_path, 'safetensors')
+    save_model(hf, folder / 'model.safetensors')
+    assert 'lm_head.weight' in load_file(folder / 'model.safetensors')
+    assert 'transformer.wte.weight' not in load_file(folder / 'model.safetensors')
+    assert_same_as_hf(GPT.from_pretrained(folder), hf, SMALL['vocab_size'], steps=3)
 
 
 def test_an_untied_head_is_refused(tmp_path):
