@@ -204,6 +204,10 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
+    hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, which also holds "
+          "config.json (GPT.from_pretrained(folder), a project's --model or --system.init)")
+    if Path(path).suffix == '.safetensors':  # never torch.save's: the weights of a Hugging Face directory
+        raise ValueError(f"{path} is a safetensors file, not a mingpt checkpoint; {hf}")
     if not zipfile.is_zipfile(path):  # before torch.load, whose advice (weights_only=False) fits no such file
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          "file): it is not the zip archive that torch.save writes")
@@ -213,8 +217,7 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); for Hugging Face "
-                         "GPT-2 files use GPT.from_pretrained")
+        raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); {hf}")
     return checkpoint
 
 

@@ -235,6 +235,20 @@ def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
         GPT.from_checkpoint(tmp_path / 'changed.pt')
 
 
+@pytest.mark.parametrize('weights', ['model.safetensors', 'pytorch_model.bin'])
+def test_a_hugging_face_weights_file_is_sent_to_its_folder(weights, hf_dir, tmp_path):
+    """--model names a Hugging Face directory's weights file: the message gives the folder to pass, not 'corrupt'."""
+    from mingpt.pretrained import load_model_and_tokenizer
+    folder, hf = hf_dir
+    path = folder / weights
+    if weights == 'pytorch_model.bin':
+        path = tmp_path / weights
+        torch.save(hf.state_dict(), path)
+    with pytest.raises(ValueError, match=rf"{weights} is (a safetensors file, )?not a mingpt checkpoint.*; for Hugging "
+                                         rf"Face GPT-2 weights give their folder, {re.escape(str(path.parent))}, "):
+        load_model_and_tokenizer(str(path))
+
+
 def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, capsys):
     g = generate_module()
     eot = enc.special_tokens['<|endoftext|>']
