@@ -296,8 +296,12 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
             if not path.is_file():
                 raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
                                         f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
-    enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256)
-    bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256)
+    # offline, both files are needed; only Python takes their paths (generate.py, for one, has no option for them)
+    local_copy = ("pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's tokenizer needs both "
+                  "files, encoder.json and vocab.bpe)")
+    enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256,
+                local_copy=local_copy)
+    bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256, local_copy=local_copy)
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
     return Encoder(encoder, merges, pattern=pattern)
 

@@ -278,7 +278,9 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     with pytest.raises(RuntimeError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
-    assert 'get the file elsewhere and pass its path, or place it at' in str(e.value)
+    # both files named, and their paths given where they can be (generate.py has no option for them)
+    assert "get the file elsewhere and pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's " \
+        "tokenizer needs both files, encoder.json and vocab.bpe), or place it at" in str(e.value)
     assert 'partial download' not in str(e.value)  # none was made
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
     assert 'does not exist' not in str(e.value)
