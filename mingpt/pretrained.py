@@ -21,6 +21,7 @@ HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
 HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
 HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
+HF_LAYER = re.compile(r'(?:transformer\.)?h\.(\d+)\.')  # a weight of block i, in either key layout
 # the names of GPT-2's weights in our model (the tied lm_head aside)
 GPT2_NAME = re.compile(r'transformer\.(wte|wpe|ln_f|h\.\d+\.(ln_1|ln_2|attn\.c_attn|attn\.c_proj|mlp\.c_fc|'
                        r'mlp\.c_proj))\.(weight|bias)$')
@@ -102,6 +103,10 @@ def _load_hf_weights(model, path):
                          "corrupt; delete it and download or save it again") from None
     if not isinstance(weights, dict):
         raise ValueError(f"{path} holds a {type(weights).__name__}, not a state dict of GPT-2 weights")
+    layers = {int(m[1]) for m in map(HF_LAYER.match, weights) if m}
+    if layers and max(layers) + 1 != model.config.n_layer:  # e.g. gpt2's weights beside distilgpt2's config.json
+        raise ValueError(f"{path} holds {max(layers) + 1} layers but config.json says n_layer="
+                         f"{model.config.n_layer}; the weights and config.json do not belong together")
     ours = model.state_dict()
     done = {'lm_head.weight'}  # tied to transformer.wte.weight
     for key, w in weights.items():

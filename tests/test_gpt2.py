@@ -186,6 +186,19 @@ def test_shape_mismatch_names_key_and_shapes(small_dir):
         GPT.from_pretrained(small_dir)
 
 
+@pytest.mark.parametrize('layout', ['safetensors', 'hub'])
+@pytest.mark.parametrize('n_layer', [1, 3])
+def test_a_config_json_of_another_depth_is_named(tmp_path, layout, n_layer):
+    """Files of two checkpoints mixed (gpt2's weights, distilgpt2's config.json): both are GPT-2's, so the message
+    says they do not belong together, not that the file is incomplete or not GPT-2's."""
+    folder = save_hf(hf_model(**SMALL), tmp_path, layout)
+    config = json.loads((folder / 'config.json').read_text())
+    (folder / 'config.json').write_text(json.dumps({**config, 'n_layer': n_layer}))
+    with pytest.raises(ValueError, match=rf"model.safetensors holds 2 layers but config.json says n_layer={n_layer}; "
+                                         "the weights and config.json do not belong together"):
+        GPT.from_pretrained(folder)
+
+
 def test_missing_key(small_dir):
     sd = load_file(small_dir / 'model.safetensors')
     del sd['transformer.h.1.mlp.c_fc.bias']
