@@ -45,8 +45,12 @@ def _hf_files(name_or_path):
         if not (folder / 'config.json').exists() or not weights:
             sharded = (' (sharded checkpoints, *.index.json, are not supported)'
                        if any(folder.glob('*.index.json')) else '')
+            has = sorted(os.listdir(folder))
+            has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
+            ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
+            ours = f"; a mingpt checkpoint is a file: pass {' or '.join(ours)}" if ours else ''
             raise FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json "
-                                    f"and model.safetensors or pytorch_model.bin; it has {sorted(os.listdir(folder))}")
+                                    f"and model.safetensors or pytorch_model.bin; it has {has}{ours}")
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
         # offline, a copy got elsewhere is used as a folder: both files, in one folder

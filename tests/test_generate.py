@@ -107,6 +107,8 @@ def test_char_checkpoint(tmp_path):
     assert r.stdout.startswith('ab') and len(r.stdout) == 2 + 30 + 1 and set(r.stdout) <= set(chars)
     r = run(f'--model={tmp_path / "m.pt"}', '--prompt=abz')
     assert r.returncode == 2 and "'z'" in r.stderr and 'not in the vocabulary' in r.stderr
+    r = run(f'--model={tmp_path}', '--prompt=ab')  # the run's folder, not the checkpoint in it
+    assert r.returncode != 0 and f"a mingpt checkpoint is a file: pass {tmp_path / 'm.pt'}" in r.stderr
 
 
 def test_show_next_is_one_decoding_step_by_hand(tmp_path, capsys):

@@ -174,7 +174,11 @@ def test_unknown_name(small_dir):
 
 def test_directory_without_weights(small_dir):
     (small_dir / 'model.safetensors').unlink()
-    with pytest.raises(FileNotFoundError, match='model.safetensors or pytorch_model.bin'):
+    with pytest.raises(FileNotFoundError, match='pytorch_model.bin; it has config.json, generation_config.json$'):
+        GPT.from_pretrained(small_dir)
+    for i in range(10):  # a crowded folder is listed in part
+        (small_dir / f'x{i}.txt').touch()
+    with pytest.raises(FileNotFoundError, match='it has config.json, generation_config.json, x0.txt, .*, x7.txt and 2 more$'):
         GPT.from_pretrained(small_dir)
 
 
