@@ -12,6 +12,7 @@ another vocabulary (and notes other data options that keep the vocabulary), noth
 pass, and evaluation and callbacks run on a copy of the random number generators' states, so they never change the
 training's trajectory.
 """
+import atexit
 import itertools
 import json
 import math
@@ -217,7 +218,7 @@ class Trainer:
         for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
-        self._started_dist = self._init_distributed()
+        self._init_distributed()
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
@@ -332,9 +333,8 @@ class Trainer:
 
     def _finish(self):
         self._bar.close()
-        if self._started_dist:
+        if self.world_size > 1:
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
-            dist.destroy_process_group()
 
     # ----------------------------------------------------------------------------------------------------------
     # checks before the run starts
@@ -468,13 +468,16 @@ class Trainer:
     # helpers of the loop
 
     def _init_distributed(self):
-        """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes); True if we did."""
+        """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes); True if we did.
+        The group is left at exit, not after run(): one made again over torchrun's store can hang, so a second run()
+        (the ablation's next variant) joins this one."""
         if self.world_size == 1 or dist.is_initialized():
             return False
         if self.device_type == 'cuda':  # device_id binds the group to this process's GPU (barrier needs to know it)
             dist.init_process_group(backend='nccl', device_id=torch.device(self.device))
         else:
             dist.init_process_group(backend='gloo')
+        atexit.register(leave_group)
         return True
 
     def _wrap(self, model):
@@ -626,6 +629,12 @@ def unwritable(work_dir):
     if not os.access(there, os.W_OK | os.X_OK):
         return f"cannot be written: this user may not write in {there}"
     return None
+
+
+def leave_group():
+    """At exit: the process group the trainer joined, unless the script has left it already."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def warn_unknown_event(onevent):

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -51,3 +52,42 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert len(ckpt['rng']) == 2  # each rank's RNG, to resume each where it was
     model, ckpt = GPT.from_checkpoint(tmp_path / 'ddp' / 'model.pt')
     assert len(ckpt['vocab']) == 65 and not any(k.startswith('module.') for k in ckpt['model'])
+
+
+TWO_RUNS = textwrap.dedent("""
+    import os, time
+    import torch
+    import torch.distributed as dist
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = GPT.get_default_config()
+    config.model_type, config.vocab_size, config.block_size = 'gpt-nano', 10, 8
+    data = torch.utils.data.TensorDataset(torch.randint(10, (64, 8)), torch.randint(10, (64, 8)))
+    for run in range(2):
+        if run and os.environ['RANK'] == '1':
+            time.sleep(1)  # the ranks reach the next run at different times, as after a project's own work
+        tc = Trainer.get_default_config()
+        tc.max_iters, tc.batch_size, tc.quiet, tc.device = 3, 4, True, 'cpu'
+        Trainer(tc, GPT(config), data).run()
+        print(f"run {run}, rank {os.environ['RANK']}: in the group {dist.is_initialized()}", flush=True)
+""")
+
+
+def test_a_second_run_under_torchrun_joins_the_same_group(tmp_path):
+    """The ablation trains one Trainer after another: the group is kept between them (one made again over torchrun's
+    store hung, now and then, in DDP's first collective)."""
+    script = tmp_path / 'two_runs.py'
+    script.write_text(TWO_RUNS)
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                          str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # hung: torchrun passes SIGTERM on to the workers
+        p.terminate()
+        p.communicate()
+        raise
+    assert p.returncode == 0, out
+    for run in range(2):
+        for rank in range(2):
+            assert f"run {run}, rank {rank}: in the group True" in out
