@@ -233,9 +233,10 @@ class Trainer:
             batch_sampler=StepSampler(len(self.train_dataset), c.batch_size, self.sampler_seed, self.iter_num,
                                       self.rank, self.world_size, c.grad_accum_steps)))
         # RNG states last: everything above may draw from them, and a resumed run must continue where it stopped
-        if ckpt is not None:
-            set_rng_state(ckpt['rng'][self.rank if self.rank < len(ckpt['rng']) else 0])
-        elif self.world_size > 1:
+        saved = ckpt['rng'] if ckpt is not None else []
+        if self.rank < len(saved):
+            set_rng_state(saved[self.rank])
+        elif self.world_size > 1:  # a new run, or a rank the checkpoint's run did not have
             torch.manual_seed(self.sampler_seed + self.rank)  # a different dropout mask on each rank
         self._start_files(resumed=ckpt is not None)
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
@@ -429,6 +430,10 @@ class Trainer:
         self.steps_done = self.iter_num
         if self.rank == 0:
             print(f"resuming from {path} at iteration {ckpt['iter_num']}")
+            if len(ckpt['rng']) != self.world_size:  # the batches do not depend on it; each rank's dropout does
+                print(f"note: the run of {path} had WORLD_SIZE={len(ckpt['rng'])} and this one has "
+                      f"{self.world_size}: the batches go on in the same order, but the dropout draws differ, so "
+                      "training does not continue exactly as it would have")
         return ckpt
 
     def _check_same_run(self, ckpt, path):

@@ -91,3 +91,25 @@ def test_a_second_run_under_torchrun_joins_the_same_group(tmp_path):
     for run in range(2):
         for rank in range(2):
             assert f"run {run}, rank {rank}: in the group True" in out
+
+
+def test_a_resume_on_another_number_of_processes_says_so_and_each_rank_keeps_its_own_dropout(tmp_path):
+    """The batches do not depend on the number of processes, so a run may go on with more or fewer; the dropout
+    draws do, so the run is told it does not continue exactly, and a rank the checkpoint lacks draws its own (it
+    took rank 0's, and both ranks dropped the same units)."""
+    data = data_dir('tinyshakespeare', 'input.txt')
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'MINGPT_DATA_DIR': str(data.parent.parent)}
+    chargpt = os.path.join(ROOT, 'projects', 'chargpt.py')
+    args = [*TINY, '--model.resid_pdrop=0.1', f'--system.work_dir={tmp_path}', '--trainer.checkpoint_interval=2']
+    run = dict(env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+    torchrun = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2']
+    steps = [([sys.executable], 2, None), (torchrun, 4, "WORLD_SIZE=1 and this one has 2"),
+             ([sys.executable], 6, "WORLD_SIZE=2 and this one has 1")]
+    for launch, max_iters, note in steps:
+        resume = ['--trainer.resume=True'] if note else []
+        out = subprocess.run([*launch, chargpt, *args, f'--trainer.max_iters={max_iters}', *resume], **run).stdout
+        assert 'note: the run of' not in out if note is None else out.count(note) == 1, out
+        if launch is torchrun:
+            rng = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['rng']
+            assert not torch.equal(rng[0]['torch'], rng[1]['torch'])
+    assert [r['iter'] for r in metrics(tmp_path)] == list(range(6))
