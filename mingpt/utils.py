@@ -102,10 +102,22 @@ def setup_logging(config, work_dir=None):
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
     work_dir = work_dir or config.system.work_dir
-    command = f"cd {shlex.quote(os.getcwd())} && {shlex.join(['python', *sys.argv])}\n"  # relative paths hold there
+    command = f"cd {shlex.quote(os.getcwd())} && {shlex.join([*launcher(), *sys.argv])}\n"  # relative paths hold there
+    if int(os.environ.get('GROUP_WORLD_SIZE', 1)) > 1:
+        command += "# on each machine, with the rendezvous options it was started with (--rdzv_id, --rdzv_endpoint)\n"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content))
+
+
+def launcher():
+    """The words that start this run again: python, or torchrun with as many machines and processes (torchrun tells
+    its processes those, not its rendezvous options)."""
+    if int(os.environ.get('WORLD_SIZE', 1)) == 1:
+        return ['python']
+    nodes = os.environ.get('GROUP_WORLD_SIZE', '1')
+    return ['torchrun', '--standalone' if nodes == '1' else f'--nnodes={nodes}',
+            f"--nproc_per_node={os.environ.get('LOCAL_WORLD_SIZE', os.environ['WORLD_SIZE'])}"]
 
 
 class Terminated(KeyboardInterrupt):

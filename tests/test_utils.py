@@ -203,6 +203,21 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
+@pytest.mark.parametrize('nodes, procs, launch', [('1', '2', ['torchrun', '--standalone', '--nproc_per_node=2']),
+                                                   ('2', '8', ['torchrun', '--nnodes=2', '--nproc_per_node=8'])])
+def test_args_txt_of_a_torchrun_run_is_a_torchrun_command(tmp_path, monkeypatch, nodes, procs, launch):
+    """Pasted back, it starts as many processes (as 'python ...' it trained in one, and a resume went on so)."""
+    for key, value in {'RANK': '0', 'WORLD_SIZE': str(int(nodes) * int(procs)), 'LOCAL_WORLD_SIZE': procs,
+                       'GROUP_WORLD_SIZE': nodes}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--trainer.max_iters=9'])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
+    command, *rest = (tmp_path / 'args.txt').read_text().splitlines()
+    assert shlex.split(command)[3:] == [*launch, *sys.argv]
+    assert rest == ([] if nodes == '1' else ['# on each machine, with the rendezvous options it was started with '
+                                             '(--rdzv_id, --rdzv_endpoint)'])
+
+
 def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
     path = tmp_path / 'ck.pt'
     save_checkpoint({'model': {'w': torch.ones(3)}, 'vocab': ['a', 'b']}, path)
