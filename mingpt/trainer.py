@@ -136,10 +136,14 @@ class Trainer:
         if self.world_size > 1 and self.device == 'cuda':
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type
-        if (self.device_type == 'cuda' and int(os.environ.get('LOCAL_WORLD_SIZE', 1)) > 1
-                and torch.device(self.device).index != self.local_rank):
+        local_size = int(os.environ.get('LOCAL_WORLD_SIZE', 1))  # torchrun's processes on this machine
+        if self.device_type == 'cuda' and local_size > 1 and torch.device(self.device).index != self.local_rank:
             raise ConfigError(f"under torchrun each process takes the GPU of its LOCAL_RANK, but device "
                               f"{self.device!r} puts them all on one: give --trainer.device=cuda (or auto)")
+        if self.device_type == 'cuda' and local_size > torch.cuda.device_count():
+            raise ConfigError(f"torchrun started {local_size} processes on this machine, one per GPU, but it has "
+                              f"only {torch.cuda.device_count()}: give torchrun --nproc_per_node="
+                              f"{torch.cuda.device_count()} (or fewer), or train on the CPUs with --trainer.device=cpu")
         if self.world_size > 1 and self.device_type == 'mps':
             raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
                               "one process, or on the CPUs with --trainer.device=cpu")

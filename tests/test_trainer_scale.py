@@ -65,12 +65,13 @@ def read_metrics(path):
 TORCHRUN_RANK_1 = {'WORLD_SIZE': '2', 'RANK': '1', 'LOCAL_RANK': '1', 'LOCAL_WORLD_SIZE': '2'}
 
 
-def gpu_trainer(monkeypatch, ranks, device='auto'):
-    """A Trainer on a GPU that may not exist: only the choice of device is real. Returns it and the indices it
+def gpu_trainer(monkeypatch, ranks, device='auto', gpus=2):
+    """A Trainer on `gpus` GPUs that may not exist: only the choice of device is real. Returns it and the indices it
     passed to torch.cuda.set_device, through set_device's own check (which runs before any driver call)."""
     from torch.cuda._utils import _get_device_index
     calls = []
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: gpus)
     monkeypatch.setattr(torch.cuda, 'set_device', lambda d: calls.append(_get_device_index(d)))
     for key, value in ranks.items():
         monkeypatch.setenv(key, value)
@@ -102,6 +103,16 @@ def test_torchrun_refuses_one_gpu_for_all_processes_and_binds_the_group_to_its_o
     monkeypatch.setattr(torch.distributed, 'init_process_group', lambda **kw: joined.append(kw))
     assert trainer._init_distributed()
     assert joined == [{'backend': 'nccl', 'device_id': torch.device('cuda:1')}]
+
+
+def test_torchrun_refuses_more_processes_than_gpus(monkeypatch):
+    """The README's --nproc_per_node=8 on a machine with fewer GPUs: the rank without one failed in
+    torch.cuda.set_device with 'CUDA error: invalid device ordinal'."""
+    with pytest.raises(ConfigError, match=r"torchrun started 2 processes on this machine, one per GPU, but it has "
+                                          r"only 1: give torchrun --nproc_per_node=1 \(or fewer\), or train on the "
+                                          r"CPUs with --trainer.device=cpu"):
+        gpu_trainer(monkeypatch, TORCHRUN_RANK_1, gpus=1)
+    assert gpu_trainer(monkeypatch, TORCHRUN_RANK_1, 'cpu', gpus=1)[0].device == 'cpu'
 
 
 @pytest.mark.parametrize('name, peak', [('NVIDIA H100 80GB HBM3', 989e12), ('NVIDIA H100 PCIe', 756e12),
