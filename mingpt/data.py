@@ -6,6 +6,7 @@ project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...)
 """
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,13 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
     and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file.
     local_copy says, when the download fails, how to use a copy got elsewhere (e.g. 'pass its path with
-    --data.path=FILE')."""
+    --data.path=FILE'). Under torchrun the first process of a machine downloads and the others wait for dest: all at
+    once, they appended to one .part (a file too long, kept in the cache) or found it renamed away (a crash)."""
     dest = Path(dest)
+    if int(os.environ.get('LOCAL_RANK', 0)) > 0:
+        while not dest.exists():  # if the first process fails, torchrun stops this one
+            time.sleep(1)
+        return dest
     part = dest.with_name(dest.name + '.part')
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}

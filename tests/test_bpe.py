@@ -3,6 +3,7 @@ minGPT-style tokenizer interface, and where the vocabulary files come from."""
 import hashlib
 import json
 import random
+import threading
 import unicodedata
 
 import pytest
@@ -322,6 +323,17 @@ def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(body))  # 200: the whole file again
     data.download('https://example.org/f.bin', dest, quiet=True)
     assert dest.read_bytes() == body and not part.exists()
+
+
+def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
+    """All at once, the processes appended to one .part (a file too long, kept in the cache) or crashed finding it
+    renamed away."""
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.setattr(data.requests, 'get', None)  # this process downloads nothing
+    dest = tmp_path / 'f.bin'
+    threading.Timer(0.5, dest.write_bytes, [b'body']).start()  # local rank 0 renames its download into place
+    assert data.download('https://example.org/f.bin', dest, quiet=True) == dest
+    assert files_in(tmp_path) == ['f.bin'] and dest.read_bytes() == b'body'
 
 
 def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monkeypatch):
