@@ -79,6 +79,9 @@ def runs(config):
     if config.trainer.work_dir is not None:  # every run would share it, and the second would refuse the first's
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
+    if config.system.work_dir is None:
+        raise ConfigError("system.work_dir=None, but the ablation puts each run in system.work_dir/<variant>: give a "
+                          "folder (--system.work_dir=DIR)")
     if config.system.seed != get_config().system.seed:
         raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give "
                           f"--seeds={config.system.seed} instead of --system.seed")

@@ -319,6 +319,9 @@ def main(argv):
     extras = {'data': data, 'vocabulary': vocab.record}
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
                       must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it
+    if trainer.config.work_dir is None:  # checked now, not after the training
+        raise ConfigError("system.work_dir=None, but the trained model and its attention picture are saved in "
+                          "work_dir: give a folder (--system.work_dir=DIR)")
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.steps_done != config.trainer.max_iters:

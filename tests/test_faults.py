@@ -346,6 +346,10 @@ def test_bpe_tokenizer_trains_samples_and_guards_resume(tmp_path, text, capsys):
     ('adder', ['--trainer.batch_size=0'], 'trainer.batch_size=0 is out of range: it must be an integer >= 1'),
     ('sentiment', ['finetune', '--data.train_limit=0'], 'data.train_limit=0 is out of range'),
     ('ablation', ['--trainer.work_dir=out/a'], 'the ablation puts each run in system.work_dir/<variant>'),
+    ('adder', ['--system.work_dir=None'], 'system.work_dir=None, but the adder keeps its most accurate model in '
+                                          'work_dir/best.pt: give a folder (--system.work_dir=DIR)'),
+    ('translate', ['--system.work_dir=None', '--data.n_train=100'], 'system.work_dir=None, but the trained model'),
+    ('ablation', ['--system.work_dir=None'], 'system.work_dir=None, but the ablation puts each run in'),
 ])
 def test_every_project_prints_error_and_exits_2(project, args, message, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # their default work_dirs are relative: nothing may appear there
