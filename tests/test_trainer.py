@@ -181,6 +181,12 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     trainer = make_trainer(work_dir=str(tmp_path / 'run2'), checkpoint_interval=2, resume=True, max_iters=4)
     trainer.run()  # as the message says
     assert trainer.iter_num == 4
+    # resuming the run that saved none says why and how to start it again; so does resuming a run never started
+    for name, says in [('runNone', r"saved no checkpoint \(ckpt.pt is written every trainer.checkpoint_interval=3 "
+                                   r"iterations and at the end\); start it again with --trainer.overwrite=True$"),
+                       ('never', r"; start a fresh run without it$")]:
+        with pytest.raises(ConfigError, match=rf"trainer.resume=True continues from .*{name}.ckpt.pt, but .*{says}"):
+            make_trainer(work_dir=str(tmp_path / name), checkpoint_interval=3, resume=True).run()
 
 
 def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
