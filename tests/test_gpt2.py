@@ -178,7 +178,8 @@ def test_directory_without_weights(small_dir):
         GPT.from_pretrained(small_dir)
     for i in range(10):  # a crowded folder is listed in part
         (small_dir / f'x{i}.txt').touch()
-    with pytest.raises(FileNotFoundError, match='it has config.json, generation_config.json, x0.txt, .*, x7.txt and 2 more$'):
+    with pytest.raises(FileNotFoundError, match='it has config.json, generation_config.json, x0.txt, .*, x7.txt and '
+                                                '2 more$'):
         GPT.from_pretrained(small_dir)
 
 
