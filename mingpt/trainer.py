@@ -545,7 +545,8 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, dataset=None):
         """Mean loss over eval_iters batches of dataset (default: the val set). The windows come from a fixed seed,
-        the same at every evaluation, so successive val losses compare fairly; under DDP each rank scores a share."""
+        the same at every evaluation, so successive val losses compare fairly. Under DDP each rank scores a share, so
+        all ranks call it (not a callback: callbacks run on rank 0 only, and it would wait for the others)."""
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
@@ -609,7 +610,8 @@ class Trainer:
 
     def save_checkpoint(self, path=None):
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
-        and the sampler's position. Collective under DDP (all ranks call it); rank 0 writes, atomically."""
+        and the sampler's position. Collective under DDP (all ranks call it, so not a callback, which runs on rank 0
+        only); rank 0 writes, atomically."""
         rng = [get_rng_state()]
         if self.world_size > 1:
             rng = [None] * self.world_size
