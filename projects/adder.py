@@ -85,8 +85,9 @@ class AdditionDataset(Dataset):
 
 
 @torch.no_grad()
-def eval_split(model, dataset, device, max_mistakes=0, batch_size=500):
-    """Exact-match accuracy: the model reads a and b and must write every digit of the sum (greedy decoding)."""
+def eval_split(model, dataset, device, batch_size=500):
+    """(exact-match accuracy, the problems it got wrong as (a, b, the model's sum)): the model reads a and b and
+    must write every digit of the sum (greedy decoding)."""
     nd = dataset.config.ndigit
     model.eval()
     correct, mistakes = 0, []
@@ -101,10 +102,8 @@ def eval_split(model, dataset, device, max_mistakes=0, batch_size=500):
         correct += ok.sum().item()
         mistakes += [(ai, bi, pi) for ai, bi, pi, oki in zip(a.tolist(), b.tolist(), pred.tolist(), ok.tolist())
                      if not oki]
-    for a, b, p in mistakes[:max_mistakes]:
-        print(f"  mistake: {a} + {b} = {a + b}, model said {p}")
     model.train()
-    return correct / len(dataset)
+    return correct / len(dataset), mistakes
 
 
 def main(argv):
@@ -135,8 +134,10 @@ def main(argv):
         last = trainer.steps_done == config.trainer.max_iters
         if trainer.iter_num % config.eval.interval != 0 and not last:
             return
-        test_acc = eval_split(model, test_dataset, trainer.device, config.eval.mistakes)
+        test_acc, mistakes = eval_split(model, test_dataset, trainer.device)
         print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out accuracy {test_acc:.4f}")
+        for a, b, p in mistakes[:config.eval.mistakes]:  # under the line of the model that made them
+            print(f"  mistake: {a} + {b} = {a + b}, model said {p}")
         if test_acc > best:
             best = test_acc
             save_checkpoint({**model_state(model), 'config': config.to_dict(), 'iter_num': trainer.steps_done,

@@ -38,8 +38,8 @@ def test_adder_eval_scores_a_perfect_and_a_wrong_model():
             digits = torch.stack([c % 10, c // 10 % 10, c // 100], dim=1)
             return torch.cat([idx, digits], dim=1)
 
-    assert adder.eval_split(Oracle(0), ds, 'cpu') == 1.0
-    assert adder.eval_split(Oracle(1), ds, 'cpu') == 0.0
+    assert adder.eval_split(Oracle(0), ds, 'cpu') == (1.0, [])
+    assert adder.eval_split(Oracle(1), ds, 'cpu')[0] == 0.0
 
 
 def test_adder_counts_a_sum_right_only_when_every_digit_is():
@@ -59,10 +59,10 @@ def test_adder_counts_a_sum_right_only_when_every_digit_is():
     even = sum(divmod(i, 100)[0] % 2 == 0 for i in ds.ixes.tolist()) / len(ds)  # the problems it gets right
     assert 0.3 < even < 0.7
     for off in (10, 100):
-        assert adder.eval_split(CarryOff(off), ds, 'cpu') == pytest.approx(even)
+        assert adder.eval_split(CarryOff(off), ds, 'cpu')[0] == pytest.approx(even)
 
 
-def test_adder_eval_prints_the_first_mistakes_and_decodes_in_eval_mode_in_batches(capsys):
+def test_adder_eval_lists_the_mistakes_and_decodes_in_eval_mode_in_batches():
     adder = load_project('adder')
     ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
 
@@ -74,24 +74,32 @@ def test_adder_eval_prints_the_first_mistakes_and_decodes_in_eval_mode_in_batche
             c = idx[:, 0] * 10 + idx[:, 1] + idx[:, 2] * 10 + idx[:, 3] + 1
             return torch.cat([idx, torch.stack([c % 10, c // 10 % 10, c // 100], dim=1)], dim=1)
     model = OneOff()
-    assert adder.eval_split(model, ds, 'cpu', max_mistakes=2, batch_size=200) == 0.0
-    assert model.calls == [(200, False, False), (200, False, False), (100, False, False)] and model.training
-    a, b = [divmod(ds.ixes[i].item(), 100) for i in range(2)]
-    assert capsys.readouterr().out.splitlines() == [f"  mistake: {x} + {y} = {x + y}, model said {x + y + 1}"
-                                                    for x, y in (a, b)]
+    accuracy, mistakes = adder.eval_split(model, ds, 'cpu', batch_size=200)
+    assert accuracy == 0.0 and model.calls == [(200, False, False), (200, False, False), (100, False, False)]
+    assert model.training
+    assert mistakes == [(a, b, a + b + 1) for a, b in (divmod(i, 100) for i in ds.ixes.tolist())]
+
+
+def test_adder_prints_each_checks_mistakes_under_its_own_line(tmp_path, capsys):
+    """The mistakes of the model of iteration i follow the line 'iter i: ...', not the line of the check before."""
+    load_project('adder').main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=2', '--eval.interval=1',
+                                '--trainer.quiet=True', '--trainer.batch_size=8', '--eval.mistakes=2'])
+    out = [line for line in capsys.readouterr().out.splitlines() if line.startswith(('iter', '  mistake'))]
+    assert [line.split(':')[0] for line in out] == ['iter 0', '  mistake', '  mistake', 'iter 1', '  mistake',
+                                                    '  mistake']  # an untrained model gets most sums wrong
 
 
 def test_adder_evaluates_every_interval_and_at_the_end_and_keeps_the_first_best(tmp_path, capsys, monkeypatch):
     adder = load_project('adder')
     seen = []
-    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device, mistakes: seen.append(len(dataset)) or 0.5)
+    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device: (seen.append(len(dataset)) or 0.5, []))
     adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=4', '--eval.interval=2', '--trainer.quiet=True',
                 '--trainer.batch_size=8'])
     out = capsys.readouterr().out
     assert seen == [500] * 3 and [line.split(':')[0] for line in out.splitlines() if 'held-out' in line] == \
         ['iter 0', 'iter 2', 'iter 3']  # the last iteration too
     assert torch.load(tmp_path / 'best.pt', weights_only=True)['iter_num'] == 1  # a tie is no better
-    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device, mistakes: 0.0)
+    monkeypatch.setattr(adder, 'eval_split', lambda model, dataset, device: (0.0, []))
     adder.main([f'--system.work_dir={tmp_path / "none"}', '--trainer.max_iters=1', '--trainer.quiet=True',
                 '--trainer.batch_size=8'])
     assert torch.load(tmp_path / 'none' / 'best.pt', weights_only=True)['test_accuracy'] == 0.0  # none right: saved
