@@ -251,16 +251,18 @@ def draw_cross_attention(model, vocab, source, path):
     weights = model.cross_attention_maps(src, tgt)[-1][0].mean(0).cpu().numpy()  # (T, S)
     model.train()
     src_labels, tgt_labels = ([token_label(vocab, i) for i in ids[0].tolist()] for ids in (src, tgt))
-    fig, ax = plt.subplots(figsize=(0.3 * len(src_labels) + 2, 0.3 * len(tgt_labels) + 1.5), dpi=120)
+    # at least 6 x 3 inches: a short sentence's cells leave no room for the title and the axis labels
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(src_labels) + 2), max(3.0, 0.3 * len(tgt_labels) + 1.5)),
+                           dpi=120, layout='constrained')
     image = ax.imshow(weights, cmap='viridis', vmin=0, vmax=1)
     ax.set_xticks(range(len(src_labels)), src_labels, fontsize=8)
     ax.set_yticks(range(len(tgt_labels)), tgt_labels, fontsize=8)
     ax.set_xlabel('source tokens (keys, values: the encoder)')
     ax.set_ylabel('target tokens written')
-    ax.set_title(f"cross-attention (last decoder layer, heads averaged): {source!r} -> "
+    # over the figure, not the axes: a short sentence's axes are narrower than the title
+    fig.suptitle(f"cross-attention (last decoder layer, heads averaged):\n{source!r} -> "
                  f"{vocab.decode(tgt[0].tolist())!r}", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.03, label='attention weight')
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     print(f"wrote {path}")

@@ -555,6 +555,26 @@ def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tm
     assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
 
 
+@pytest.mark.parametrize('source', ['ab', 'dcbadcba'])
+def test_the_cross_attention_picture_shows_its_whole_title_and_axis_labels(source, tmp_path, monkeypatch):
+    """A short sentence made a figure narrower than its title: the title and the axis labels were cut off."""
+    matplotlib = pytest.importorskip('matplotlib')
+    import matplotlib.pyplot as plt
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    figures = []
+    monkeypatch.setattr(plt, 'close', figures.append)  # keep the figure to measure it
+    translate.draw_cross_attention(model, vocab, source, tmp_path / 'a.png')
+    fig = figures[0]
+    renderer, texts = fig.canvas.get_renderer(), fig.findobj(matplotlib.text.Text)
+    shown = [t.get_text() for t in texts if t.get_visible() and t.get_text()]
+    assert any(repr(source) in t for t in shown) and 'target tokens written' in shown
+    for text in texts:  # the title, the axis labels, the tokens
+        if text.get_visible() and text.get_text():
+            box = text.get_window_extent(renderer)
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 <= box.y1 <= fig.bbox.y1
+
+
 def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, monkeypatch, capsys):
     translate = load_project('translate')
     path = tmp_path / 'pairs.tsv'
