@@ -466,8 +466,8 @@ class Trainer:
             if ckpt.get(key) != self.checkpoint_extras.get(key):
                 raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
-                                  f"model was trained on other data or another tokenizer{options}; resume with what it "
-                                  f"was trained on{command}, or start a new run in another work_dir")
+                                  f"model was trained with other data, tokenizer or options{options}; resume with what "
+                                  f"it was trained with{command}, or start a new run in another work_dir")
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()

@@ -237,8 +237,8 @@ def test_resume_refuses_a_checkpoint_of_other_text_model_or_tokenizer(run_dir, t
             r"its model was built with other settings \(n_layer=2 there, 3 here\); give the model the settings it was "
             r"trained with \(the command it last ran with is in .*args.txt\), or start a new run")
     refused(run_dir, [f'--data.path={text}', *resume, f'--data.tokenizer={bpe_dir(tmp_path)}'],
-            r"its tokenizer is not this run's \(the checkpoint has none\), so the model was trained on other data or "
-            r"another tokenizer \(data options: tokenizer=None there, '.*bpe' here\)")
+            r"its tokenizer is not this run's \(the checkpoint has none\), so the model was trained with other data, "
+            r"tokenizer or options \(data options: tokenizer=None there, '.*bpe' here\)")
     refused(run_dir, [f'--data.path={text}', '--trainer.resume=True', '--trainer.max_iters=4'],
             r"has trained 4 iterations already and trainer.max_iters=4: nothing is left to train")
 
@@ -333,8 +333,8 @@ def test_bpe_tokenizer_trains_samples_and_guards_resume(tmp_path, text, capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith('the king')
     # a resume with characters instead, or with another BPE vocabulary, is refused
     refused(work_dir, [f'--data.path={text}', '--trainer.resume=True', '--trainer.max_iters=6'],
-            r"its vocab is not this run's \(the checkpoint has none\), so the model was trained on other data or "
-            r"another tokenizer \(data options: tokenizer='.*bpe' there, None here\)")
+            r"its vocab is not this run's \(the checkpoint has none\), so the model was trained with other data, "
+            r"tokenizer or options \(data options: tokenizer='.*bpe' there, None here\)")
     other = bpe_dir(tmp_path, 'other', merges=(('t', 'h'), ('e', 'Ġ'), ('i', 'n'), ('o', 'v'), ('k', 'i')))
     refused(work_dir, [f'--data.path={text}', f'--data.tokenizer={other}', '--trainer.resume=True',
                        '--trainer.max_iters=6'],

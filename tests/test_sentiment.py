@@ -368,6 +368,10 @@ def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     assert 'resuming from' in out and 'dev accuracy: ' in out
     lines = (tmp_path / 'metrics.jsonl').read_text().splitlines()
     assert [json.loads(line)['iter'] for line in lines] == [0, 1, 2, 3]
+    # another classifier option is refused for what it is, not as other data or another tokenizer
+    with pytest.raises(ConfigError, match=r"its classifier is not this run's \(dropout=0.1 there, 0.2 here\), so the "
+                                          r"model was trained with other data, tokenizer or options; resume"):
+        sentiment.main(args + ['--trainer.max_iters=6', '--trainer.resume=True', '--classifier.dropout=0.2'])
 
 
 def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
