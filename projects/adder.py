@@ -135,7 +135,7 @@ def main(argv):
         if trainer.iter_num % config.eval.interval != 0 and not last:
             return
         test_acc, mistakes = eval_split(model, test_dataset, trainer.device)
-        print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out accuracy {test_acc:.4f}")
+        print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, held-out accuracy {test_acc:.4f}")
         for a, b, p in mistakes[:config.eval.mistakes]:  # under the line of the model that made them
             print(f"  mistake: {a} + {b} = {a + b}, model said {p}")
         if test_acc > best:

@@ -328,7 +328,8 @@ def main(argv):
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.steps_done != config.trainer.max_iters:
             accuracy = exact_match(model, vocab, test_pairs)[0]
-            print(f"\niter {trainer.iter_num}: loss {trainer.loss.item():.4f}, held-out exact match {accuracy:.4f}")
+            print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, held-out exact match "
+                  f"{accuracy:.4f}")
 
     trainer.set_callback('on_batch_end', batch_end_callback)
     trainer.run()

@@ -87,6 +87,7 @@ def test_adder_prints_each_checks_mistakes_under_its_own_line(tmp_path, capsys):
     out = [line for line in capsys.readouterr().out.splitlines() if line.startswith(('iter', '  mistake'))]
     assert [line.split(':')[0] for line in out] == ['iter 0', '  mistake', '  mistake', 'iter 1', '  mistake',
                                                     '  mistake']  # an untrained model gets most sums wrong
+    assert out[0].startswith('iter 0: train loss ')  # the batch's loss, beside the held-out accuracy
 
 
 def test_adder_evaluates_every_interval_and_at_the_end_and_keeps_the_first_best(tmp_path, capsys, monkeypatch):
