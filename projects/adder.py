@@ -41,7 +41,8 @@ class AdditionDataset(Dataset):
     Problems a + b = c with a, b of ndigit digits. 85 + 50 = 135 becomes the digits "8550" followed by the sum
     reversed and zero-padded to ndigit + 1 digits, "531": x = 855053 (all but the last) and y = 550531
     (shifted by one) with the first 2*ndigit - 1 targets set to -1, so that only the sum's digits are scored.
-    The same seed always gives the same split: 20% of all problems (at most 500) are held out for testing.
+    The split is fixed (its own seed, whatever system.seed is): 20% of all problems (at most 500) are held out
+    for testing.
     """
 
     @staticmethod
