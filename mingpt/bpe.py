@@ -39,7 +39,7 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.data import fetch, find_local
+from mingpt.data import fetch, find_local, not_utf8
 from mingpt.utils import atomic_write, run_cli
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -668,8 +668,10 @@ def main(argv=None):
     fig = new_figure(7, 4.5) if args.curve else None  # fail before training if matplotlib is missing
     try:
         text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
-    except (OSError, UnicodeDecodeError) as e:
-        parser.error(f'cannot read {args.file} as UTF-8 text: {e}')
+    except OSError as e:
+        parser.error(f'cannot read {args.file}: {e}')
+    except UnicodeDecodeError as e:
+        parser.error(str(not_utf8(args.file, e)))
     if args.curve and len(text.split()) < 3:
         parser.error(f'--curve needs a text of at least 3 words to draw a curve; {args.file} has {len(text.split())}')
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,

@@ -4,6 +4,7 @@ Look-up order for a data file (see fetch): an explicit path, $MINGPT_DATA_DIR/<r
 project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...), the cache ($MINGPT_CACHE_DIR or
 ~/.cache/mingpt), and only then a download.
 """
+import codecs
 import hashlib
 import os
 import time
@@ -125,8 +126,21 @@ def read_text(path):
     except IsADirectoryError:
         raise IsADirectoryError(f"{path} is a folder, not a text file; pass the path of a file in it") from None
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text (byte {e.start} cannot be decoded: {e.reason}); give a UTF-8 "
-                         "file, e.g. converted with iconv -t utf-8") from None
+        raise not_utf8(path, e) from None
+
+
+def not_utf8(path, error):
+    """The ValueError for a file that is not UTF-8 (error: its UnicodeDecodeError): what it is, where its first bytes
+    tell, and how to convert it (iconv needs -f, the encoding to convert from: it otherwise assumes the locale's)."""
+    with open(path, 'rb') as f:
+        utf16 = f.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    if utf16:  # Notepad's 'Unicode', and Windows PowerShell's > and Out-File
+        what, encoding = "UTF-16 text (it starts with UTF-16's byte-order mark), not UTF-8", 'utf-16'
+    else:
+        what, encoding = (f"not UTF-8 text (byte {error.start} cannot be decoded: {error.reason}; Windows' 'ANSI' "
+                          "files are cp1252)"), 'cp1252'
+    return ValueError(f"{path} is {what}; save it as UTF-8 (in an editor: Save As, encoding UTF-8) or convert it, "
+                      f"e.g. iconv -f {encoding} -t utf-8 FILE > NEW.txt")
 
 
 class CharTokenizer:

@@ -384,6 +384,17 @@ def test_read_text_drops_a_byte_order_mark_and_names_a_file_that_is_not_utf8(tmp
         data.read_text(tmp_path / 'latin1.txt')
 
 
+def test_a_file_that_is_not_utf8_gets_a_conversion_that_works(tmp_path):
+    """Notepad's 'Unicode' and Windows PowerShell's > write UTF-16, Windows' 'ANSI' is cp1252: the error says which
+    encoding to convert from (a bare 'iconv -t utf-8' assumes the locale's, UTF-8, and fails on both)."""
+    (tmp_path / 'notepad.txt').write_text('caf\xe9\r\n', encoding='utf-16')
+    with pytest.raises(ValueError, match=r"notepad.txt is UTF-16 text .* iconv -f utf-16 -t utf-8 FILE > NEW.txt"):
+        data.read_text(tmp_path / 'notepad.txt')
+    (tmp_path / 'ansi.txt').write_bytes('caf\xe9 \u2019'.encode('cp1252'))
+    with pytest.raises(ValueError, match=r"ansi.txt is not UTF-8 text \(byte 3 .* iconv -f cp1252 -t utf-8 FILE"):
+        data.read_text(tmp_path / 'ansi.txt')
+
+
 def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'{"not": "the vocabulary"}'))
     with pytest.raises(RuntimeError, match='sha256'):

@@ -274,6 +274,15 @@ def test_saving_gpt2_gives_back_its_files(tmp_path):
         assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == sha, name
 
 
+def test_command_line_names_the_encoding_of_a_file_that_is_not_utf8(tmp_path, capsys):
+    (tmp_path / 'notepad.txt').write_text('would a woodchuck chuck wood', encoding='utf-16')
+    with pytest.raises(SystemExit) as exit:
+        bpe.main(['train', str(tmp_path / 'notepad.txt'), '--vocab-size', '300', '--out', str(tmp_path / 'tok')])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and 'notepad.txt is UTF-16 text' in err and 'iconv -f utf-16 -t utf-8' in err, err
+    assert not (tmp_path / 'tok').exists()
+
+
 def test_command_line_trains_shows_and_saves(tmp_path):
     corpus = tmp_path / 'woodchuck.txt'
     corpus.write_bytes(b'would a woodchuck chuck wood\r\n' * 3)  # CRLF: read as bytes, not translated
