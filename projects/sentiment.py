@@ -255,7 +255,7 @@ def read_sst2(split, sst2_dir=None, limit=None):
     name = f'{split}.tsv'
     try:
         source = fetch(f'sentiment/sst2/{name}', path=Path(sst2_dir).expanduser() / name if sst2_dir else None)
-        lines = source.read_text(encoding='utf-8').splitlines()
+        lines = read_text(source).splitlines()  # a byte-order mark dropped, a file not in UTF-8 named
     except FileNotFoundError:
         if sst2_dir:
             raise FileNotFoundError(f"data.sst2_dir={str(sst2_dir)!r} holds no {name}: give the folder of SST-2's "

@@ -138,6 +138,17 @@ def test_read_sst2_and_its_errors(tmp_path):
         sentiment.read_sst2('dev', tmp_path)
 
 
+def test_read_sst2_from_windows_editors(tmp_path):
+    """A train.tsv saved on Windows: a byte-order mark and CRLF (Notepad's UTF-8) read as the plain file; a cp1252 file
+    (Excel's 'Text (Tab delimited)') is named, as every text file that is not UTF-8 is."""
+    (tmp_path / 'train.tsv').write_text('sentence\tlabel\nun film tr\xe8s r\xe9ussi\t1\n', encoding='utf-8-sig',
+                                        newline='\r\n')
+    assert sentiment.read_sst2('train', tmp_path) == (['un film tr\xe8s r\xe9ussi'], [1])
+    (tmp_path / 'train.tsv').write_text('sentence\tlabel\nun film tr\xe8s r\xe9ussi\t1\n', encoding='cp1252')
+    with pytest.raises(ValueError, match=r"train.tsv is not UTF-8 text \(byte 25 cannot be decoded"):
+        sentiment.read_sst2('train', tmp_path)
+
+
 def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
     """No SST-2 anywhere: GLUE's zip is downloaded (here: faked) into the cache once, and read from there."""
     monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
