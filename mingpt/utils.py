@@ -107,7 +107,8 @@ def setup_logging(config, work_dir=None):
         command += "# on each machine, with the rendezvous options it was started with (--rdzv_id, --rdzv_endpoint)\n"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
-        atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content))
+        # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option
+        atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content, encoding='utf-8'))
 
 
 def launcher():

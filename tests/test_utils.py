@@ -1,7 +1,9 @@
 import json
+import os
 import random
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -201,6 +203,20 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert shlex.split(command) == ['cd', str(tmp_path), '&&', 'python', *sys.argv]
     setup_logging(C, tmp_path / 'elsewhere')
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
+
+
+def test_args_txt_is_utf8_whatever_the_locale(tmp_path):
+    """Windows writes a text file in its 'ANSI' code page (cp1252) unless told which encoding, and a folder or option
+    with a character outside it (\u0141, \u2192) refused the run at start. Here the locale's encoding is ASCII."""
+    code = ("import sys; from mingpt.utils import CfgNode as CN, setup_logging; "
+            "sys.argv = ['chargpt.py', '--sample.prompt=\\u0141\\u00f3d\\u017a \\u2192']; "
+            f"setup_logging(CN(system=CN(work_dir={str(tmp_path)!r})))")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), LC_ALL='C', PYTHONUTF8='0',
+               PYTHONCOERCECLOCALE='0')
+    out = subprocess.run([sys.executable, '-c', code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / 'args.txt').read_text(encoding='utf-8').endswith("'--sample.prompt=\u0141\u00f3d\u017a \u2192'\n")
 
 
 @pytest.mark.parametrize('nodes, procs, launch', [('1', '2', ['torchrun', '--standalone', '--nproc_per_node=2']),
