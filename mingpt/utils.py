@@ -133,11 +133,15 @@ def _terminate(signum, frame):
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
     prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130 and SIGTERM with 143,
-    without a traceback; a closed pipe (| head) ends it quietly. `--debug` on the command line (or MINGPT_DEBUG=1
-    in the environment) shows the full traceback too."""
+    without a traceback; a closed pipe (| head) ends it quietly; a character that stdout cannot encode prints as a
+    \\u escape. `--debug` on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
+    if sys.stdout is not None and sys.stdout is sys.__stdout__:  # the process's own (not a notebook's or pytest's)
+        # a Windows file or pipe takes only its code page's characters (cp1252): the others as escapes, as stderr
+        # does, rather than a codec error that stops the run (at a sample in training, in generated text)
+        sys.stdout.reconfigure(errors='backslashreplace')
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:

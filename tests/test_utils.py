@@ -350,6 +350,16 @@ def test_run_cli_turns_user_errors_into_exit_2(capsys, monkeypatch):
         run_cli(bug, [])
 
 
+def test_run_cli_prints_what_stdout_cannot_encode_as_escapes(tmp_path):
+    """On Windows a file or pipe (python projects/generate.py > out.txt) takes only the code page's characters
+    (cp1252): a sample with another one stopped the run, training included, with a 'charmap' codec error."""
+    code = "from mingpt.utils import run_cli; run_cli(lambda argv: print('caf\\xe9 \\u2192 \\u0141'), [])"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), PYTHONIOENCODING='cp1252')
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [b'caf\xe9 \\u2192 \\u0141']  # what cp1252 has, and escapes as on stderr
+
+
 def test_help_prints_usage_first(capsys):
     with pytest.raises(SystemExit):
         make().merge_from_args(['-h'], usage='Trains a thing.\n')
