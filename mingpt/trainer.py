@@ -392,7 +392,9 @@ class Trainer:
             raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
         if c.resume or c.overwrite:
             return
-        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl') if os.path.exists(self._path(n))), None)
+        # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
+        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
+                     if os.path.exists(self._path(n)) and os.path.getsize(self._path(n))), None)
         if name is None:
             return
         # metrics.jsonl alone: a run with no val set nor checkpoint_interval, or killed before its first checkpoint

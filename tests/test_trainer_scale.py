@@ -449,6 +449,18 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
         train(tmp_path / 'bare')
 
 
+def test_a_run_that_stopped_before_its_first_step_does_not_block_the_next(tmp_path):
+    """A run that fails in its first step (torch.compile on a laptop without a C++ compiler, out of memory) trained
+    nothing: the next command, without the failing option, need not add --trainer.overwrite=True."""
+    def no_compiler(module, args):
+        raise RuntimeError('InvalidCxxCompiler: No working C++ compiler found')
+    with pytest.raises(RuntimeError, match='C\\+\\+ compiler'):
+        train(tmp_path, hook=lambda model: model.register_forward_pre_hook(no_compiler))
+    assert (tmp_path / 'metrics.jsonl').read_text() == ''
+    train(tmp_path)
+    assert len((tmp_path / 'metrics.jsonl').read_text().splitlines()) == 4
+
+
 def test_bad_checkpoints_give_clear_errors(tmp_path):
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     data = (tmp_path / 'ckpt.pt').read_bytes()
