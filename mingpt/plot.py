@@ -1,4 +1,4 @@
-"""Pictures for teaching and for watching training, drawn with matplotlib (optional: pip install -e '.[plot]'):
+"""Pictures for teaching and for watching training, drawn with matplotlib (optional: pip install -e ".[plot]"):
 
 - loss curves of one or more runs from their metrics.jsonl (written by the trainer), also as a command:
 
@@ -32,8 +32,8 @@ def new_figure(width, height):
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise RuntimeError("drawing needs matplotlib, which is not installed: pip install -e '.[plot]' "
-                           "(or pip install matplotlib)") from None
+        raise RuntimeError('drawing needs matplotlib, which is not installed: pip install -e ".[plot]" '
+                           '(or pip install matplotlib)') from None
     return Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars
 
 

@@ -11,7 +11,7 @@ Every option of chargpt applies to all runs (--help lists them). Each run lives 
 several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone.
 --trainer.resume=True continues an interrupted ablation: finished runs are read, the others resumed or started. One seed
 per variant tells little about a difference smaller than the spread between seeds: give several to measure it.
-Needs matplotlib for the plot: pip install -e '.[plot]'.
+Needs matplotlib for the plot: pip install -e ".[plot]".
 """
 import os
 import shlex

@@ -12,7 +12,7 @@ model's learned table (wpe) side by side, each with the cosine similarity betwee
 
 --model takes a checkpoint of projects/chargpt.py (model.pt or ckpt.pt; characters or a BPE vocabulary, as it
 records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
-merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e '.[plot]'.
+merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e ".[plot]".
 """
 import os
 

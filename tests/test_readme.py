@@ -111,3 +111,14 @@ def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
     assert (tmp_path / 'my-gpt2' / 'model.safetensors').exists()
     assert (tmp_path / 'my_tokenizer' / 'vocab.bpe').exists()
     assert namespace['tok'].encoder.encode_and_show_work(' naïve')['parts'][0]['token_translated'] == 'ĠnaÃ¯ve'
+
+
+def test_the_quickstart_pastes_into_a_laptops_shell():
+    """macOS's zsh passes a '# comment' on to the command as arguments (unless setopt interactivecomments), and
+    Windows' cmd.exe takes no single quotes: the Quickstart's commands hold no comment, and every pip install of an
+    extra (README, docstrings, messages) double-quotes it, which every shell reads (a bare .[test] zsh globs)."""
+    quickstart = README.split('## Quickstart', 1)[1].split('```bash\n', 1)[1].split('```', 1)[0]
+    assert 'pip install' in quickstart and '#' not in quickstart, quickstart
+    texts = [README] + [p.read_text() for folder in ('mingpt', 'projects') for p in (ROOT / folder).glob('*.py')]
+    extras = [m for text in texts for m in re.findall(r"pip install [^\n`]*?-e (['\"]?\.\[\w+\]['\"]?)", text)]
+    assert len(extras) >= 4 and all(re.fullmatch(r'"\.\[\w+\]"', e) for e in extras), extras
