@@ -17,6 +17,7 @@ translate_attention.png: for the longest held-out sentence, the last decoder lay
 import datetime
 import os
 import random
+import shlex
 
 import torch
 
@@ -349,7 +350,7 @@ def report(model, vocab, test_pairs, config, work_dir, attention_source):
     path = os.path.join(work_dir, 'model.pt')
     save_checkpoint({**model_state(model), 'config': config.to_dict(), 'vocabulary': vocab.record,
                      'iter_num': config.trainer.max_iters, 'exact_match': accuracy, 'bleu': score}, path)
-    print(f"saved {path}; translate with --sample.checkpoint={path} --sample.text=...")
+    print(f"saved {path}; translate with {shlex.quote(f'--sample.checkpoint={path}')} --sample.text=...")
     draw_cross_attention(model, vocab, attention_source, os.path.join(work_dir, 'translate_attention.png'))
 
 

@@ -433,9 +433,11 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     translate = load_project('translate')
     tiny_run = ['--model.model_type=transformer-nano', '--trainer.max_iters=3', '--trainer.batch_size=8',
                 '--data.n_train=200', '--data.n_test=20', '--trainer.quiet=True']
+    tmp_path = tmp_path / 'my run'  # the printed command quotes it
     translate.main([f'--system.work_dir={tmp_path}'] + tiny_run)
     out = capsys.readouterr().out
     assert 'exact match on 20 held-out pairs' in out and 'BLEU' not in out
+    assert f"translate with '--sample.checkpoint={tmp_path / 'model.pt'}' --sample.text=..." in out
     assert 'iter 0: train loss ' in out  # the batch's loss, beside the held-out exact match
     assert (tmp_path / 'translate_attention.png').stat().st_size > 0
     translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=3rd of March 2021|1/2/2000'])
