@@ -216,7 +216,8 @@ def test_args_txt_is_utf8_whatever_the_locale(tmp_path):
     out = subprocess.run([sys.executable, '-c', code], env=env, cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert (tmp_path / 'args.txt').read_text(encoding='utf-8').endswith("'--sample.prompt=\u0141\u00f3d\u017a \u2192'\n")
+    args = (tmp_path / 'args.txt').read_text(encoding='utf-8')
+    assert args.endswith("'--sample.prompt=\u0141\u00f3d\u017a \u2192'\n")
 
 
 @pytest.mark.parametrize('nodes, procs, launch', [('1', '2', ['torchrun', '--standalone', '--nproc_per_node=2']),
