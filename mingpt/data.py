@@ -17,6 +17,9 @@ from tqdm.auto import tqdm
 
 from mingpt.utils import atomic_write, check_range
 
+# seconds a process under torchrun waits for the first process's download to make progress (requests' own
+# timeouts, 30 s to connect and 30 s to answer, come before the first byte)
+WAIT_FOR_DOWNLOAD_S = 120
 TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
 
 
@@ -39,11 +42,9 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     --data.path=FILE'). Under torchrun the first process of a machine downloads and the others wait for dest: all at
     once, they appended to one .part (a file too long, kept in the cache) or found it renamed away (a crash)."""
     dest = Path(dest)
-    if int(os.environ.get('LOCAL_RANK', 0)) > 0:
-        while not dest.exists():  # if the first process fails, torchrun stops this one
-            time.sleep(1)
-        return dest
     part = dest.with_name(dest.name + '.part')
+    if int(os.environ.get('LOCAL_RANK', 0)) > 0:
+        return wait_for_download(url, dest, part)
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}
     try:
@@ -79,6 +80,27 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
             raise RuntimeError(f"download of {url} is corrupt: sha256 {got}, expected {sha256}; it was deleted, "
                                "try again")
     os.replace(part, dest)
+    return dest
+
+
+def wait_for_download(url, dest, part):
+    """dest, once the first process of this machine (LOCAL_RANK 0) has downloaded it. A RuntimeError, as a failed
+    download, once its .part has not grown for WAIT_FOR_DOWNLOAD_S seconds: that process failed, or went on without
+    the file (sentiment falls back to dev.tsv when SST-2.zip cannot be downloaded), and this one waited for ever."""
+    seen, since = None, time.monotonic()
+    while not dest.exists():
+        try:
+            size = part.stat().st_size
+        except FileNotFoundError:  # not started, or renamed into place since dest.exists()
+            size = None
+        if size != seen:
+            seen, since = size, time.monotonic()
+        elif time.monotonic() - since > WAIT_FOR_DOWNLOAD_S:
+            raise RuntimeError(f"could not download {url}: the first process of this machine (LOCAL_RANK 0) "
+                               f"downloads it for the others, but {dest} has not appeared and nothing has been "
+                               f"downloaded for {WAIT_FOR_DOWNLOAD_S} s; see that process's error, or place the file "
+                               f"at {dest}")
+        time.sleep(1)
     return dest
 
 

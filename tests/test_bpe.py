@@ -336,6 +336,20 @@ def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_
     assert files_in(tmp_path) == ['f.bin'] and dest.read_bytes() == b'body'
 
 
+def test_under_torchrun_a_process_stops_waiting_when_the_first_one_downloads_nothing(tmp_path, monkeypatch):
+    """The first process failed offline and went on without the file (sentiment, with no test.tsv, falls back to
+    dev.tsv): the others waited for ever, and it for them in the process group."""
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.setattr(data, 'WAIT_FOR_DOWNLOAD_S', 0)
+    monkeypatch.setattr(data.requests, 'get', None)  # this process downloads nothing
+    dest = tmp_path / 'f.bin'
+    with pytest.raises(RuntimeError, match=r"could not download https://example.org/f.bin: the first process of this "
+                                           r"machine \(LOCAL_RANK 0\) downloads it for the others, but .*f.bin has "
+                                           r"not appeared and nothing has been downloaded for 0 s"):
+        data.download('https://example.org/f.bin', dest, quiet=True)
+    assert files_in(tmp_path) == []
+
+
 def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monkeypatch):
     for folder in ('data', 'cache'):
         (tmp_path / folder / 'set').mkdir(parents=True)
