@@ -418,9 +418,10 @@ class Trainer:
         if not isinstance(c.resume, str) and not os.path.exists(path):  # e.g. stopped before its first checkpoint
             started = os.path.isdir(c.work_dir) and os.listdir(c.work_dir)
             fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
+            every = (f"every trainer.checkpoint_interval={c.checkpoint_interval} iterations" if c.checkpoint_interval
+                     else "only when trainer.checkpoint_interval is set: every that many iterations")
             raise ConfigError(f"trainer.resume=True continues from {path}, but the run there saved no checkpoint "
-                              f"(ckpt.pt is written every trainer.checkpoint_interval={c.checkpoint_interval} "
-                              f"iterations and at the end); {fresh}")
+                              f"(ckpt.pt is written {every} and at the end); {fresh}")
         ckpt = load_checkpoint(path, map_location=self.device)
         missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
         if missing:

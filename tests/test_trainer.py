@@ -187,6 +187,10 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
                        ('never', r"; start a fresh run without it$")]:
         with pytest.raises(ConfigError, match=rf"trainer.resume=True continues from .*{name}.ckpt.pt, but .*{says}"):
             make_trainer(work_dir=str(tmp_path / name), checkpoint_interval=3, resume=True).run()
+    # without checkpoint_interval none is ever written (it said 'every trainer.checkpoint_interval=None iterations')
+    with pytest.raises(ConfigError, match=r"\(ckpt.pt is written only when trainer.checkpoint_interval is set: every "
+                                          r"that many iterations and at the end\)"):
+        make_trainer(work_dir=str(tmp_path / 'runNone'), resume=True).run()
 
 
 def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
