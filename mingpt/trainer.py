@@ -486,17 +486,16 @@ class Trainer:
     # helpers of the loop
 
     def _init_distributed(self):
-        """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes); True if we did.
+        """Join the process group torchrun set up (nccl between GPUs, gloo between CPU processes), unless joined.
         The group is left at exit, not after run(): one made again over torchrun's store can hang, so a second run()
         (the ablation's next variant) joins this one."""
         if self.world_size == 1 or dist.is_initialized():
-            return False
+            return
         if self.device_type == 'cuda':  # device_id binds the group to this process's GPU (barrier needs to know it)
             dist.init_process_group(backend='nccl', device_id=torch.device(self.device))
         else:
             dist.init_process_group(backend='gloo')
         atexit.register(leave_group)
-        return True
 
     def _wrap(self, model):
         """The module the loop calls: compiled and/or DDP-wrapped. self.model stays the plain module, so callbacks,

@@ -221,8 +221,8 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
-    hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, which also holds "
-          "config.json (GPT.from_pretrained(folder), a project's --model or --system.init)")
+    hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, with their "
+          "config.json in it (GPT.from_pretrained(folder), a project's --model or --system.init)")
     if Path(path).suffix == '.safetensors':  # never torch.save's: the weights of a Hugging Face directory
         raise ValueError(f"{path} is a safetensors file, not a mingpt checkpoint; {hf}")
     if not zipfile.is_zipfile(path):  # before torch.load, whose advice (weights_only=False) fits no such file
