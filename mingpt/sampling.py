@@ -112,9 +112,10 @@ def best_extensions(scores, logprobs, num_beams, eos_token_id):
     """The num_beams best extensions of the live sequences that do not end in eos, as lists of rows, tokens and
     scores; and the eos extensions that rank among the best num_beams, as (row, token, score): they finish."""
     candidates = (scores[:, None] + logprobs).view(-1)
-    # the best 2 * num_beams (enough to refill after eos) and any equal to the last, best first; equal scores by
-    # row then token, as greedy's argmax takes the lowest id (topk leaves the order of equals unspecified)
-    top = (candidates >= candidates.topk(min(2 * num_beams, candidates.numel())).values[-1]).nonzero()[:, 0]
+    # the best 2 * num_beams (enough to refill after eos) and any equal to the last of them, best first; equal
+    # scores by row then token, as greedy's argmax takes the lowest id (topk leaves the order of equals unspecified)
+    kth = candidates.topk(min(2 * num_beams, candidates.numel())).values[-1]
+    top = (candidates >= kth).nonzero()[:, 0]
     top_scores, order = candidates[top].sort(descending=True, stable=True)
     rows, tokens, kept, ended = [], [], [], []
     for rank, (s, i) in enumerate(zip(top_scores.tolist(), top[order].tolist())):
