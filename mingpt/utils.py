@@ -72,6 +72,12 @@ def refuse_ignored(name, config, defaults, keys, why):
         raise ConfigError(f"{', '.join(given)} would do nothing here: {why}")
 
 
+def need_work_dir(work_dir, why):
+    """Refuse work_dir None (--system.work_dir=None) in a project that must write there; why: what it writes."""
+    if work_dir is None:
+        raise ConfigError(f"system.work_dir=None, but {why}: give a folder (--system.work_dir=DIR)")
+
+
 def resolve_device(device='auto'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
     once torch can use it."""

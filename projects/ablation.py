@@ -23,7 +23,7 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
-from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, run_cli
+from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, need_work_dir, run_cli
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402
@@ -79,9 +79,7 @@ def runs(config):
     if config.trainer.work_dir is not None:  # every run would share it, and the second would refuse the first's
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
-    if config.system.work_dir is None:
-        raise ConfigError("system.work_dir=None, but the ablation puts each run in system.work_dir/<variant>: give a "
-                          "folder (--system.work_dir=DIR)")
+    need_work_dir(config.system.work_dir, "the ablation puts each run in system.work_dir/<variant>")
     if config.system.seed != get_config().system.seed:
         raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give "
                           f"--seeds={config.system.seed} instead of --system.seed")

@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, model_state, refuse_ignored,
+from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, model_state, need_work_dir, refuse_ignored,
                           run_cli, save_checkpoint, set_from_data, set_seed)
 
 
@@ -123,9 +123,7 @@ def main(argv):
                   block_size=train_dataset.get_block_size())
     model = GPT(config.model)
     trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
-    if trainer.config.work_dir is None:
-        raise ConfigError("system.work_dir=None, but the adder keeps its most accurate model in work_dir/best.pt: "
-                          "give a folder (--system.work_dir=DIR)")
+    need_work_dir(trainer.config.work_dir, "the adder keeps its most accurate model in work_dir/best.pt")
     ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's
     resumed = config.trainer.resume and os.path.exists(ckpt_path)  # a resumed run must beat the best so far
     best = load_checkpoint(ckpt_path)['test_accuracy'] if resumed else -1.0

@@ -25,8 +25,8 @@ from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, refuse_ignored, run_cli,
-                          save_checkpoint, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, need_work_dir, refuse_ignored,
+                          run_cli, save_checkpoint, set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -322,9 +322,8 @@ def main(argv):
     extras = {'data': data, 'vocabulary': vocab.record}
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
                       must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it
-    if trainer.config.work_dir is None:  # checked now, not after the training
-        raise ConfigError("system.work_dir=None, but the trained model and its attention picture are saved in "
-                          "work_dir: give a folder (--system.work_dir=DIR)")
+    # checked now, not after the training
+    need_work_dir(trainer.config.work_dir, "the trained model and its attention picture are saved in work_dir")
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.steps_done != config.trainer.max_iters:
