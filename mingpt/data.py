@@ -43,7 +43,7 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     once, they appended to one .part (a file too long, kept in the cache) or found it renamed away (a crash)."""
     dest = Path(dest)
     part = dest.with_name(dest.name + '.part')
-    if int(os.environ.get('LOCAL_RANK', 0)) > 0:
+    if int(os.environ.get('WORLD_SIZE', 1)) > 1 and int(os.environ.get('LOCAL_RANK', 0)) > 0:  # torchrun's
         return wait_for_download(url, dest, part)
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}

@@ -328,6 +328,7 @@ def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
     """All at once, the processes appended to one .part (a file too long, kept in the cache) or crashed finding it
     renamed away."""
+    monkeypatch.setenv('WORLD_SIZE', '2')
     monkeypatch.setenv('LOCAL_RANK', '1')
     monkeypatch.setattr(data.requests, 'get', None)  # this process downloads nothing
     dest = tmp_path / 'f.bin'
@@ -339,6 +340,7 @@ def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_
 def test_under_torchrun_a_process_stops_waiting_when_the_first_one_downloads_nothing(tmp_path, monkeypatch):
     """The first process failed offline and went on without the file (sentiment, with no test.tsv, falls back to
     dev.tsv): the others waited for ever, and it for them in the process group."""
+    monkeypatch.setenv('WORLD_SIZE', '2')
     monkeypatch.setenv('LOCAL_RANK', '1')
     monkeypatch.setattr(data, 'WAIT_FOR_DOWNLOAD_S', 0)
     monkeypatch.setattr(data.requests, 'get', None)  # this process downloads nothing
@@ -348,6 +350,17 @@ def test_under_torchrun_a_process_stops_waiting_when_the_first_one_downloads_not
                                            r"not appeared and nothing has been downloaded for 0 s"):
         data.download('https://example.org/f.bin', dest, quiet=True)
     assert files_in(tmp_path) == []
+
+
+def test_local_rank_without_world_size_downloads_itself(tmp_path, monkeypatch):
+    """LOCAL_RANK set by some other launcher for a single process (no WORLD_SIZE, as the trainer reads it): it
+    waited 120 s for a first process that did not exist, then failed."""
+    monkeypatch.setenv('LOCAL_RANK', '1')
+    monkeypatch.delenv('WORLD_SIZE', raising=False)
+    monkeypatch.setattr(data, 'WAIT_FOR_DOWNLOAD_S', 0)
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'body'))
+    dest = tmp_path / 'f.bin'
+    assert data.download('https://example.org/f.bin', dest, quiet=True) == dest and dest.read_bytes() == b'body'
 
 
 def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monkeypatch):
