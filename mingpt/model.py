@@ -267,8 +267,7 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             torch.nn.init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
-            torch.nn.init.ones_(module.weight)
-            torch.nn.init.zeros_(module.bias)
+            module.reset_parameters()  # gain 1, bias 0, where it has them (a LayerNorm(n, bias=False) has no bias)
 
     def embed(self, idx, pos):
         """Token embedding plus positional encoding: (B, T) token ids at positions pos -> (B, T, n_embd)."""
