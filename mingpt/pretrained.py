@@ -22,9 +22,14 @@ HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
 HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
 HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
 HF_LAYER = re.compile(r'(?:transformer\.)?h\.(\d+)\.')  # a weight of block i, in either key layout
-# the names of GPT-2's weights in our model (the tied lm_head aside)
-GPT2_NAME = re.compile(r'transformer\.(wte|wpe|ln_f|h\.\d+\.(ln_1|ln_2|attn\.c_attn|attn\.c_proj|mlp\.c_fc|'
-                       r'mlp\.c_proj))\.(weight|bias)$')
+
+
+def gpt2_weight_names(n_layer):
+    """The names of GPT-2's weights in our model of n_layer blocks (the tied lm_head aside)."""
+    block = [f'{m}.{w}' for m in ('ln_1', 'attn.c_attn', 'attn.c_proj', 'ln_2', 'mlp.c_fc', 'mlp.c_proj')
+             for w in ('weight', 'bias')]
+    return ({f'transformer.{k}' for k in ('wte.weight', 'wpe.weight', 'ln_f.weight', 'ln_f.bias')}
+            | {f'transformer.h.{i}.{k}' for i in range(n_layer) for k in block})
 
 
 def load_gpt2(cls, name_or_path):
@@ -112,6 +117,7 @@ def _load_hf_weights(model, path):
         raise ValueError(f"{path} holds {max(layers) + 1} layers but config.json says n_layer="
                          f"{model.config.n_layer}; the weights and config.json do not belong together")
     ours = model.state_dict()
+    gpt2 = gpt2_weight_names(model.config.n_layer)
     done = {'lm_head.weight'}  # tied to transformer.wte.weight
     for key, w in weights.items():
         name = key if key.startswith('transformer.') or key == 'lm_head.weight' else 'transformer.' + key
@@ -139,7 +145,7 @@ def _load_hf_weights(model, path):
             ours[name].copy_(w)
         done.add(name)
     missing = sorted(set(ours) - done)
-    added = [k for k in missing if not GPT2_NAME.match(k)]  # e.g. a probe or a layer a student put in model.py
+    added = [k for k in missing if k not in gpt2]  # e.g. a probe or a layer a student put in model.py
     if added:  # as in Hugging Face: GPT-2's weights load, the new ones keep their initialisation, for training
         warnings.warn(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
                       f"model.py?): {path} has nothing for them, so they keep their initial values", stacklevel=3)
@@ -157,6 +163,11 @@ def save_gpt2(model, save_directory):
     if variant:
         raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
                          "save it with the trainer's checkpoint (mingpt.utils.save_checkpoint) instead")
+    gpt2, ours = gpt2_weight_names(c.n_layer), set(model.state_dict()) - {'lm_head.weight'}
+    if ours != gpt2:  # GPT2LMHeadModel would drop the weights it has not and make up the missing ones
+        raise ValueError(f"only GPT-2's own weights have a Hugging Face layout; this model adds "
+                         f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
+                         "in model.py?): save it with the trainer's checkpoint (mingpt.utils.save_checkpoint) instead")
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
               activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,

@@ -154,6 +154,29 @@ def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
     assert GPT2Config.from_pretrained(folder).eos_token_id is None
 
 
+
+def test_save_pretrained_refuses_weights_that_are_not_gpt2s(tmp_path):
+    """A model changed in model.py (a head added, RMSNorm for layer norm) has no Hugging Face layout: it was written,
+    and GPT2LMHeadModel would have dropped the weights it has not and made up the missing ones."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=2, n_head=2, n_embd=16, vocab_size=65, block_size=32))
+
+    class Headed(GPT):
+        def __init__(self, config):
+            super().__init__(config)
+            self.value_head = torch.nn.Linear(config.n_embd, 1)
+
+    with pytest.raises(ValueError, match=r"this model adds \['value_head.bias', 'value_head.weight'\] and lacks none "
+                                         r"\(changed in model.py\?\): save it with the trainer's checkpoint"):
+        Headed(C).save_pretrained(tmp_path / 'headed')
+    rms = GPT(C)
+    for block in rms.transformer.h:
+        block.ln_1 = torch.nn.RMSNorm(C.n_embd)  # a gain, no bias
+    with pytest.raises(ValueError, match=r"adds none and lacks \['transformer.h.0.ln_1.bias', "
+                                         r"'transformer.h.1.ln_1.bias'\]"):
+        rms.save_pretrained(tmp_path / 'rms')
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+
 def test_dropout_comes_from_config_json(tmp_path):
     drops = dict(embd_pdrop=0.0, resid_pdrop=0.05, attn_pdrop=0.2)  # HF's defaults are all 0.1, as are ours
     model = GPT.from_pretrained(save_hf(hf_model(**SMALL, **drops), tmp_path, 'safetensors'))
