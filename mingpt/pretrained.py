@@ -132,6 +132,9 @@ def _load_hf_weights(model, path):
             else:
                 raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied "
                                  "head cannot be loaded")
+        if name in gpt2 and name not in ours:  # e.g. a layer norm's bias, where model.py now has RMSNorm
+            raise ValueError(f"{path} holds GPT-2's {key!r}, which this model has not (changed in model.py?): "
+                             "GPT-2's weights load into GPT-2's own layers; train the changed model from scratch")
         if name not in ours:
             raise ValueError(f"{path}: unexpected key {key!r}; is this a GPT-2 checkpoint?")
         if name.endswith(HF_CONV1D):
