@@ -222,6 +222,9 @@ class Trainer:
         for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
+        if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
+            raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
+                             "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
         self._init_distributed()
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)

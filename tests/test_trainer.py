@@ -164,6 +164,25 @@ def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refuse
     assert trainer.iter_num == 0
 
 
+
+def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused():
+    """Fine-tuning the top: the frozen embeddings (and so the tied head) and block 0 do not move, nor does weight
+    decay touch them; every parameter frozen is refused before training (backward said 'element 0 of tensors does
+    not require grad and does not have a grad_fn')."""
+    trainer = make_trainer(max_iters=3)
+    frozen = [trainer.model.transformer.wte, trainer.model.transformer.wpe, trainer.model.transformer.h[0]]
+    for module in frozen:
+        module.requires_grad_(False)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.run()
+    moved = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert moved == {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert not trainer.model.lm_head.weight.requires_grad  # tied to wte: frozen with it
+    trainer.model.requires_grad_(False)
+    with pytest.raises(ValueError, match=r"every parameter of the model is frozen \(requires_grad=False\): there is "
+                                         r"nothing to train; unfreeze"):
+        trainer.run()
+
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     def ctrl_c_at_iteration_3(t):
         if t.iter_num == 3:
