@@ -41,7 +41,7 @@ DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch
 PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}  # the first name that matches
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
-                   'sampler', 'best_val_loss', 'val_loss', 'format')
+                   'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
 # the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
 RANGES = {
     'batch_size': dict(low=1, integer=True),
@@ -482,6 +482,12 @@ class Trainer:
                 raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
                                   f"({'; '.join(diff)}){options}; give the model the settings it was trained "
                                   f"with{command}, or start a new run in another work_dir")
+        trainable = trainable_names(self.model)
+        differ = sorted(set(ckpt.get('trainable', trainable)) ^ set(trainable))  # older checkpoints do not record it
+        if differ:  # the optimizer's state is that of the parameters it trained, matched by their order alone
+            raise ConfigError(f"cannot resume from {path}: its run trained other parameters than this model leaves "
+                              f"trainable ({len(differ)} differ, e.g. {differ[:3]}); freeze the same ones "
+                              "(requires_grad_(False)) before run(), or start a new run from its weights")
         if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
             print(f"note: {path} was trained on other data{options}; training goes on with this run's")
 
@@ -631,7 +637,13 @@ class Trainer:
             'rng': rng,
             'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
             'best_val_loss': self.best_val_loss,
+            'trainable': trainable_names(self.model),
         }, path or self._path('ckpt.pt'))
+
+
+def trainable_names(model):
+    """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
+    return [name for name, p in model.named_parameters() if p.requires_grad]
 
 
 def unwritable(work_dir):

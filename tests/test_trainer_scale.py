@@ -329,6 +329,21 @@ def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
 
 
+
+def test_resume_refuses_other_frozen_parameters(tmp_path):
+    """The optimizer's state is matched to the parameters by their order alone: frozen block 1 instead of block 0
+    (the same shapes) took block 0's Adam moments without a word, and nothing frozen failed with torch's 'loaded
+    state dict contains a parameter group that doesn't match the size of optimizer's group'."""
+    def freeze(i):
+        return lambda model: model.transformer.h[i].requires_grad_(False)
+
+    train(tmp_path, max_iters=2, checkpoint_interval=2, hook=freeze(0))
+    for hook in (freeze(1), None):
+        with pytest.raises(ConfigError, match=r"ckpt.pt: its run trained other parameters than this model leaves "
+                                              r"trainable \(\d+ differ, e.g. \['transformer.h.0.attn.c_attn.bias', "):
+            train(tmp_path, resume=True, max_iters=3, hook=hook)
+    assert train(tmp_path, resume=True, max_iters=3, hook=freeze(0))[0].iter_num == 3
+
 def test_overwrite_removes_the_old_runs_checkpoints_at_the_start(tmp_path):
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     assert (tmp_path / 'ckpt.pt').exists() and (tmp_path / 'model.pt').exists()
