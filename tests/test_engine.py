@@ -40,6 +40,30 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(engine.generate(other, new), m.generate(other, new))
 
 
+
+def test_a_subclass_with_its_own_hidden_states_is_refused_and_one_with_its_own_blocks_served():
+    """decode_step repeats GPT's layer loop: a subclass's own hidden_states ran at the prompt only, and the engine
+    gave other tokens than model.generate without a word. Its own blocks and embed the step does call."""
+    class Scaled(GPT):
+        def hidden_states(self, idx, caches=None, attention_mask=None):
+            return 3 * super().hidden_states(idx, caches, attention_mask)
+
+    class Doubled(GPT):
+        def embed(self, idx, pos):
+            return 2 * super().embed(idx, pos)
+
+    plain = model(scale=8)
+    for cls in (Scaled, Doubled):
+        mine = cls(plain.config).eval()
+        mine.load_state_dict(plain.state_dict())
+        if cls is Scaled:
+            with pytest.raises(ValueError, match="Scaled has its own hidden_states, which the engine's decode step "
+                                                 "does not run .*: generate with model.generate"):
+                Engine(mine)
+        else:
+            idx = torch.tensor([[1, 2, 3]])
+            assert torch.equal(Engine(mine).generate(idx, 5), mine.generate(idx, 5))
+
 def test_caches_follow_the_models_dtype():
     m = model(scale=8)
     idx = torch.randint(0, 11, (2, 3))
