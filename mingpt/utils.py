@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -264,6 +265,10 @@ def rebuild_model(cls, path, map_location='cpu'):
                              "saved by another version of the model's code") from None
         raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
                          "as sentiment's classifier, is read by the project that wrote it") from None
+    saved = checkpoint.get('model_class')
+    if saved not in (None, cls.__name__):  # a subclass with GPT's weights, whose forward or blocks may be its own
+        warnings.warn(f"{path} holds a {saved}, rebuilt here from its weights as a {cls.__name__}, which runs none of "
+                      f"{saved}'s own code: {saved}.from_checkpoint(path) rebuilds the {saved}", stacklevel=3)
     return model.eval(), checkpoint
 
 

@@ -225,10 +225,13 @@ def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
         Transformer.from_checkpoint(tmp_path / 'gpt.pt')
     with pytest.raises(ValueError, match=r"seq2seq.pt holds a Transformer, not a GPT"):
         GPT.from_checkpoint(tmp_path / 'seq2seq.pt')
-    class MyGPT(GPT):  # a student's subclass with GPT's weights: its checkpoint reads as a GPT
-        pass
+    class MyGPT(GPT):  # a student's subclass with GPT's weights: its checkpoint reads as a GPT, said, as its own
+        pass  # code (a parallel block, say) does not run; it ran silently
     save_checkpoint(model_state(MyGPT(C)), tmp_path / 'mine.pt')
-    assert type(GPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is GPT
+    with pytest.warns(UserWarning, match=r"mine.pt holds a MyGPT, rebuilt here from its weights as a GPT, which runs "
+                                         r"none of MyGPT's own code: MyGPT.from_checkpoint\(path\) rebuilds the MyGPT"):
+        assert type(GPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is GPT
+    assert type(MyGPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is MyGPT
     changed = {**model_state(gpt), 'model_config': {**C.to_dict(), 'pos_embd': 'rotary'}}  # a student's own GPT
     save_checkpoint(changed, tmp_path / 'changed.pt')
     with pytest.raises(ValueError, match=r"changed.pt holds a GPT that this code cannot rebuild \(model.pos_embd must "
