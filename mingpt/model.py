@@ -290,7 +290,8 @@ class GPT(nn.Module):
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
             raise ValueError(f"cannot forward a sequence of length {start + T}: the model's context (block_size) "
-                             f"is {self.block_size}; crop the input to its last {self.block_size} tokens")
+                             f"is {self.block_size}; crop the input to its last {self.block_size} tokens, or build "
+                             f"the model with block_size >= {start + T} (to train on a dataset's windows)")
         mask = None
         if attention_mask is None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)

@@ -143,8 +143,9 @@ def test_loss_ignores_minus_one_and_matches_manual():
 
 
 def test_too_long_sequence_is_a_clear_error():
-    with pytest.raises(ValueError, match="block_size"):
-        model()(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"crop the input to its last 8 tokens, or build the model with "
+                                         r"block_size >= 9 \(to train on a dataset's windows\)"):
+        model()(torch.zeros(1, 9, dtype=torch.long))  # e.g. a batch of the data's windows, longer than the model's
     m = model()  # with a cache the length is the cached tokens and the new ones: 6 + 3 > block_size 8
     caches = m.new_caches(1)
     m.hidden_states(torch.zeros(1, 6, dtype=torch.long), caches)
