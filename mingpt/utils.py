@@ -160,20 +160,23 @@ def run_cli(main, argv=None):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # else Python's flush of stdout at exit fails again
             os.close(devnull)
-        sys.exit(141)  # the shell's code for SIGPIPE
+        raise SystemExit(141) from None  # the shell's code for SIGPIPE
     except (ValueError, OSError, RuntimeError) as e:  # ConfigError and UnicodeDecodeError are ValueErrors
         if debug:
             traceback.print_exc()
         print(f"error: {e}", file=sys.stderr)
         if not debug:
             print("(run with --debug, or MINGPT_DEBUG=1, for the traceback)", file=sys.stderr)
-        sys.exit(2)
+        # from None: IPython 8's %run (%run projects/chargpt.py in a notebook) fails with an AttributeError of its
+        # own on an exit that chains the error it handles (ipython/ipython#13796), and hides our message under it
+        raise SystemExit(2) from None
     except KeyboardInterrupt as e:
         if debug:
             traceback.print_exc()
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'} (every file written is whole)", file=sys.stderr)
-        sys.exit(143 if terminated else 130)  # the shell's codes for SIGTERM and SIGINT (a Trainer said how to go on)
+        # the shell's codes for SIGTERM and SIGINT (a Trainer said how to go on); from None as above
+        raise SystemExit(143 if terminated else 130) from None
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
