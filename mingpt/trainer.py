@@ -193,8 +193,8 @@ class Trainer:
     def run(self):
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
         batches = self._start()
-        x, y = self._to_device(next(batches))
         try:
+            x, y = self._to_device(next(batches))
             while self.config.max_iters is None or self.iter_num < self.config.max_iters:
                 t0 = time.time()
                 x, y = self._optimization_step(x, y, batches)
@@ -211,6 +211,9 @@ class Trainer:
             if self.rank == 0:
                 print(self._how_to_go_on(), file=sys.stderr)
             raise
+        finally:  # a notebook keeps the error's frames, and this iterator in them: its worker processes would live on
+            if hasattr(batches, '_shutdown_workers'):  # DataLoader's, with num_workers > 0 (it has no public one)
+                batches._shutdown_workers()
         self._finish()
 
     def _start(self):

@@ -93,6 +93,27 @@ def test_a_run_stopped_in_a_callback_leaves_no_gradients_to_the_next_run():
     assert fresh and all(fresh)
 
 
+
+def test_a_run_stopped_in_a_notebook_leaves_no_dataloader_workers():
+    """A notebook keeps the traceback of the last error (sys.last_traceback), and with it run()'s frame: after Ctrl-C
+    the DataLoader's worker processes (num_workers > 0) lived on, each with its copy of the dataset, until another
+    error replaced it."""
+    import multiprocessing
+    trainer = make_trainer(max_iters=3, num_workers=2)
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    kept = []  # the tracebacks, as a notebook keeps them
+    trainer.add_callback('on_batch_end', stop)  # Ctrl-C in a callback (chargpt's sample)
+    hook = trainer.model.register_forward_pre_hook(stop)  # and, more often, within a step
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt) as e:
+            trainer.run()
+        kept.append(e.tb)
+        assert multiprocessing.active_children() == []
+        hook.remove()
+
 def test_run_again_trains_max_iters_more_from_iteration_0_as_minGPT():
     # minGPT's run() sets iter_num = 0 first: a notebook's second trainer.run() trains again, it is not a no-op
     trainer = make_trainer(max_iters=3)
