@@ -104,14 +104,16 @@ def resolve_device(device='auto'):
 
 def setup_logging(config, work_dir=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
-    into a shell) and its full config (config.json). The Trainer calls it once the run is known to start, so a run
-    refused at start-up changes no file."""
+    into a shell, or a note that it was started from Python) and its full config (config.json). The Trainer calls it
+    once the run is known to start, so a run refused at start-up changes no file."""
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
     work_dir = work_dir or config.system.work_dir
     command = f"cd {shlex.quote(os.getcwd())} && {shlex.join([*launcher(), *sys.argv])}\n"  # relative paths hold there
     if int(os.environ.get('GROUP_WORLD_SIZE', 1)) > 1:
         command += "# on each machine, with the rendezvous options it was started with (--rdzv_id, --rdzv_endpoint)\n"
+    if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
+        command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option

@@ -205,11 +205,22 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
+def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
+    """chargpt.main([...]) in a notebook cell wrote the kernel's command line (python .../ipykernel_launcher.py -f
+    /tmp/tmp....json) as the command to paste back, and a refused resume pointed at it."""
+    monkeypatch.setattr('sys.argv', ['/usr/lib/python3/site-packages/ipykernel_launcher.py', '-f', '/tmp/k.json'])
+    monkeypatch.delattr(sys.modules['__main__'], '__file__', raising=False)  # a notebook's __main__ has no file
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
+    assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c), not by a command: "
+                                                   "config.json holds its options\n")
+
+
 def test_args_txt_is_utf8_whatever_the_locale(tmp_path):
     """Windows writes a text file in its 'ANSI' code page (cp1252) unless told which encoding, and a folder or option
     with a character outside it (\u0141, \u2192) refused the run at start. Here the locale's encoding is ASCII."""
     code = ("import sys; from mingpt.utils import CfgNode as CN, setup_logging; "
             "sys.argv = ['chargpt.py', '--sample.prompt=\\u0141\\u00f3d\\u017a \\u2192']; "
+            "sys.modules['__main__'].__file__ = 'chargpt.py'; "  # as a script, not python -c
             f"setup_logging(CN(system=CN(work_dir={str(tmp_path)!r})))")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), LC_ALL='C', PYTHONUTF8='0',
                PYTHONCOERCECLOCALE='0')
