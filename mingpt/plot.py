@@ -16,6 +16,8 @@ save() writes one to a PNG (or the format its file's suffix names). Figures are 
 and no global backend are needed.
 """
 import argparse
+import functools
+import io
 import json
 import math
 import os
@@ -34,7 +36,17 @@ def new_figure(width, height):
     except ImportError:
         raise RuntimeError('drawing needs matplotlib, which is not installed: pip install -e ".[plot]" '
                            '(or pip install matplotlib)') from None
-    return Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars
+    fig = Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars
+    # a notebook shows the picture, not '<Figure size ...>', though no pyplot backend (%matplotlib inline) draws it
+    fig._repr_png_ = functools.partial(png_bytes, fig)
+    return fig
+
+
+def png_bytes(fig):
+    """fig as a PNG file's bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png')
+    return buffer.getvalue()
 
 
 def save(fig, path, dpi=100):
