@@ -211,7 +211,9 @@ class Trainer:
             if self.rank == 0:
                 print(self._how_to_go_on(), file=sys.stderr)
             raise
-        finally:  # a notebook keeps the error's frames, and this iterator in them: its worker processes would live on
+        finally:
+            self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar goes below it
+            # a notebook keeps the error's frames, and this iterator in them: its worker processes would live on
             if hasattr(batches, '_shutdown_workers'):  # DataLoader's, with num_workers > 0 (it has no public one)
                 batches._shutdown_workers()
         self._finish()
@@ -343,7 +345,6 @@ class Trainer:
                 "with --trainer.resume=True")
 
     def _finish(self):
-        self._bar.close()
         if self.world_size > 1:
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
 

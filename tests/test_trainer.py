@@ -114,6 +114,24 @@ def test_a_run_stopped_in_a_notebook_leaves_no_dataloader_workers():
         assert multiprocessing.active_children() == []
         hook.remove()
 
+
+def test_a_run_stopped_by_an_error_closes_its_progress_bar(capsys):
+    """A callback's error (or the dataset's) left the bar open: the next run() in the notebook drew its bar a line
+    below, moving the cursor up at every update, and the old bar came back when it was freed."""
+    trainer = make_trainer(max_iters=3, quiet=False)
+
+    def bug(t):
+        raise ValueError('a bug in my callback')
+
+    trainer.add_callback('on_batch_end', bug)
+    with pytest.raises(ValueError):
+        trainer.run()
+    capsys.readouterr()
+    trainer.set_callback('on_batch_end', lambda t: None)
+    trainer.run()
+    err = capsys.readouterr().err
+    assert '3/3' in err and '\x1b[A' not in err  # the bar, on its own line
+
 def test_run_again_trains_max_iters_more_from_iteration_0_as_minGPT():
     # minGPT's run() sets iter_num = 0 first: a notebook's second trainer.run() trains again, it is not a no-op
     trainer = make_trainer(max_iters=3)
