@@ -365,7 +365,7 @@ class Trainer:
             raise ConfigError(f"trainer.lr_schedule must be 'constant', 'cosine' or 'inverse_sqrt', not "
                               f"{c.lr_schedule!r}")
         for key, valid in RANGES.items():
-            check_range(f'trainer.{key}', getattr(c, key), **valid)
+            setattr(c, key, check_range(f'trainer.{key}', getattr(c, key), **valid))
         if not isinstance(c.betas, (tuple, list)) or len(c.betas) != 2:
             raise ConfigError(f"trainer.betas={c.betas!r} must be Adam's pair (beta1, beta2), e.g. (0.9, 0.95)")
         for beta in c.betas:

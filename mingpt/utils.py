@@ -34,9 +34,12 @@ def set_seed(seed):
 def check_range(key, value, low=None, high=None, low_open=False, high_open=False, none_ok=False, integer=False):
     """Return value if it lies in the range (low/high None: unbounded; *_open: the bound itself excluded), else
     raise a ConfigError naming the option, its value and the range, e.g. "trainer.batch_size=0 is out of range:
-    it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited')."""
+    it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited'). A numpy or 0-d torch
+    scalar is returned as a Python number."""
     if value is None and none_ok:
         return value
+    if isinstance(value, (np.generic, torch.Tensor)) and value.ndim == 0:  # e.g. data.max() + 1 (minGPT took it)
+        value = value.item()  # as a Python number, which config.json and checkpoints can hold
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
     whole = number and (not integer or float(value).is_integer())
     if (whole and (low is None or (value > low if low_open else value >= low))
@@ -303,7 +306,7 @@ def check_model_config(cls, config):
     for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
         setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))
     for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
-        check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True)
+        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
     for key, choices in cls.CHOICES.items():
         if getattr(config, key) not in choices:
             raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "

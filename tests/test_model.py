@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,6 +106,17 @@ def test_minGPT_style_usage():
     logits, loss = m(idx, idx)
     assert logits.shape == (2, 6, 10) and loss.ndim == 0
     assert m(idx)[1] is None
+
+
+def test_sizes_from_numpy_or_torch_scalars_are_taken_as_minGPT_took_them():
+    # e.g. vocab_size = data.max() + 1 on a numpy array or a tensor: torch's layers take them, and so did minGPT
+    C = config()
+    C.vocab_size, C.block_size, C.attn_pdrop = np.int64(11), torch.tensor(8), np.float32(0.0)
+    m = GPT(C)
+    assert (C.vocab_size, C.block_size) == (11, 8) and type(C.vocab_size) is type(C.block_size) is int
+    assert type(C.attn_pdrop) is float  # plain Python numbers: the checkpoint's model_config loads with weights_only
+    out = m.generate(torch.zeros(1, 1, dtype=torch.long), np.int64(3), do_sample=True, top_k=np.int64(2))
+    assert out.shape == (1, 4)
 
 
 def test_tied_head_and_init():

@@ -3,12 +3,13 @@ import io
 import re
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, load_checkpoint
 
 
 class Repeat(torch.utils.data.Dataset):
@@ -154,6 +155,15 @@ def test_a_trainer_config_with_only_minGPTs_keys_runs():
     trainer = Trainer(T, GPT(C), Repeat())
     trainer.run()
     assert trainer.iter_num == 3 and T.lr_schedule == 'constant' and T.max_iters == 3
+
+
+def test_numpy_numbers_in_the_trainer_config_are_kept_as_python_numbers(tmp_path):
+    # max_iters = np.int64(...) ran in minGPT; kept as numpy, it would make ckpt.pt unloadable (weights_only)
+    trainer = make_trainer(work_dir=str(tmp_path), checkpoint_interval=2)
+    trainer.config.max_iters = np.int64(2)
+    trainer.run()
+    assert trainer.iter_num == 2 and type(trainer.config.max_iters) is int
+    assert load_checkpoint(tmp_path / 'ckpt.pt')['trainer_config']['max_iters'] == 2
 
 
 def test_set_callback_replaces_and_trigger_runs_them():
