@@ -31,6 +31,14 @@ def set_seed(seed):
     torch.cuda.manual_seed_all(seed)
 
 
+def python_scalar(value):
+    """A numpy or 0-d torch scalar (e.g. data.max() + 1, which minGPT took as a size) as the Python number, which
+    config.json and checkpoints can hold; anything else as it is."""
+    if isinstance(value, (np.generic, torch.Tensor)) and value.ndim == 0:
+        return value.item()
+    return value
+
+
 def check_range(key, value, low=None, high=None, low_open=False, high_open=False, none_ok=False, integer=False):
     """Return value if it lies in the range (low/high None: unbounded; *_open: the bound itself excluded), else
     raise a ConfigError naming the option, its value and the range, e.g. "trainer.batch_size=0 is out of range:
@@ -38,8 +46,7 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     scalar is returned as a Python number."""
     if value is None and none_ok:
         return value
-    if isinstance(value, (np.generic, torch.Tensor)) and value.ndim == 0:  # e.g. data.max() + 1 (minGPT took it)
-        value = value.item()  # as a Python number, which config.json and checkpoints can hold
+    value = python_scalar(value)
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
     whole = number and (not integer or float(value).is_integer())
     if (whole and (low is None or (value > low if low_open else value >= low))
@@ -333,6 +340,7 @@ def _check_type(key, old, new, raw=None):
     """Return `new` converted to the type of the default `old`, or raise a ConfigError that says what went wrong.
     A default of None accepts anything (but see TEXT_KEYS); an int is fine where a float is expected; strings and
     numbers may be None."""
+    new = python_scalar(new)
     leaf = key.rsplit('.', 1)[-1]
     if (raw == 'True' and (leaf in TEXT_KEYS or not isinstance(old, (bool, type(None))))  # a bare --key (True)
             or raw == '' and leaf in PATH_KEYS):  # e.g. --data.path=$FILE with FILE unset

@@ -167,6 +167,16 @@ def test_merge_from_dict_nested_and_checked():
         C.merge_from_dict({'trainer': {'nope': 1}})
 
 
+def test_merge_from_dict_takes_numpy_and_torch_scalars_as_python_numbers():
+    # np.int64 is an int to minGPT's merge_from_dict and to torch; it was refused as "expects int, got int64"
+    C = make()
+    C.merge_from_dict({'trainer': {'batch_size': np.int64(8), 'learning_rate': np.float32(0.5)}})
+    assert (C.trainer.batch_size, C.trainer.learning_rate) == (8, 0.5)
+    assert type(C.trainer.batch_size) is int and type(C.trainer.learning_rate) is float
+    C.merge_from_dict({'trainer': {'batch_size': torch.tensor(4)}})
+    assert type(C.trainer.batch_size) is int and json.loads(json.dumps(C.to_dict()))['trainer']['batch_size'] == 4
+
+
 def test_str_and_to_dict():
     C = make()
     assert C.to_dict()['trainer']['batch_size'] == 64
