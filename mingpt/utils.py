@@ -24,7 +24,7 @@ class ConfigError(ValueError):
 
 
 def set_seed(seed):
-    seed = int(check_range('seed', seed, low=0, high=2 ** 32 - 1, integer=True))  # numpy's range, as an int
+    seed = check_range('seed', seed, low=0, high=2 ** 32 - 1, integer=True)  # numpy's range
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -43,7 +43,7 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     """Return value if it lies in the range (low/high None: unbounded; *_open: the bound itself excluded), else
     raise a ConfigError naming the option, its value and the range, e.g. "trainer.batch_size=0 is out of range:
     it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited'). A numpy or 0-d torch
-    scalar is returned as a Python number."""
+    scalar is returned as a Python number, a whole number as an int where integer is set."""
     if value is None and none_ok:
         return value
     value = python_scalar(value)
@@ -51,7 +51,7 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
     whole = number and (not integer or float(value).is_integer())
     if (whole and (low is None or (value > low if low_open else value >= low))
             and (high is None or (value < high if high_open else value <= high))):
-        return value
+        return int(value) if integer else value  # 64.0 as 64, which range() and numpy's sizes need
     if not number:
         problem = 'is a string, not a number' if isinstance(value, str) else 'is not a number'
     else:
@@ -311,7 +311,7 @@ def check_model_config(cls, config):
         raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
                           f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
     for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
-        setattr(config, key, int(check_range(f'model.{key}', getattr(config, key), low=1, integer=True)))
+        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=1, integer=True))
     for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
         setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
     for key, choices in cls.CHOICES.items():

@@ -166,6 +166,14 @@ def test_numpy_numbers_in_the_trainer_config_are_kept_as_python_numbers(tmp_path
     assert load_checkpoint(tmp_path / 'ckpt.pt')['trainer_config']['max_iters'] == 2
 
 
+def test_whole_floats_given_to_integer_options_train_as_ints():
+    # the range check takes 8.0 as an integer; numpy's batch draw then stopped with "got '8.0'"
+    trainer = make_trainer(max_iters=2)
+    trainer.config.batch_size, trainer.config.grad_accum_steps, trainer.config.max_iters = 8.0, 2.0, 2.0
+    trainer.run()
+    assert trainer.iter_num == 2 and type(trainer.config.batch_size) is int
+
+
 def test_set_callback_replaces_and_trigger_runs_them():
     trainer = make_trainer(max_iters=3)
     calls = []

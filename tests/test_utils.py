@@ -293,7 +293,8 @@ def test_check_range_names_option_value_and_range(value, kwargs, message):
 
 def test_check_range_accepts_the_range():
     assert check_range('x', 0, low=0) == 0 and check_range('x', None, low=1, none_ok=True) is None
-    assert check_range('x', 4.0, low=1, integer=True) == 4.0 and check_range('x', 0.5, 0, 1, True, True) == 0.5
+    assert check_range('x', 0.5, 0, 1, True, True) == 0.5
+    assert check_range('x', 4.0, low=1, integer=True) == 4 and type(check_range('x', 4.0, integer=True)) is int
 
 
 def test_check_range_bounds_are_closed_unless_open():
