@@ -8,7 +8,8 @@ writes a val-loss table (work_dir/results.md) and the loss curves of every run (
     python projects/ablation.py --variants=gpt2,post-norm --seeds=1,2,3
 
 Every option of chargpt applies to all runs (--help lists them). Each run lives in work_dir/<variant>/ (with
-several seeds, work_dir/<variant>-seed<N>/) and is printed as the chargpt command that redoes it alone.
+several seeds, work_dir/<variant>-seed<N>/), with the chargpt command that redoes it alone: printed, and in its
+args.txt.
 --trainer.resume=True continues an interrupted ablation: finished runs are read, the others resumed or started. One seed
 per variant tells little about a difference smaller than the spread between seeds: give several to measure it.
 Needs matplotlib for the plot: pip install -e ".[plot]".
@@ -103,6 +104,17 @@ def runs(config):
             yield variant, name, chargpt_args(settings)
 
 
+def run_chargpt(args):
+    """chargpt.main(args) as if chargpt.py were started alone, so that the run's args.txt (sys.argv) is the chargpt
+    command that redoes it, not the ablation's."""
+    argv = sys.argv
+    sys.argv = [chargpt.__file__, *args]
+    try:
+        chargpt.main(args)
+    finally:
+        sys.argv = argv
+
+
 def finished(work_dir, max_iters):
     """True if work_dir holds a run that trained max_iters iterations (a resumed ablation skips it)."""
     path = os.path.join(work_dir, 'ckpt.pt')
@@ -151,7 +163,7 @@ def main(argv):
             print(f"{work_dir} has trained all {config.trainer.max_iters} iterations: its result is read from there")
             seconds = None
         else:
-            chargpt.main(args)
+            run_chargpt(args)
             seconds = time.time() - t0
         results.setdefault(variant, []).append(result_of(work_dir, seconds))
 

@@ -3,8 +3,10 @@ models: what each figure holds is checked against numbers computed here by hand.
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,6 +283,18 @@ def test_ablation_writes_one_row_per_variant_and_the_loss_curves(ablation_dir):
             'norm': 'pre', 'activation': 'gelu', 'pos_embd': 'learned', **switch}
     png = (ablation_dir / 'loss.png').read_bytes()
     assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+
+
+def test_each_ablation_run_records_the_chargpt_command_that_redoes_it(ablation_dir, tmp_path):
+    """A run's args.txt is the chargpt command printed for it, not the ablation's: pasted back (in another work_dir),
+    it trains the same run."""
+    cd, folder, _, python, script, *args = shlex.split((ablation_dir / 'relu' / 'args.txt').read_text())
+    assert (cd, folder, python, Path(script).name) == ('cd', os.getcwd(), 'python', 'chargpt.py')
+    assert f'--system.work_dir={ablation_dir / "relu"}' in args and '--model.activation=relu' in args
+    load_project('chargpt').main([*args, f'--system.work_dir={tmp_path / "again"}'])
+    runs = (ablation_dir / 'relu', tmp_path / 'again')
+    losses = [[r['loss'] for r in plot.read_metrics(run / 'metrics.jsonl')] for run in runs]
+    assert losses[0] == losses[1]
 
 
 def test_ablation_refuses_what_it_would_ignore(tmp_path):
