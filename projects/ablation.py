@@ -1,7 +1,8 @@
 """
 An ablation anyone can rerun: trains projects/chargpt.py once per variant of the model, GPT-2's design against one
 switch each (post-norm "Add & Norm", ReLU, sinusoidal positions), with the same seed, data and iterations, then
-writes a val-loss table (work_dir/results.md) and the loss curves of every run (work_dir/loss.png):
+writes a val-loss table (work_dir/results.md, beside the ablation's args.txt and config.json) and the loss curves of
+every run (work_dir/loss.png):
 
     python projects/ablation.py                    # 4 runs: gpt-nano, block 64, batch 32, 500 iterations
     python projects/ablation.py --model.model_type=gpt-micro --data.block_size=128 --trainer.max_iters=2000
@@ -24,7 +25,8 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
-from mingpt.utils import CfgNode as CN, ConfigError, atomic_write, load_checkpoint, need_work_dir, run_cli
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, load_checkpoint, need_work_dir, run_cli,
+                          setup_logging)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402
@@ -170,6 +172,7 @@ def main(argv):
     out = config.system.work_dir
     text = table(config, results) + f"\nwall time of the whole ablation: {time.time() - start:.0f} s\n"
     atomic_write(os.path.join(out, 'results.md'), lambda tmp: Path(tmp).write_text(text))
+    setup_logging(config)  # the table's own command and options, beside it: args.txt and config.json
     names = [name for _, name, _ in plan]
     # the train curve averaged over about 10 iterations, fewer in a short run, where that lag would lift its end
     smooth = min(0.9, max(0.0, 1 - 20 / config.trainer.max_iters))

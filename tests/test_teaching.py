@@ -281,6 +281,9 @@ def test_ablation_writes_one_row_per_variant_and_the_loss_curves(ablation_dir):
         assert config['system']['seed'] == 3407
         assert {k: config['model'][k] for k in ('norm', 'activation', 'pos_embd')} == {
             'norm': 'pre', 'activation': 'gelu', 'pos_embd': 'learned', **switch}
+    config = json.loads((ablation_dir / 'config.json').read_text())  # the table's own options, beside it
+    assert config['ablation'] == {'variants': ['gpt2', 'post-norm', 'relu', 'sinusoidal'], 'seeds': [3407]}
+    assert config['trainer']['max_iters'] == 3 and (ablation_dir / 'args.txt').exists()
     png = (ablation_dir / 'loss.png').read_bytes()
     assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
 
