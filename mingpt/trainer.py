@@ -605,7 +605,7 @@ class Trainer:
                 kept = [line for line in f if iter_of(line) is not None and iter_of(line) < self.iter_num]
         atomic_write(path, lambda tmp: Path(tmp).write_text(''.join(kept)))  # a kill now leaves the old or the new
         if self.run_config is not None:
-            setup_logging(self.run_config, self.config.work_dir)
+            setup_logging(self.run_config, self.config.work_dir, resumed_at=self.iter_num if resumed else None)
 
     def _write_metrics(self, record):
         if self.rank == 0 and self.config.work_dir is not None:

@@ -112,10 +112,11 @@ def resolve_device(device='auto'):
     return 'cpu'
 
 
-def setup_logging(config, work_dir=None):
+def setup_logging(config, work_dir=None, resumed_at=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
-    into a shell, or a note that it was started from Python) and its full config (config.json). The Trainer calls it
-    once the run is known to start, so a run refused at start-up changes no file."""
+    into a shell, or a note that it was started from Python) and its full config (config.json). A run resumed at
+    iteration resumed_at adds its command under the earlier ones, so that args.txt, pasted, replays the whole run.
+    The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
     work_dir = work_dir or config.system.work_dir
@@ -124,6 +125,9 @@ def setup_logging(config, work_dir=None):
         command += "# on each machine, with the rendezvous options it was started with (--rdzv_id, --rdzv_endpoint)\n"
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
         command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
+    earlier = os.path.join(work_dir, 'args.txt')
+    if resumed_at is not None and os.path.exists(earlier):  # the resume alone would not say how the run began
+        command = f"{Path(earlier).read_text(encoding='utf-8')}# resumed at iteration {resumed_at}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -137,6 +138,25 @@ def test_stop_at_n_then_extend_to_2n_equals_2n_straight_with_sampling_on(tmp_pat
     # and evaluation on or off trains the same model
     quiet = train(tmp_path / 'no-eval', text, '--trainer.max_iters=12', '--trainer.eval_interval=0')
     assert losses(quiet) == losses(straight)
+
+
+def test_args_txt_of_a_resumed_run_replays_the_whole_run(tmp_path, text, monkeypatch):
+    """A resume that does not repeat the first command's options (its seed) and changes one (the batch size) keeps
+    the first command in args.txt: pasted into a shell where the run is gone, args.txt trains the same run again."""
+    monkeypatch.chdir(tmp_path)
+    common = [f'--data.path={text}', '--system.work_dir=run', *TINY, '--trainer.checkpoint_interval=3']
+    for args in ([*common, '--system.seed=5', '--trainer.max_iters=3'],
+                 [*common, '--trainer.batch_size=8', '--trainer.resume=True', '--trainer.max_iters=6']):
+        monkeypatch.setattr('sys.argv', ['chargpt.py', *args])
+        chargpt.main(args)
+    lines = (tmp_path / 'run' / 'args.txt').read_text().splitlines()
+    assert lines[1] == '# resumed at iteration 3:'
+    shutil.move(tmp_path / 'run', tmp_path / 'first')
+    for line in lines[::2]:
+        cd, folder, _, python, script, *args = shlex.split(line)
+        assert (cd, folder, python, script) == ('cd', str(tmp_path), 'python', 'chargpt.py')
+        chargpt.main(args)
+    assert metrics(tmp_path / 'run') == metrics(tmp_path / 'first')
 
 
 # ----------------------------------------------------------------------------------------------------------------
