@@ -42,6 +42,9 @@ PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e1
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
+# trainer options that leave the steps' numbers as they are, which a resume may change unnoted (it notes the others)
+RESUME_KEYS = ('max_iters', 'resume', 'overwrite', 'work_dir', 'checkpoint_interval', 'eval_interval', 'eval_iters',
+               'log_interval', 'quiet', 'num_workers')
 # the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
 RANGES = {
     'batch_size': dict(low=1, integer=True),
@@ -494,6 +497,12 @@ class Trainer:
                               "(requires_grad_(False)) before run(), or start a new run from its weights")
         if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
             print(f"note: {path} was trained on other data{options}; training goes on with this run's")
+        saved, now = ckpt.get('trainer_config') or {}, self.config.to_dict()
+        changed = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and k not in RESUME_KEYS
+                   and list_of(saved[k]) != list_of(now[k])]
+        if changed and self.rank == 0:  # a lower learning rate is often the point; a batch size left out is not
+            print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "
+                  f"with this run's{command}")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop
@@ -688,6 +697,11 @@ def iter_of(line):
         return json.loads(line)['iter'] if line.endswith('\n') else None
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def list_of(value):
+    """A tuple as a list, as a command line gives it (betas=(0.9, 0.95) there, [0.9, 0.95] here are one setting)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def describe_difference(saved, now):

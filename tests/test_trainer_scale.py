@@ -4,6 +4,7 @@ import json
 import math
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -328,6 +329,18 @@ def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     trainer, _ = train(tmp_path, resume=True, max_iters=3, must_match=('vocab', 'tokenizer?'))
     assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
 
+
+
+def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
+    """A resume command that left out the first run's --trainer.batch_size=4 trained on at the default without a
+    word, so the run no longer continued as it would have."""
+    train(tmp_path, max_iters=2, checkpoint_interval=2, batch_size=4)
+    capsys.readouterr()
+    train(tmp_path, resume=True, max_iters=3, betas=[0.9, 0.95])  # a list, as a command line gives it: the same
+    assert re.search(r"note: .*ckpt.pt was trained with other trainer options \(batch_size=4 there, 8 here\); "
+                     r"training goes on with this run's\n", capsys.readouterr().out)
+    train(tmp_path, resume=True, max_iters=4, batch_size=4, checkpoint_interval=1)  # these leave the steps as they are
+    assert 'other trainer options' not in capsys.readouterr().out
 
 
 def test_resume_refuses_other_frozen_parameters(tmp_path):
