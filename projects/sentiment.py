@@ -283,12 +283,12 @@ def read_sst2(split, sst2_dir=None, limit=None):
 
 
 def book_paragraphs(text, lowercase=True):
-    """The paragraphs of a plain-text book, hard line wraps joined; a Project Gutenberg header and licence dropped."""
+    """The paragraphs of a plain-text book, hard line wraps joined. From Project Gutenberg files (one, or several
+    put one after another) only each book's body is kept: headers, licences and any text outside them are dropped."""
     text = text.replace('\r\n', '\n')
-    start = re.search(r'^\*\*\* ?START OF.*$', text, re.M)
-    end = re.search(r'^\*\*\* ?END OF.*$', text, re.M)
-    if start and end:
-        text = text[start.end():end.start()]
+    bodies = re.findall(r'^\*\*\* ?START OF[^\n]*$(.*?)^\*\*\* ?END OF', text, re.M | re.S)
+    if bodies:
+        text = '\n\n'.join(bodies)
     paragraphs = [' '.join(p.split()) for p in re.split(r'\n\s*\n', text)]
     return [p.lower() if lowercase else p for p in paragraphs if p]
 

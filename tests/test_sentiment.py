@@ -483,6 +483,18 @@ def test_label_words_must_be_known_single_tokens():
         sentiment.make_classifier(config.classifier, gpt, tokenizer)
 
 
+def test_a_file_of_several_gutenberg_books_keeps_every_books_body():
+    """Books put one after another (cat 1342-0.txt 2701-0.txt > books.txt) each keep their body: only the first
+    book's was kept, the rest of the file silently dropped."""
+    def book(n):
+        return (f'header {n}\r\n*** START OF BOOK {n} ***\r\nBody {n},\r\nwrapped.\r\n*** END OF BOOK {n} ***\r\n'
+                'licence\r\n')
+    assert sentiment.book_paragraphs(book(1) + book(2) + book(3)) == ['body 1, wrapped.', 'body 2, wrapped.',
+                                                                       'body 3, wrapped.']
+    assert sentiment.book_paragraphs('No markers.\n\nTwo paragraphs.', lowercase=False) == ['No markers.',
+                                                                                             'Two paragraphs.']
+
+
 def test_a_book_keeps_its_case_when_asked(tmp_path, monkeypatch):
     book = tmp_path / 'book.txt'
     book.write_text('It is a Truth universally\nacknowledged.\n\nSecond paragraph.\n')
