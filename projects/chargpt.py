@@ -19,10 +19,11 @@ A resume refuses a checkpoint trained with another model config, text vocabulary
 id such as gpt2, or a Hugging Face directory), or a checkpoint of this script (e.g. trained on a small text, to go
 on with a larger one). The dropout options still apply.
 """
+import numpy as np
 import torch
 
 from mingpt.bpe import get_encoder
-from mingpt.data import TINY_SHAKESPEARE_URL, CharDataset, CharTokenizer, TokenDataset, fetch, read_text
+from mingpt.data import TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
@@ -141,20 +142,16 @@ def main(argv):
         tokenizer = get_encoder(directory=D.tokenizer)
     else:
         tokenizer = CharTokenizer.from_text(text)
-    if isinstance(tokenizer, CharTokenizer):
-        train_text, val_text = split(text, D.val_fraction, D.block_size)
-        try:
-            train_dataset = CharDataset(train_text, D.block_size, tokenizer)
-            val_dataset = CharDataset(val_text, D.block_size, tokenizer)
-        except ValueError as e:  # system.init's characters: a new text (a Gutenberg book) often has more
-            raise ConfigError(f"data.path: {e}. A character model reads only the characters it was trained on; to "
-                              "go on with a text that has others, train both runs on a byte-level BPE vocabulary, "
-                              "which reads any text (--data.tokenizer=gpt2, or a DIR from python -m mingpt.bpe "
-                              "train)") from None
-    else:
-        train_ids, val_ids = split(tokenizer.encode(text), D.val_fraction, D.block_size)
-        train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
-        val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
+    try:  # the whole text, so that an error names every character a system.init model lacks
+        tokens = np.array(tokenizer.encode(text))  # its train and val parts are views, not copies
+    except ValueError as e:  # system.init's characters: a new text (a Gutenberg book) often has more
+        raise ConfigError(f"data.path: {e}. A character model reads only the characters it was trained on; to "
+                          "go on with a text that has others, train both runs on a byte-level BPE vocabulary, "
+                          "which reads any text (--data.tokenizer=gpt2, or a DIR from python -m mingpt.bpe "
+                          "train)") from None
+    train_ids, val_ids = split(tokens, D.val_fraction, D.block_size)
+    train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
+    val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
     identity = tokenizer_record(tokenizer)
 
