@@ -284,12 +284,14 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them; a relative
-    directory not found here is looked for under $MINGPT_DATA_DIR and the cache, as 'gpt2' would be). Else
-    GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache, else OpenAI's
-    site (downloaded once, sha256-checked)."""
+    directory not found here is looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' found nowhere is GPT-2's
+    vocabulary, downloaded). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else
+    the cache, else OpenAI's site (downloaded once, sha256-checked)."""
     if directory is not None:
         if encoder_path or vocab_path:
             raise ValueError("pass either directory or encoder_path/vocab_path, not both")
+        if find_local(directory) is None and Path(directory) == Path('gpt2'):  # a fresh machine: nothing cached yet
+            return get_encoder()
         directory = find_local(directory) or directory  # e.g. 'gpt2', under $MINGPT_DATA_DIR
         encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))
         for path in (encoder_path, vocab_path):

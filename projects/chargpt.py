@@ -40,7 +40,7 @@ def get_config():
     # a text file (or one under $MINGPT_DATA_DIR or the cache); default: Tiny Shakespeare, downloaded once
     C.data.path = None
     # None: one token per character of the text; or a directory holding a byte-level BPE vocabulary in GPT-2's
-    # format (encoder.json and vocab.bpe, e.g. gpt2/ or one trained with mingpt.bpe)
+    # format (encoder.json and vocab.bpe, e.g. one trained with mingpt.bpe); gpt2: GPT-2's, downloaded if need be
     C.data.tokenizer = None
     C.data.block_size = 128
     C.data.val_fraction = 0.1  # the last 10% of the text is held out for the validation loss

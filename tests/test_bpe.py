@@ -447,6 +447,18 @@ def test_download_into_cache_then_reuse(encoder, vocab_bodies, empty_cache, monk
     assert len(calls) == 2  # the second time from the cache
 
 
+def test_the_directory_gpt2_is_gpt2s_vocabulary_downloaded_when_no_folder_holds_it(vocab_bodies, empty_cache,
+                                                                                    monkeypatch):
+    """--data.tokenizer=gpt2, as the README advises, on a fresh machine: it was refused with advice to train a
+    vocabulary into ./gpt2."""
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(vocab_bodies[url]))
+    monkeypatch.chdir(empty_cache)
+    assert get_encoder(directory='gpt2').encode('hello world') == [31373, 995]
+    assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe']
+    with pytest.raises(FileNotFoundError, match=r"gpt3/encoder.json does not exist; train a vocabulary into gpt3"):
+        get_encoder(directory='gpt3')
+
+
 def test_the_encode_command_reads_the_vocabulary_asked_and_counts_utf8_bytes(tmp_path, capsys):
     """--vocab DIR: a hand-made vocabulary (byte b is id b, then 'h'+'i' is 256 and 'hi'+'!' is 257), read with GPT-2's
     pre-tokeniser or, as vocab.bpe's header says, without one (the whole text one word)."""
