@@ -293,6 +293,8 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         if find_local(directory) is None and Path(directory) == Path('gpt2'):  # a fresh machine: nothing cached yet
             return get_encoder()
         directory = find_local(directory) or directory  # e.g. 'gpt2', under $MINGPT_DATA_DIR
+        if Path(directory).is_file():  # e.g. its encoder.json
+            raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
         encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))
         for path in (encoder_path, vocab_path):
             if not path.is_file():

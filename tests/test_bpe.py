@@ -459,6 +459,13 @@ def test_the_directory_gpt2_is_gpt2s_vocabulary_downloaded_when_no_folder_holds_
         get_encoder(directory='gpt3')
 
 
+def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
+    bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
+    with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
+                                                 r"and vocab.bpe"):  # it said: train a vocabulary into .../encoder.json
+        get_encoder(directory=tmp_path / 'encoder.json')
+
+
 def test_the_encode_command_reads_the_vocabulary_asked_and_counts_utf8_bytes(tmp_path, capsys):
     """--vocab DIR: a hand-made vocabulary (byte b is id b, then 'h'+'i' is 256 and 'hi'+'!' is 257), read with GPT-2's
     pre-tokeniser or, as vocab.bpe's header says, without one (the whole text one word)."""
