@@ -152,6 +152,7 @@ def main(argv):
     train_ids, val_ids = split(tokens, D.val_fraction, D.block_size)
     train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
     val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
+    print(f"training on {len(train_ids):,} tokens, validating on {len(val_ids):,}; vocabulary {len(tokenizer):,}")
     ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
     identity = tokenizer_record(tokenizer)
 

@@ -215,7 +215,7 @@ def test_the_character_dataset_reads_as_minGPTs():
 
 
 @pytest.mark.parametrize('tokenizer', [None, 'gpt2'])
-def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_path, monkeypatch):
+def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_path, monkeypatch, capsys):
     chargpt = load_project('chargpt')
     text = tmp_path / 'text.txt'
     start, end = 'the cat sat on the mat. ' * 5, 'a dog ran in the fog! ' * 2
@@ -233,6 +233,11 @@ def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_pat
               chargpt.CharTokenizer.from_text(text.read_text())).decode
     first = {part: decode(ds[0][0].tolist()) for part, ds in seen.items()}
     assert first['train'] in start and first['val'] in end and first['val'] not in start, first
+    # 5 x 24 + 2 x 22 = 164 characters of 17 kinds, the last 41 (25%) held out; GPT-2's tokens (as tiktoken's): 7 per
+    # sentence, the spaces joined to the next word, and the last space alone: 7 x 7 + 1 = 50, the last 12 held out
+    counts = ("38 tokens, validating on 12; vocabulary 50,257" if tokenizer
+              else "123 tokens, validating on 41; vocabulary 17")
+    assert f"training on {counts}\n" in capsys.readouterr().out
 
 
 def gpt2_shaped(tmp_path, dropout=0.1):
