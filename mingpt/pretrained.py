@@ -15,7 +15,7 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
 from mingpt.data import CharTokenizer, fetch
-from mingpt.utils import atomic_write
+from mingpt.utils import atomic_write, refused_global
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -108,6 +108,11 @@ def _load_hf_weights(model, path):
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
+        if refused_global(e):
+            raise ValueError(f"{path} was not loaded: it holds a Python object ({refused_global(e)}) besides the "
+                             "tensors of GPT-2's weights, and unpickling it would run code of the file's choosing. If "
+                             "you trust whoever made it, load it yourself (torch.load(path, weights_only=False)) and "
+                             "save its tensors alone") from None
         raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
                          "corrupt; delete it and download or save it again") from None
     if not isinstance(weights, dict):

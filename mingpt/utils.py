@@ -256,12 +256,23 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
                          "file): it is not the zip archive that torch.save writes")
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except Exception as e:  # the whole message: torch's own says why an unsafe pickle was refused
+    except Exception as e:
+        if refused_global(e):
+            raise ValueError(f"{path} was not loaded: it holds a Python object ({refused_global(e)}) that mingpt's "
+                             "checkpoints never hold, and unpickling it would run code of the file's choosing. If you "
+                             "trust whoever made it, load it yourself: torch.load(path, weights_only=False)") from None
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); {hf}")
     return checkpoint
+
+
+def refused_global(error):
+    """The Python object (e.g. 'posix.system') whose unpickling torch.load(weights_only=True) refused, as its error
+    names it; None for an error of another kind, such as a truncated file."""
+    found = re.search(r'GLOBAL ([\w.]+)', str(error))
+    return found and found[1]
 
 
 def rebuild_model(cls, path, map_location='cpu'):

@@ -276,6 +276,21 @@ def test_truncated_file(tmp_path, layout):
         GPT.from_pretrained(folder)
 
 
+def test_a_pytorch_model_bin_that_would_run_code_is_refused_saying_what_it_holds(tmp_path):
+    folder = save_hf(hf_model(**SMALL), tmp_path, 'bin')
+    marker = tmp_path / 'ran'
+    state = torch.load(folder / 'pytorch_model.bin')
+    state['hook'] = type('RunsCode', (), {'__reduce__': lambda self: (exec, (f"open({str(marker)!r}, 'w')",))})()
+    torch.save(state, folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=r"pytorch_model.bin was not loaded: it holds a Python object "
+                                         r"\((builtins\.)?exec\) besides the tensors of GPT-2's weights, .* If you "
+                                         r"trust whoever made it, "
+                                         r"load it yourself \(torch.load\(path, weights_only=False\)\) and save its "
+                                         r"tensors alone$"):
+        GPT.from_pretrained(folder)
+    assert not marker.exists()
+
+
 def test_config_or_weights_of_another_shape_name_the_file(small_dir):
     (small_dir / 'config.json').write_text('[1, 2]')
     with pytest.raises(ValueError, match=r"config.json holds a JSON list, not a GPT-2 config"):

@@ -276,6 +276,27 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
+class RunsCode:
+    """A pickle that runs a command when loaded (here a harmless one), as a malicious checkpoint would."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f'touch {self.marker}',))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_saying_what_it_holds(tmp_path):
+    """Not 'truncated or corrupt': the file is whole, and its pickle names os.system, which torch refused."""
+    path, marker = tmp_path / 'model.pt', tmp_path / 'ran'
+    torch.save({'format': 'mingpt-checkpoint-1', 'model': RunsCode(marker)}, path)
+    with pytest.raises(ValueError, match=r"model.pt was not loaded: it holds a Python object \((posix|nt).system\) "
+                                         r"that mingpt's checkpoints never hold, .* If you trust whoever made it, "
+                                         r"load it yourself: torch.load\(path, weights_only=False\)$"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize('value, kwargs, message', [
     (0, dict(low=1, integer=True), "x=0 is out of range: it must be an integer >= 1"),
     (2.5, dict(low=1, integer=True), "x=2.5 is not a whole number: it must be an integer >= 1"),
