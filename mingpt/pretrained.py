@@ -36,8 +36,11 @@ def load_gpt2(cls, name_or_path):
     """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory; sizes from config.json.
     Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial values, with a warning."""
     config_path, weights_path = _hf_files(name_or_path)
-    model = cls(_config_from_hf(cls.get_default_config(), config_path))
-    _load_hf_weights(model, weights_path)
+    config = _config_from_hf(cls.get_default_config(), config_path)
+    weights = _read_hf_weights(weights_path)
+    _check_hf_sizes(config, weights, weights_path)  # before the model of config.json's sizes is built
+    model = cls(config)
+    _load_hf_weights(model, weights, weights_path)
     return model.eval()
 
 
@@ -74,7 +77,7 @@ def _config_from_hf(C, config_path):
     """Our config from Hugging Face's GPT-2 config.json; refuses variants this model does not implement."""
     try:
         hf = json.loads(Path(config_path).read_text())
-    except ValueError as e:  # UnicodeDecodeError included
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; RecursionError: nested too deep
         raise ValueError(f"cannot read {config_path} as JSON ({e}): not a Hugging Face config.json") from None
     if not isinstance(hf, dict):
         raise ValueError(f"{config_path} holds a JSON {type(hf).__name__}, not a GPT-2 config (an object)")
@@ -98,10 +101,8 @@ def _config_from_hf(C, config_path):
     return C
 
 
-def _load_hf_weights(model, path):
-    """Copy a Hugging Face GPT-2 state dict into model. Accepts the hub's base-model keys ('h.0.attn...', with the
-    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied: usually omitted, sometimes
-    stored instead of wte)."""
+def _read_hf_weights(path):
+    """The state dict in a model.safetensors or pytorch_model.bin."""
     try:
         if path.suffix == '.safetensors':
             weights = read_safetensors(path)
@@ -117,10 +118,31 @@ def _load_hf_weights(model, path):
                          "corrupt; delete it and download or save it again") from None
     if not isinstance(weights, dict):
         raise ValueError(f"{path} holds a {type(weights).__name__}, not a state dict of GPT-2 weights")
+    return weights
+
+
+def _check_hf_sizes(C, weights, path):
+    """Refuse a config.json whose sizes the weights have not, e.g. gpt2's weights beside distilgpt2's config.json.
+    Checked before the model is built: a config.json can ask for any size (10**7 layers took minutes to build,
+    then failed for want of memory)."""
     layers = {int(m[1]) for m in map(HF_LAYER.match, weights) if m}
-    if layers and max(layers) + 1 != model.config.n_layer:  # e.g. gpt2's weights beside distilgpt2's config.json
-        raise ValueError(f"{path} holds {max(layers) + 1} layers but config.json says n_layer="
-                         f"{model.config.n_layer}; the weights and config.json do not belong together")
+    if max(layers, default=-1) + 1 != C.n_layer:
+        raise ValueError(f"{path} holds {max(layers, default=-1) + 1} layers but config.json says n_layer="
+                         f"{C.n_layer!r}; the weights and config.json do not belong together")
+    wte = weights.get('transformer.wte.weight', weights.get('wte.weight', weights.get('lm_head.weight')))  # tied
+    wpe = weights.get('transformer.wpe.weight', weights.get('wpe.weight'))
+    for name, w, key, size in (('wte', wte, 'vocab_size', C.vocab_size), ('wpe', wpe, 'n_positions', C.block_size)):
+        if w is None:
+            raise ValueError(f"{path} has no {name}.weight: the file is incomplete or not a GPT-2 checkpoint")
+        if tuple(w.shape) != (size, C.n_embd):
+            raise ValueError(f"{path} holds {name}.weight of shape {tuple(w.shape)} but config.json says {key}="
+                             f"{size!r}, n_embd={C.n_embd!r}; the weights and config.json do not belong together")
+
+
+def _load_hf_weights(model, weights, path):
+    """Copy a Hugging Face GPT-2 state dict (read from path) into model. Accepts the hub's base-model keys
+    ('h.0.attn...', with the attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied:
+    usually omitted, sometimes stored instead of wte)."""
     ours = model.state_dict()
     gpt2 = gpt2_weight_names(model.config.n_layer)
     done = {'lm_head.weight'}  # tied to transformer.wte.weight

@@ -210,7 +210,20 @@ def test_shape_mismatch_names_key_and_shapes(small_dir):
     config = json.loads((small_dir / 'config.json').read_text())
     config['n_positions'] = 128
     (small_dir / 'config.json').write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"'transformer.wpe.weight' has shape \(64, 32\).*expects \(128, 32\)"):
+    with pytest.raises(ValueError, match=r"model.safetensors holds wpe.weight of shape \(64, 32\) but config.json says "
+                                         r"n_positions=128, n_embd=32; the weights and config.json do not belong"):
+        GPT.from_pretrained(small_dir)
+
+
+@pytest.mark.parametrize('key, value', [('n_layer', 10 ** 7), ('n_embd', 2 ** 20), ('vocab_size', 10 ** 9)])
+def test_a_config_json_asking_for_sizes_its_weights_have_not_is_refused_before_the_model_is_built(
+        small_dir, monkeypatch, key, value):
+    """A config.json can ask for any size: 10**7 layers took minutes to build, then failed for want of memory."""
+    config = json.loads((small_dir / 'config.json').read_text())
+    (small_dir / 'config.json').write_text(json.dumps({**config, key: value}))
+    monkeypatch.setattr(GPT, '__init__', lambda self, config: pytest.fail('the model was built'))
+    with pytest.raises(ValueError, match=rf"model.safetensors holds .* but config.json says (.*, )?{key}={value}\b.*; "
+                                         "the weights and config.json do not belong together"):
         GPT.from_pretrained(small_dir)
 
 
@@ -295,9 +308,10 @@ def test_config_or_weights_of_another_shape_name_the_file(small_dir):
     (small_dir / 'config.json').write_text('[1, 2]')
     with pytest.raises(ValueError, match=r"config.json holds a JSON list, not a GPT-2 config"):
         GPT.from_pretrained(small_dir)
-    (small_dir / 'config.json').write_text('{"n_layer": 2,')
-    with pytest.raises(ValueError, match=r"cannot read .*config.json as JSON \(.*\): not a Hugging Face config"):
-        GPT.from_pretrained(small_dir)
+    for text in ('{"n_layer": 2,', '[' * 10 ** 5 + ']' * 10 ** 5):  # cut short; nested too deep for json
+        (small_dir / 'config.json').write_text(text)
+        with pytest.raises(ValueError, match=r"cannot read .*config.json as JSON \(.*\): not a Hugging Face config"):
+            GPT.from_pretrained(small_dir)
 
 
 def test_weights_that_are_not_a_state_dict(tmp_path):
