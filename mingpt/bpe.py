@@ -94,6 +94,28 @@ def _special_splitter(specials):
     return regex.compile('(' + '|'.join(map(regex.escape, alternatives)) + ')')
 
 
+def _check_vocabulary(encoder, merges):
+    """Refuse a vocabulary that encode or decode would fail on later, deep inside (or, with an id of 10**12, run out
+    of memory for): the ids must be the ints 0..N-1, each once; every byte and every merge's result a token."""
+    if not isinstance(encoder, dict):
+        raise ValueError(f"it must map each token to its id (a JSON object), not be a {type(encoder).__name__}")
+    bad = next(((s, i) for s, i in encoder.items() if type(s) is not str or type(i) is not int), None)
+    if bad:
+        raise ValueError(f"token {bad[0]!r} has the id {bad[1]!r}: tokens must be strings and ids integers")
+    ids, n = set(encoder.values()), len(encoder)
+    if ids != set(range(n)):
+        outside = sorted(ids - set(range(n)))
+        why = f"they include {outside[0]}" if outside else f"{n - len(ids)} of them are repeats"
+        raise ValueError(f"the ids of its {n} tokens must be 0..{n - 1}, each once; {why}")
+    missing = [c for c in bytes_to_unicode().values() if c not in encoder]
+    if missing:
+        raise ValueError(f"{len(missing)} of the 256 bytes are not tokens (e.g. {missing[:3]}): a text with one of "
+                         "them could not be encoded")
+    for k, pair in enumerate(merges, 1):
+        if tuple(map(type, pair)) != (str, str) or pair[0] + pair[1] not in encoder:
+            raise ValueError(f"merge {k}, {pair!r}, is not two symbols whose join is a token")
+
+
 class Encoder:
     """Text <-> ids. `encoder` maps token strings (in the bytes_to_unicode alphabet) to ids; `bpe_merges` is the
     list of merges (first, second) in rank order, as read from vocab.bpe. The special tokens ('<|endoftext|>' in
@@ -102,6 +124,7 @@ class Encoder:
     train_bpe(..., pretokenize=False))."""
 
     def __init__(self, encoder, bpe_merges, cache_size=1_000_000, pattern=GPT2_PATTERN):
+        _check_vocabulary(encoder, bpe_merges)
         self.byte_encoder = bytes_to_unicode()
         self.byte_decoder = {v: k for k, v in self.byte_encoder.items()}
         self.encoder = encoder
@@ -275,7 +298,7 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
             encoder = json.load(f)
         with open(vocab_path, encoding='utf-8') as f:
             lines = f.read().split('\n')
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; RecursionError: JSON nested too deep
         raise ValueError(f"cannot read the BPE vocabulary ({encoder_path}, {vocab_path}): {e}. Delete the "
                          "damaged file so that it is fetched (or trained) again") from None
     merges = [tuple(line.split()) for line in lines[1:] if line]
@@ -307,7 +330,10 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                 local_copy=local_copy)
     bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256, local_copy=local_copy)
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
-    return Encoder(encoder, merges, pattern=pattern)
+    try:
+        return Encoder(encoder, merges, pattern=pattern)
+    except ValueError as e:
+        raise ValueError(f"{enc} and {bpe} are not a BPE vocabulary: {e}") from None
 
 
 class BPETokenizer:

@@ -485,3 +485,36 @@ def test_the_encode_command_reads_the_vocabulary_asked_and_counts_utf8_bytes(tmp
         assert out.endswith(f"\n{sum(len(ids) for _, ids in words)} tokens for 6 bytes\n")  # é is 2 bytes
     assert out.split('\n\n')[1].splitlines()[1:3] == ['  merge      1 h+i              hi ! Ġ Ã ©',
                                                        '  merge      2 hi+!             hi! Ġ Ã ©']
+
+
+BYTES = list(bytes_to_unicode().values())
+IDS, EOT = {c: i for i, c in enumerate(BYTES)}, '<|endoftext|>'
+
+
+@pytest.mark.parametrize('tokens, merges, message', [
+    ([1, 2], '', r"it must map each token to its id \(a JSON object\), not be a list"),
+    ({**IDS, EOT: 10 ** 12}, '', r"the ids of its 257 tokens must be 0..256, each once; they include 1000000000000"),
+    ({**IDS, EOT: -5}, '', r"the ids of .* must be 0..256, each once; they include -5"),
+    ({**IDS, EOT: 3}, '', r"the ids of .* must be 0..256, each once; 1 of them are repeats"),
+    ({c: str(i) for i, c in enumerate(BYTES)}, '',
+     r"token 'Ā' has the id '0': tokens must be strings and ids integers"),
+    ({c: i for i, c in enumerate(BYTES[:100])}, '', r"156 of the 256 bytes are not tokens"),
+    (IDS, 'a b c\n', r"merge 1, \('a', 'b', 'c'\), is not two symbols whose join is a token"),
+    (IDS, 'a b\n', r"merge 1, \('a', 'b'\), is not two symbols whose join is a token"),
+])
+def test_a_malformed_vocabulary_is_refused_naming_its_files(tmp_path, tokens, merges, message):
+    """Each of these failed later, deep inside and naming no file (an AttributeError, a TypeError, a KeyError while
+    encoding, a ValueError of unpacking), decoded id 251 as the token of id -5, or asked for a list of 10**12
+    entries."""
+    (tmp_path / 'encoder.json').write_text(json.dumps(tokens))
+    (tmp_path / 'vocab.bpe').write_text('#version: 0.2\n' + merges)
+    with pytest.raises(ValueError, match=r"encoder.json and .*vocab.bpe are not a BPE vocabulary: " + message):
+        get_encoder(directory=tmp_path)
+
+
+def test_a_vocabulary_nested_too_deep_for_json_is_named(tmp_path):
+    (tmp_path / 'encoder.json').write_text('[' * 10 ** 5 + ']' * 10 ** 5)
+    (tmp_path / 'vocab.bpe').write_text('#version: 0.2\n')
+    with pytest.raises(ValueError, match=r"cannot read the BPE vocabulary \(.*encoder.json, .*vocab.bpe\): maximum "
+                                         "recursion depth exceeded"):
+        get_encoder(directory=tmp_path)
