@@ -21,6 +21,7 @@ from mingpt.utils import atomic_write, check_range
 # timeouts, 30 s to connect and 30 s to answer, come before the first byte)
 WAIT_FOR_DOWNLOAD_S = 120
 TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'  # as widely pinned
 
 
 def cache_dir():

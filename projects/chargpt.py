@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from mingpt.bpe import get_encoder
-from mingpt.data import TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, fetch, read_text
+from mingpt.data import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, fetch, read_text
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
@@ -132,7 +132,7 @@ def main(argv):
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return
 
-    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path,
+    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
                            local_copy='pass its path with --data.path=FILE'))
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")

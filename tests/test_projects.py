@@ -1,9 +1,11 @@
 """The chargpt and adder projects end to end, on tiny settings."""
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from conftest import data_dir, load_project
+from mingpt import data
 from mingpt.model import GPT
 from mingpt.utils import ConfigError, save_checkpoint
 
@@ -156,6 +158,21 @@ def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, no_network,
     with pytest.raises(RuntimeError, match=r'could not download .*input\.txt .* get the file elsewhere and pass its '
                                            r'path with --data\.path=FILE, or place it at'):
         load_project('chargpt').main([f'--system.work_dir={tmp_path / "run"}'])
+
+
+def test_chargpt_checks_the_downloaded_text_against_its_published_sha256(tmp_path, monkeypatch):
+    """A server that sends something else (a captive portal's page, a changed file) is refused and leaves nothing in
+    the cache: chargpt trained on whatever came. The pinned hash is the test data's."""
+    assert data.sha256_of(data_dir('tinyshakespeare', 'input.txt')) == data.TINY_SHAKESPEARE_SHA256
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    page = SimpleNamespace(status_code=200, headers={}, raise_for_status=lambda: None,
+                           iter_content=lambda chunk_size: [b'<html>Sign in to this network</html>'])
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: page)
+    with pytest.raises(RuntimeError, match=r"download of .*input\.txt is corrupt: sha256 .*, expected 86c4e6aa.*; it "
+                                           r"was deleted"):
+        load_project('chargpt').main([f'--system.work_dir={tmp_path / "run"}', '--trainer.max_iters=1'])
+    assert not [p for p in (tmp_path / 'cache').rglob('*') if p.is_file()]
 
 
 @pytest.mark.parametrize('project', ['adder', 'translate'])
