@@ -50,7 +50,12 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     headers = {'Range': f'bytes={have}-'} if have else {}
     try:
         r = requests.get(url, stream=True, timeout=30, headers=headers)
-        if r.status_code == 416:  # the .part is already complete
+        if r.status_code == 416 and r.headers.get('content-range') != f'bytes */{have}':
+            # the .part is longer than the file (which changed, or two downloads appended to it): start over
+            r.close()
+            part.unlink()
+            return download(url, dest, sha256, quiet, local_copy)
+        if r.status_code == 416:  # the .part is already complete: the server says the file has its length
             r.close()
         else:
             r.raise_for_status()

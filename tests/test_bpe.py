@@ -249,8 +249,10 @@ def test_tokenizer_interface(encoder):
 class FakeResponse:
     """Enough of requests.Response for mingpt.data.download."""
 
-    def __init__(self, body, status=200):
+    def __init__(self, body, status=200, size=None):
         self.body, self.status_code, self.headers = body, status, {'content-length': str(len(body))}
+        if status == 416:  # a range past the end: the file's size
+            self.headers['content-range'] = f'bytes */{size}'
 
     def raise_for_status(self):
         if self.status_code >= 400:
@@ -315,14 +317,31 @@ def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_
     body = bytes(range(256)) * 4
     dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
     part.write_bytes(body)
-    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'', status=416))  # nothing left
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'', status=416, size=len(body)))
     data.download('https://example.org/f.bin', dest, sha256=hashlib.sha256(body).hexdigest(), quiet=True)
-    assert dest.read_bytes() == body and not part.exists()
+    assert dest.read_bytes() == body and not part.exists()  # nothing was left to download
     dest.unlink()
     part.write_bytes(b'stale bytes')
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(body))  # 200: the whole file again
     data.download('https://example.org/f.bin', dest, quiet=True)
     assert dest.read_bytes() == body and not part.exists()
+
+
+def test_a_part_longer_than_the_file_is_downloaded_again_not_taken_as_complete(tmp_path, monkeypatch):
+    """The server answers 416 (nothing past the end) to a .part longer than its file, which changed since, or which
+    two downloads appended to: the .part was renamed into place as the download, its extra bytes and all."""
+    body = bytes(range(256)) * 4
+    dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
+    part.write_bytes(body + b'extra bytes')
+    asked = []
+
+    def serve(url, headers, **kw):
+        asked.append(headers)
+        return FakeResponse(b'', status=416, size=len(body)) if headers else FakeResponse(body)
+    monkeypatch.setattr(data.requests, 'get', serve)
+    data.download('https://example.org/f.bin', dest, quiet=True)
+    assert dest.read_bytes() == body and not part.exists()
+    assert asked == [{'Range': f'bytes={len(body) + 11}-'}, {}]
 
 
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
