@@ -51,6 +51,7 @@ from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range,
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
+SST2_MAX_BYTES = 64 << 20  # the largest file of GLUE's zip that is read, train.tsv, has 3.8 MB
 # the README's book, Project Gutenberg #2600 (War and Peace), as GITenberg keeps it at a fixed commit: (url, sha256)
 BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenberg/War-and-Peace_2600/'
                                        'fa22ab90f00f627e83d14acabe32d91602d2365d/2600-0.txt',
@@ -264,7 +265,10 @@ def read_sst2(split, sst2_dir=None, limit=None):
                        'and dev.tsv with --data.sst2_dir=DIR')
         try:
             with zipfile.ZipFile(source) as z:
-                lines = z.read(f'SST-2/{name}').decode('utf-8').splitlines()
+                member = z.getinfo(f'SST-2/{name}')
+                if member.file_size > SST2_MAX_BYTES:  # read whole, a zip bomb's would fill the memory
+                    raise zipfile.BadZipFile(f"its {name} unpacks to {member.file_size:,} bytes")
+                lines = z.read(member).decode('utf-8').splitlines()
         except (zipfile.BadZipFile, KeyError) as e:
             raise ValueError(f"{source} is not GLUE's SST-2.zip ({e}); delete it, and it is downloaded again") from None
     expected = ['index', 'sentence'] if split == 'test' else ['sentence', 'label']

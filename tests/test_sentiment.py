@@ -173,6 +173,18 @@ def test_sst2_falls_back_to_glues_zip(tmp_path, monkeypatch):
         sentiment.read_sst2('dev')
 
 
+def test_a_zip_whose_member_would_unpack_beyond_any_sst2_file_is_refused_unread(tmp_path, monkeypatch):
+    """A zip bomb in the cache: 775 KB that unpacked to 400 MB took 8.4 GB of memory to read 10 sentences."""
+    monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    (tmp_path / 'sentiment').mkdir()
+    with zipfile.ZipFile(tmp_path / 'sentiment' / 'SST-2.zip', 'w', zipfile.ZIP_DEFLATED) as z:
+        z.writestr('SST-2/dev.tsv', b'sentence\tlabel\n' + b'a fine film .\t1\n' * (sentiment.SST2_MAX_BYTES // 16))
+    with pytest.raises(ValueError, match=r"SST-2.zip is not GLUE's SST-2.zip \(its dev.tsv unpacks to 67,108,879 "
+                                         r"bytes\); delete it, and it is downloaded again"):
+        sentiment.read_sst2('dev', limit=10)
+
+
 def test_pretrain_without_test_split_offline_uses_the_dev_sentences(tmp_path, monkeypatch, capsys):
     data_dir('gpt2', 'encoder.json')
     sst2 = tmp_path / 'data' / 'sentiment' / 'sst2'
