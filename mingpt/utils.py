@@ -207,6 +207,8 @@ def atomic_write(path, write):
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
+    if os.path.lexists(tmp):  # a killed write's, or a link planted there: writing through it would change its target
+        os.remove(tmp)
     try:
         write(tmp)
         with open(tmp, 'rb+') as f:

@@ -343,6 +343,18 @@ def test_atomic_write_leaves_no_temporary_file_when_the_write_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ['f.txt'] and (tmp_path / 'f.txt').read_text() == 'old'
 
 
+def test_atomic_write_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path):
+    """A run folder from elsewhere may hold eval.json.tmp<pid> linking to another file (a container's pids are
+    few): the write went through the link, replacing that file's contents."""
+    victim, run = tmp_path / 'victim.txt', tmp_path / 'run'
+    victim.write_text('precious')
+    run.mkdir()
+    (run / f'eval.json.tmp{os.getpid()}').symlink_to(victim)
+    atomic_write(run / 'eval.json', lambda tmp: Path(tmp).write_text('{}'))
+    assert victim.read_text() == 'precious' and (run / 'eval.json').read_text() == '{}'
+    assert [p.name for p in run.iterdir()] == ['eval.json'] and not (run / 'eval.json').is_symlink()
+
+
 def test_resolve_device(monkeypatch):
     assert resolve_device('cpu') == 'cpu'
     expected = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
