@@ -126,7 +126,9 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
         command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
     earlier = os.path.join(work_dir, 'args.txt')
-    if resumed_at is not None and os.path.exists(earlier):  # the resume alone would not say how the run began
+    # the resume alone would not say how the run began; never through a link (a run folder got from elsewhere may
+    # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
+    if resumed_at is not None and os.path.exists(earlier) and not os.path.islink(earlier):
         command = f"{Path(earlier).read_text(encoding='utf-8')}# resumed at iteration {resumed_at}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():

@@ -215,6 +215,19 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
+def test_a_resume_never_copies_what_a_linked_args_txt_points_to_into_the_run(tmp_path, monkeypatch):
+    """A run folder from elsewhere, with args.txt a link to a private file: resumed, the run's args.txt (to be shared
+    with the run) held that file's contents above the resume's command."""
+    secret, run = tmp_path / 'id_rsa', tmp_path / 'run'
+    secret.write_text('PRIVATE KEY\n')
+    run.mkdir()
+    (run / 'args.txt').symlink_to(secret)
+    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--trainer.resume=True'])
+    setup_logging(CN(system=CN(work_dir=str(run))), resumed_at=500)
+    assert 'PRIVATE' not in (run / 'args.txt').read_text() and secret.read_text() == 'PRIVATE KEY\n'
+    assert not (run / 'args.txt').is_symlink()
+
+
 def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
     """chargpt.main([...]) in a notebook cell wrote the kernel's command line (python .../ipykernel_launcher.py -f
     /tmp/tmp....json) as the command to paste back, and a refused resume pointed at it."""
