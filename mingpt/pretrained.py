@@ -9,13 +9,14 @@ import math
 import os
 import re
 import warnings
+import zipfile
 from pathlib import Path
 
 import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
 from mingpt.data import CharTokenizer, fetch
-from mingpt.utils import atomic_write, refused_global
+from mingpt.utils import atomic_write, refuse_compressed, refused_global
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -103,6 +104,8 @@ def _config_from_hf(C, config_path):
 
 def _read_hf_weights(path):
     """The state dict in a model.safetensors or pytorch_model.bin."""
+    if path.suffix != '.safetensors' and zipfile.is_zipfile(path):  # torch.save's format
+        refuse_compressed(path)
     try:
         if path.suffix == '.safetensors':
             weights = read_safetensors(path)

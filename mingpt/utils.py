@@ -258,6 +258,7 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     if not zipfile.is_zipfile(path):  # before torch.load, whose advice (weights_only=False) fits no such file
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          "file): it is not the zip archive that torch.save writes")
+    refuse_compressed(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:
@@ -270,6 +271,19 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); {hf}")
     return checkpoint
+
+
+def refuse_compressed(path):
+    """Refuse the zip archive at path (torch.save's format) if a member is compressed: torch.save stores them as
+    they are, and torch.load unpacks compressed ones in memory, where 5 KB can hold a tensor of 4 MB."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            packed = next((m.filename for m in z.infolist() if m.compress_type != zipfile.ZIP_STORED), None)
+    except zipfile.BadZipFile:  # corrupt: torch.load says so
+        return
+    if packed:
+        raise ValueError(f"{path} was not loaded: its {packed} is compressed, which torch.save never does, and could "
+                         "unpack to a thousand times its size")
 
 
 def refused_global(error):

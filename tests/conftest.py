@@ -3,6 +3,7 @@ with $MINGPT_DATA_DIR unset the test is skipped, saying why, except under CI=tru
 a CI run cannot pass by skipping everything."""
 import importlib.util
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,16 @@ def perturb_norms(m):
                 mod.weight.add_(torch.randn_like(mod.weight) * 0.5)
                 mod.bias.add_(torch.randn_like(mod.bias) * 0.5)
     return m
+
+
+def deflate(path):
+    """Rewrite the zip archive at path (torch.save's format) with its members compressed, as torch.save never
+    writes them."""
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
+        for name, body in members.items():
+            z.writestr(name, body)
 
 
 def load_project(name):

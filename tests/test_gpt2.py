@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from conftest import deflate
 from mingpt import data, pretrained
 from mingpt.model import GPT
 
@@ -302,6 +303,13 @@ def test_a_pytorch_model_bin_that_would_run_code_is_refused_saying_what_it_holds
                                          r"tensors alone$"):
         GPT.from_pretrained(folder)
     assert not marker.exists()
+
+
+def test_a_pytorch_model_bin_with_compressed_members_is_refused_unread(tmp_path):
+    folder = save_hf(hf_model(**SMALL), tmp_path, 'bin')
+    deflate(folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=r"pytorch_model.bin was not loaded: its pytorch_model/data.pkl is compressed"):
+        GPT.from_pretrained(folder)
 
 
 def test_config_or_weights_of_another_shape_name_the_file(small_dir):

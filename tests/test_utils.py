@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import load_project
+from conftest import deflate, load_project
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
                           resolve_device, run_cli, save_checkpoint, set_from_data, set_seed, setup_logging)
 
@@ -308,6 +308,24 @@ def test_a_checkpoint_that_would_run_code_is_refused_saying_what_it_holds(tmp_pa
                                          r"load it yourself: torch.load\(path, weights_only=False\)$"):
         load_checkpoint(path)
     assert not marker.exists()
+
+
+def test_a_checkpoint_with_compressed_members_is_refused_unread(tmp_path):
+    """torch.load unpacks compressed members in memory: this one, 5 KB, unpacked to a 4 MB tensor (so 5 GB of
+    memory from 5 MB of file)."""
+    path = tmp_path / 'model.pt'
+    save_checkpoint({'model': {'w': torch.zeros(1000, 1000)}}, path)
+    deflate(path)
+    assert path.stat().st_size < 10_000
+    with pytest.raises(ValueError, match=r"model.pt was not loaded: its .*/data.pkl is compressed, which "
+                                         r"torch.save never does, and could unpack to a thousand times its size"):
+        load_checkpoint(path)
+    save_checkpoint({'model': {'w': torch.zeros(3)}}, path)
+    data = path.read_bytes()
+    at = data.rfind(b'PK\x01\x02')  # the central directory, which lists the members, made unreadable
+    path.write_bytes(data[:at] + b'XXXX' + data[at + 4:])
+    with pytest.raises(ValueError, match=r"could not be read as a mingpt checkpoint \(truncated, corrupt"):
+        load_checkpoint(path)
 
 
 @pytest.mark.parametrize('value, kwargs, message', [
