@@ -307,15 +307,16 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them; a relative
-    directory not found here is looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' found nowhere is GPT-2's
-    vocabulary, downloaded). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else
-    the cache, else OpenAI's site (downloaded once, sha256-checked)."""
+    directory not found here is looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless
+    ./gpt2 holds an encoder.json). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/,
+    else the cache, else OpenAI's site (downloaded once, sha256-checked)."""
     if directory is not None:
         if encoder_path or vocab_path:
             raise ValueError("pass either directory or encoder_path/vocab_path, not both")
-        if find_local(directory) is None and Path(directory) == Path('gpt2'):  # a fresh machine: nothing cached yet
+        # a ./gpt2 folder may be something else, such as a clone of Hugging Face's gpt2 (vocab.json, merges.txt)
+        if Path(directory) == Path('gpt2') and not Path(directory, 'encoder.json').is_file():
             return get_encoder()
-        directory = find_local(directory) or directory  # e.g. 'gpt2', under $MINGPT_DATA_DIR
+        directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
         if Path(directory).is_file():  # e.g. its encoder.json
             raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
         encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))

@@ -478,6 +478,24 @@ def test_the_directory_gpt2_is_gpt2s_vocabulary_downloaded_when_no_folder_holds_
         get_encoder(directory='gpt3')
 
 
+def test_the_directory_gpt2_is_gpt2s_vocabulary_beside_a_gpt2_folder_of_something_else(vocab_bodies, empty_cache,
+                                                                                      monkeypatch, tmp_path_factory):
+    """A ./gpt2 folder holding a model (Hugging Face's gpt2 cloned: vocab.json, merges.txt), or a cache that holds one
+    of the two files: --data.tokenizer=gpt2 advised training a vocabulary into that folder (or into the cache)."""
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(vocab_bodies[url]))
+    here = tmp_path_factory.mktemp('here')
+    monkeypatch.chdir(here)
+    (here / 'gpt2').mkdir()
+    for name in ('config.json', 'vocab.json', 'merges.txt'):
+        (here / 'gpt2' / name).write_text('{}')
+    (empty_cache / 'gpt2').mkdir()
+    (empty_cache / 'gpt2' / 'encoder.json').write_bytes(vocab_bodies[bpe.ENCODER_JSON_URL])  # vocab.bpe not yet
+    assert get_encoder(directory='gpt2').encode('hello world') == [31373, 995]
+    assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe']
+    bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(here / 'gpt2')  # a vocabulary of one's own in ./gpt2 is read
+    assert len(get_encoder(directory='gpt2')) == 260
+
+
 def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
     bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
     with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
