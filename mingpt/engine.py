@@ -68,7 +68,8 @@ class Engine:
     of torch.compile's options (dict(backend='aot_eager'))."""
 
     def __init__(self, model, compile=False):
-        own = [f for f in ('hidden_states', 'next_token_logits') if getattr(type(model), f) is not getattr(GPT, f)]
+        cls = type(getattr(model, '_orig_mod', model))  # torch.compile(model)'s wrapper has no such methods of its own
+        own = [f for f in ('hidden_states', 'next_token_logits') if getattr(cls, f) is not getattr(GPT, f)]
         if own:  # a subclass's own code, which decode_step would pass by: other tokens than model.generate's
             raise ValueError(f"{type(model).__name__} has its own {' and '.join(own)}, which the engine's decode step "
                              "does not run (it repeats GPT's): generate with model.generate, or make the change in "

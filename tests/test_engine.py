@@ -40,7 +40,6 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(engine.generate(other, new), m.generate(other, new))
 
 
-
 def test_a_subclass_with_its_own_hidden_states_is_refused_and_one_with_its_own_blocks_served():
     """decode_step repeats GPT's layer loop: a subclass's own hidden_states ran at the prompt only, and the engine
     gave other tokens than model.generate without a word. Its own blocks and embed the step does call."""
@@ -63,6 +62,15 @@ def test_a_subclass_with_its_own_hidden_states_is_refused_and_one_with_its_own_b
         else:
             idx = torch.tensor([[1, 2, 3]])
             assert torch.equal(Engine(mine).generate(idx, 5), mine.generate(idx, 5))
+
+
+def test_an_engine_takes_a_torch_compiled_model():
+    """torch.compile(model) wraps the module in a class without GPT's methods: the check for a subclass's own
+    hidden_states failed on it with a bare AttributeError, where the engine had served it."""
+    m = model(scale=8)
+    idx = torch.tensor([[1, 2, 3]])
+    assert torch.equal(Engine(torch.compile(m)).generate(idx, 5), m.generate(idx, 5))
+
 
 def test_caches_follow_the_models_dtype():
     m = model(scale=8)
