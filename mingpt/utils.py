@@ -314,7 +314,8 @@ def rebuild_model(cls, path, map_location='cpu'):
         raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
                          "as sentiment's classifier, is read by the project that wrote it") from None
     saved = checkpoint.get('model_class')
-    if saved not in (None, cls.__name__):  # a subclass with GPT's weights, whose forward or blocks may be its own
+    # a subclass's checkpoint read as GPT, whose forward or blocks may be its own (GPT's read by a subclass is meant)
+    if saved is not None and saved not in {c.__name__ for c in cls.__mro__}:
         warnings.warn(f"{path} holds a {saved}, rebuilt here from its weights as a {cls.__name__}, which runs none of "
                       f"{saved}'s own code: {saved}.from_checkpoint(path) rebuilds the {saved}", stacklevel=3)
     return model.eval(), checkpoint

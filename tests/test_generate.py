@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,9 @@ def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
                                          r"none of MyGPT's own code: MyGPT.from_checkpoint\(path\) rebuilds the MyGPT"):
         assert type(GPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is GPT
     assert type(MyGPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is MyGPT
+    with warnings.catch_warnings():  # GPT's weights into one's subclass, which runs GPT's code it inherits: no warning
+        warnings.simplefilter('error')  # it said the MyGPT 'runs none of GPT's own code'
+        assert type(MyGPT.from_checkpoint(tmp_path / 'gpt.pt')[0]) is MyGPT
     changed = {**model_state(gpt), 'model_config': {**C.to_dict(), 'pos_embd': 'rotary'}}  # a student's own GPT
     save_checkpoint(changed, tmp_path / 'changed.pt')
     with pytest.raises(ValueError, match=r"changed.pt holds a GPT that this code cannot rebuild \(model.pos_embd must "
