@@ -155,7 +155,6 @@ def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
     assert GPT2Config.from_pretrained(folder).eos_token_id is None
 
 
-
 def test_save_pretrained_refuses_weights_that_are_not_gpt2s(tmp_path):
     """A model changed in model.py (a head added, RMSNorm for layer norm) has no Hugging Face layout: it was written,
     and GPT2LMHeadModel would have dropped the weights it has not and made up the missing ones."""
@@ -177,6 +176,7 @@ def test_save_pretrained_refuses_weights_that_are_not_gpt2s(tmp_path):
                                          r"'transformer.h.1.ln_1.bias'\]"):
         rms.save_pretrained(tmp_path / 'rms')
     assert not any(tmp_path.iterdir())  # refused before anything is written
+
 
 def test_dropout_comes_from_config_json(tmp_path):
     drops = dict(embd_pdrop=0.0, resid_pdrop=0.05, attn_pdrop=0.2)  # HF's defaults are all 0.1, as are ours

@@ -134,7 +134,6 @@ def test_tied_head_and_init():
     assert all((mod.weight == 1).all() and (mod.bias == 0).all() for mod in norms)
 
 
-
 def test_init_takes_a_layer_norm_without_bias():
     """A student's nn.LayerNorm(n_embd, bias=False) (a bias option, as in nanoGPT) gets gain 1 from GPT's init;
     it raised AttributeError, zeroing a bias that is None."""
@@ -143,6 +142,7 @@ def test_init_takes_a_layer_norm_without_bias():
         ln.weight.fill_(3.0)
     model()._init_weights(ln)
     assert ln.bias is None and (ln.weight == 1).all()
+
 
 def test_loss_ignores_minus_one_and_matches_manual():
     m = model()

@@ -133,7 +133,6 @@ def test_without_matplotlib_every_picture_says_how_to_get_it(monkeypatch):
         plot.positions_figure(sinusoidal_positions(4, 2))
 
 
-
 def test_a_figure_shows_itself_in_a_notebook():
     """A notebook cell ending with a figure showed only '<Figure size 700x420 with 1 Axes>' unless %matplotlib inline
     had run: IPython draws what has a _repr_png_, and no pyplot backend had taken on a figure made without pyplot."""
@@ -145,6 +144,7 @@ def test_a_figure_shows_itself_in_a_notebook():
     width, height = struct.unpack('>II', png[16:24])  # the PNG header's size: the whole figure
     assert (width, height) == (round(fig.get_figwidth() * fig.dpi), round(fig.get_figheight() * fig.dpi))
     assert pickle.loads(pickle.dumps(fig))._repr_png_().startswith(b'\x89PNG')  # still a figure one can pickle
+
 
 def test_maps_and_tokens_must_agree():
     with pytest.raises(ValueError, match='do not fit 3 tokens'):

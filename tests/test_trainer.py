@@ -94,7 +94,6 @@ def test_a_run_stopped_in_a_callback_leaves_no_gradients_to_the_next_run():
     assert fresh and all(fresh)
 
 
-
 def test_a_run_stopped_in_a_notebook_leaves_no_dataloader_workers():
     """A notebook keeps the traceback of the last error (sys.last_traceback), and with it run()'s frame: after Ctrl-C
     the DataLoader's worker processes (num_workers > 0) lived on, each with its copy of the dataset, until another
@@ -132,6 +131,7 @@ def test_a_run_stopped_by_an_error_closes_its_progress_bar(capsys):
     trainer.run()
     err = capsys.readouterr().err
     assert '3/3' in err and '\x1b[A' not in err  # the bar, on its own line
+
 
 def test_run_again_trains_max_iters_more_from_iteration_0_as_minGPT():
     # minGPT's run() sets iter_num = 0 first: a notebook's second trainer.run() trains again, it is not a no-op
@@ -221,7 +221,6 @@ def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refuse
     assert trainer.iter_num == 0
 
 
-
 def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused():
     """Fine-tuning the top: the frozen embeddings (and so the tied head) and block 0 do not move, nor does weight
     decay touch them; every parameter frozen is refused before training (backward said 'element 0 of tensors does
@@ -239,6 +238,7 @@ def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused
     with pytest.raises(ValueError, match=r"every parameter of the model is frozen \(requires_grad=False\): there is "
                                          r"nothing to train; unfreeze"):
         trainer.run()
+
 
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     def ctrl_c_at_iteration_3(t):

@@ -330,7 +330,6 @@ def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
 
 
-
 def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
     """A resume command that left out the first run's --trainer.batch_size=4 trained on at the default without a
     word, so the run no longer continued as it would have."""
@@ -356,6 +355,7 @@ def test_resume_refuses_other_frozen_parameters(tmp_path):
                                               r"trainable \(\d+ differ, e.g. \['transformer.h.0.attn.c_attn.bias', "):
             train(tmp_path, resume=True, max_iters=3, hook=hook)
     assert train(tmp_path, resume=True, max_iters=3, hook=freeze(0))[0].iter_num == 3
+
 
 def test_overwrite_removes_the_old_runs_checkpoints_at_the_start(tmp_path):
     train(tmp_path, max_iters=2, checkpoint_interval=2)

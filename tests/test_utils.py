@@ -437,7 +437,6 @@ def test_run_cli_turns_user_errors_into_exit_2(capsys, monkeypatch):
         run_cli(bug, [])
 
 
-
 def test_run_cli_exit_does_not_chain_the_error(capsys):
     """In a notebook, `%run projects/chargpt.py --trainer.max_iter=20` showed IPython 8's own AttributeError
     ('tuple' object has no attribute 'tb_frame', ipython/ipython#13796) instead of 'SystemExit: 2': IPython fails on
@@ -449,6 +448,7 @@ def test_run_cli_exit_does_not_chain_the_error(capsys):
             run_cli(main, [])
         assert e.value.code == code and e.value.__cause__ is None and e.value.__suppress_context__
     capsys.readouterr()
+
 
 def test_run_cli_prints_what_stdout_cannot_encode_as_escapes(tmp_path):
     """On Windows a file or pipe (python projects/generate.py > out.txt) takes only the code page's characters
