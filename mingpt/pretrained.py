@@ -16,7 +16,7 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
 from mingpt.data import CharTokenizer, fetch
-from mingpt.utils import atomic_write, refuse_compressed, refused_global
+from mingpt.utils import atomic_write, refuse_compressed, unpickling_refused
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -112,11 +112,9 @@ def _read_hf_weights(path):
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
-        if refused_global(e):
-            raise ValueError(f"{path} was not loaded: it holds a Python object ({refused_global(e)}) besides the "
-                             "tensors of GPT-2's weights, and unpickling it would run code of the file's choosing. If "
-                             "you trust whoever made it, load it yourself (torch.load(path, weights_only=False)) and "
-                             "save its tensors alone") from None
+        refused = unpickling_refused(path, e, "the tensors of GPT-2's weights")
+        if refused:
+            raise refused from None
         raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
                          "corrupt; delete it and download or save it again") from None
     if not isinstance(weights, dict):

@@ -262,10 +262,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:
-        if refused_global(e):
-            raise ValueError(f"{path} was not loaded: it holds a Python object ({refused_global(e)}) that mingpt's "
-                             "checkpoints never hold, and unpickling it would run code of the file's choosing. If you "
-                             "trust whoever made it, load it yourself: torch.load(path, weights_only=False)") from None
+        refused = unpickling_refused(path, e, "the tensors and plain data of a mingpt checkpoint")
+        if refused:
+            raise refused from None
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
@@ -286,11 +285,15 @@ def refuse_compressed(path):
                          "unpack to a thousand times its size")
 
 
-def refused_global(error):
-    """The Python object (e.g. 'posix.system') whose unpickling torch.load(weights_only=True) refused, as its error
-    names it; None for an error of another kind, such as a truncated file."""
+def unpickling_refused(path, error, expected):
+    """A ValueError saying why and what to do, where torch.load(path, weights_only=True) refused a Python object
+    (its error names it, e.g. posix.system) beside what the file is `expected` to hold; None for an error of another
+    kind, such as a truncated file."""
     found = re.search(r'GLOBAL ([\w.]+)', str(error))
-    return found and found[1]
+    if found:
+        return ValueError(f"{path} was not loaded: it holds a Python object ({found[1]}) besides {expected}, and "
+                          "unpickling it would run code of the file's choosing. If you trust whoever made it, load it "
+                          "yourself: torch.load(path, weights_only=False)")
 
 
 def rebuild_model(cls, path, map_location='cpu'):
