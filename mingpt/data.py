@@ -50,13 +50,11 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     headers = {'Range': f'bytes={have}-'} if have else {}
     try:
         r = requests.get(url, stream=True, timeout=30, headers=headers)
-        if r.status_code == 416 and r.headers.get('content-range') != f'bytes */{have}':
-            # the .part is longer than the file (which changed, or two downloads appended to it): start over
+        if r.status_code == 416 and have:  # nothing past the .part's end: complete, if the file has its length
             r.close()
-            part.unlink()
-            return download(url, dest, sha256, quiet, local_copy)
-        if r.status_code == 416:  # the .part is already complete: the server says the file has its length
-            r.close()
+            if r.headers.get('content-range') != f'bytes */{have}':  # longer: the file changed, or two downloads
+                part.unlink()  # appended to one .part; start over
+                return download(url, dest, sha256, quiet, local_copy)
         else:
             r.raise_for_status()
             if have and r.status_code != 206:  # the server ignored the range: start over

@@ -344,6 +344,15 @@ def test_a_part_longer_than_the_file_is_downloaded_again_not_taken_as_complete(t
     assert asked == [{'Range': f'bytes={len(body) + 11}-'}, {}]
 
 
+def test_a_416_to_a_fresh_download_is_the_servers_error(tmp_path, monkeypatch):
+    """No .part, so no range asked for: the code for 'nothing past the .part's end' made a missing .part be
+    deleted (FileNotFoundError), and would have asked again for ever."""
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'', status=416, size=5))
+    with pytest.raises(RuntimeError, match=r"could not download https://example.org/f.bin \(HTTPError: 416 error\)"):
+        data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True)
+    assert files_in(tmp_path) == []
+
+
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
     """All at once, the processes appended to one .part (a file too long, kept in the cache) or crashed finding it
     renamed away."""
