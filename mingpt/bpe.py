@@ -98,7 +98,8 @@ def _check_vocabulary(encoder, merges):
     """Refuse a vocabulary that encode or decode would fail on later, deep inside (or, with an id of 10**12, run out
     of memory for): the ids must be the ints 0..N-1, each once; every byte and every merge's result a token."""
     if not isinstance(encoder, dict):
-        raise ValueError(f"it must map each token to its id (a JSON object), not be a {type(encoder).__name__}")
+        raise ValueError(f"the encoder must map each token to its id (a JSON object), not be a "
+                         f"{type(encoder).__name__}")
     bad = next(((s, i) for s, i in encoder.items() if type(s) is not str or type(i) is not int), None)
     if bad:
         raise ValueError(f"token {bad[0]!r} has the id {bad[1]!r}: tokens must be strings and ids integers")
@@ -106,14 +107,14 @@ def _check_vocabulary(encoder, merges):
     if ids != set(range(n)):
         outside = sorted(ids - set(range(n)))
         why = f"they include {outside[0]}" if outside else f"{n - len(ids)} of them are repeats"
-        raise ValueError(f"the ids of its {n} tokens must be 0..{n - 1}, each once; {why}")
+        raise ValueError(f"the ids of the encoder's {n} tokens must be 0..{n - 1}, each once; {why}")
     missing = [c for c in bytes_to_unicode().values() if c not in encoder]
     if missing:
-        raise ValueError(f"{len(missing)} of the 256 bytes are not tokens (e.g. {missing[:3]}): a text with one of "
-                         "them could not be encoded")
+        raise ValueError(f"{len(missing)} of the 256 bytes are not tokens of the encoder (e.g. {missing[:3]}): a "
+                         "text with one of them could not be encoded")
     for k, pair in enumerate(merges, 1):
         if tuple(map(type, pair)) != (str, str) or pair[0] + pair[1] not in encoder:
-            raise ValueError(f"merge {k}, {pair!r}, is not two symbols whose join is a token")
+            raise ValueError(f"merge {k}, {pair!r}, is not two symbols whose join is a token of the encoder")
 
 
 class Encoder:

@@ -538,15 +538,15 @@ IDS, EOT = {c: i for i, c in enumerate(BYTES)}, '<|endoftext|>'
 
 
 @pytest.mark.parametrize('tokens, merges, message', [
-    ([1, 2], '', r"it must map each token to its id \(a JSON object\), not be a list"),
-    ({**IDS, EOT: 10 ** 12}, '', r"the ids of its 257 tokens must be 0..256, each once; they include 1000000000000"),
+    ([1, 2], '', r"the encoder must map each token to its id \(a JSON object\), not be a list"),
+    ({**IDS, EOT: 10 ** 12}, '', r"the ids of the encoder's 257 tokens must be 0..256, each once; they include 1000000000000"),
     ({**IDS, EOT: -5}, '', r"the ids of .* must be 0..256, each once; they include -5"),
     ({**IDS, EOT: 3}, '', r"the ids of .* must be 0..256, each once; 1 of them are repeats"),
     ({c: str(i) for i, c in enumerate(BYTES)}, '',
      r"token 'Ā' has the id '0': tokens must be strings and ids integers"),
-    ({c: i for i, c in enumerate(BYTES[:100])}, '', r"156 of the 256 bytes are not tokens"),
-    (IDS, 'a b c\n', r"merge 1, \('a', 'b', 'c'\), is not two symbols whose join is a token"),
-    (IDS, 'a b\n', r"merge 1, \('a', 'b'\), is not two symbols whose join is a token"),
+    ({c: i for i, c in enumerate(BYTES[:100])}, '', r"156 of the 256 bytes are not tokens of the encoder"),
+    (IDS, 'a b c\n', r"merge 1, \('a', 'b', 'c'\), is not two symbols whose join is a token of the encoder"),
+    (IDS, 'a b\n', r"merge 1, \('a', 'b'\), is not two symbols whose join is a token of the encoder"),
 ])
 def test_a_malformed_vocabulary_is_refused_naming_its_files(tmp_path, tokens, merges, message):
     """Each of these failed later, deep inside and naming no file (an AttributeError, a TypeError, a KeyError while
