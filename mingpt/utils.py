@@ -115,7 +115,7 @@ def resolve_device(device='auto'):
 def setup_logging(config, work_dir=None, resumed_at=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
     into a shell, or a note that it was started from Python) and its full config (config.json). A run resumed at
-    iteration resumed_at adds its command under the earlier ones, so that args.txt, pasted, replays the whole run.
+    iteration resumed_at adds its command under the earlier ones, so that args.txt records the whole run.
     The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
