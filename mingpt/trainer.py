@@ -498,7 +498,10 @@ class Trainer:
         if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
             print(f"note: {path} was trained on other data{options}; training goes on with this run's")
         saved, now = ckpt.get('trainer_config') or {}, self.config.to_dict()
-        changed = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and k not in RESUME_KEYS
+        quiet = set(RESUME_KEYS)
+        if now['lr_schedule'] == 'cosine' and now['lr_decay_iters'] is None:  # the decay then spans max_iters
+            quiet.discard('max_iters')
+        changed = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and k not in quiet
                    and list_of(saved[k]) != list_of(now[k])]
         if changed and self.rank == 0:  # a lower learning rate is often the point; a batch size left out is not
             print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "

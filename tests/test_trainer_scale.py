@@ -340,6 +340,11 @@ def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
                      r"training goes on with this run's\n", capsys.readouterr().out)
     train(tmp_path, resume=True, max_iters=4, batch_size=4, checkpoint_interval=1)  # these leave the steps as they are
     assert 'other trainer options' not in capsys.readouterr().out
+    # but a cosine decay over max_iters (lr_decay_iters None) changes with it: the rest of the schedule is another
+    train(tmp_path / 'cosine', max_iters=2, checkpoint_interval=2, lr_schedule='cosine')
+    capsys.readouterr()
+    train(tmp_path / 'cosine', resume=True, max_iters=4, lr_schedule='cosine')
+    assert "other trainer options (max_iters=2 there, 4 here)" in capsys.readouterr().out
 
 
 def test_resume_refuses_other_frozen_parameters(tmp_path):
