@@ -9,7 +9,7 @@ exact-match accuracy on held-out sentences, prints examples, saves a checkpoint 
 
 The default task is generated in code, so it runs offline: "the 3rd of March, 2021", "03/03/2021",
 "Wednesday, March 3, 2021" -> "2021-03-03". The held-out dates never occur in training, in any format. With
---data.path the last data.n_test lines (after a seeded shuffle) are held out; the vocabulary is the corpus's
+--data.path the last data.n_test pairs (after a seeded shuffle) are held out; the vocabulary is the corpus's
 characters, or a byte-level BPE trained on its training lines with mingpt.bpe.train_bpe; BLEU is reported when
 the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl and
 translate_attention.png: for the longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
@@ -116,7 +116,8 @@ def dates_task(n_train, n_test, seed):
 
 
 def read_pairs(path, n_test, seed):
-    """(train, test) pairs of a TSV parallel corpus: source TAB target per line; n_test lines held out at random."""
+    """(train, test) pairs of a TSV parallel corpus: source TAB target per line, repeated pairs kept once; n_test
+    pairs held out at random."""
     pairs = []
     for number, line in enumerate(read_text(path).split('\n'), 1):  # not splitlines: U+2028 and kin are text
         if line.strip():
@@ -126,6 +127,10 @@ def read_pairs(path, n_test, seed):
             pairs.append((parts[0].strip(), parts[1].strip()))
     if not pairs:
         raise ValueError(f"{path} holds no pair: write one source TAB target per line")
+    unique = list(dict.fromkeys(pairs))  # a pair both held out and trained on would inflate the exact match
+    if len(unique) < len(pairs):
+        print(f"note: {path} repeats {len(pairs) - len(unique)} pair(s): each is kept once")
+    pairs = unique
     if len(pairs) <= n_test:
         raise ConfigError(f"{path} has {len(pairs)} pairs, not more than data.n_test={n_test}: lower data.n_test")
     random.Random(seed).shuffle(pairs)

@@ -405,7 +405,7 @@ def test_vocabularies_round_trip(tmp_path):
     assert [translate.token_label(chars, i) for i in chars.encode('a b\x01')] == ['a', '\u2423', 'b', '\\x01', '<eos>']
 
 
-def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
+def test_read_pairs_holds_out_and_names_bad_lines(tmp_path, capsys):
     translate = load_project('translate')
     path = tmp_path / 'pairs.tsv'
     path.write_text(''.join(f'src {i}\ttgt {i}\n' for i in range(10)), encoding='utf-8')
@@ -424,6 +424,10 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path):
             translate.read_pairs(path, 1, seed=0)
     path.write_text(' a \t b \nc\td\n', encoding='utf-8')
     assert sorted(sum(translate.read_pairs(path, 1, seed=0), [])) == [('a', 'b'), ('c', 'd')]  # stripped
+    path.write_text('a\tb\nc\td\na\tb\na\tB\n', encoding='utf-8')  # a repeated pair, held out, was trained on too
+    train, test = translate.read_pairs(path, 1, seed=0)
+    assert sorted(train + test) == [('a', 'B'), ('a', 'b'), ('c', 'd')]
+    assert 'repeats 1 pair(s): each is kept once' in capsys.readouterr().out
     path.write_text('Hello\u2028world\x0c!\tBonjour\nYes\tOui\n', encoding='utf-8')  # separators inside a line
     assert sorted(sum(translate.read_pairs(path, 1, seed=0), [])) == [('Hello\u2028world\x0c!', 'Bonjour'),
                                                                      ('Yes', 'Oui')]
