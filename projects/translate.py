@@ -15,6 +15,7 @@ the sacrebleu package is installed. work_dir gets model.pt (weights, config, tok
 translate_attention.png: for the longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
 """
 import datetime
+import hashlib
 import os
 import random
 import shlex
@@ -324,6 +325,9 @@ def main(argv):
 
     # a resume must see the same data: another seed or size would put training pairs among the held-out ones
     data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
+    if D.path:  # the file at that path, edited, would hold out other pairs
+        pairs = train_pairs + test_pairs
+        data['corpus'] = f"{len(pairs)} pairs, sha256 {hashlib.sha256(repr(pairs).encode()).hexdigest()[:12]}"
     extras = {'data': data, 'vocabulary': vocab.record}
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
                       must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it

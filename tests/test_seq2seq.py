@@ -603,3 +603,20 @@ def test_the_longest_held_out_sentence_sets_the_context_and_is_drawn(tmp_path, m
     # a corpus's held-out part is bounded by the corpus, not by the dates task's 36524 days
     with pytest.raises(ConfigError, match=r"has 12 pairs, not more than data.n_test=40000"):
         translate.main([f'--system.work_dir={tmp_path / "big"}', f'--data.path={path}', '--data.n_test=40000'])
+
+
+def test_a_resume_refuses_a_corpus_edited_since(tmp_path, capsys):
+    """Only the path was recorded: lines removed (same characters) reshuffled the held-out pairs among trained ones."""
+    translate = load_project('translate')
+    path = tmp_path / 'pairs.tsv'
+    lines = [f'{w} {i}\t{i} {w[::-1]}\n' for i, w in enumerate(['cat', 'dog', 'bird', 'fish'] * 3)]
+    path.write_text(''.join(lines))
+    run = [f'--system.work_dir={tmp_path / "run"}', f'--data.path={path}', '--data.n_test=2', '--trainer.quiet=True',
+           '--model.model_type=transformer-nano', '--trainer.batch_size=4', '--eval.examples=0']
+    translate.main(run + ['--trainer.max_iters=1'])
+    translate.main(run + ['--trainer.max_iters=2', '--trainer.resume=True'])  # the same file: resumed
+    assert 'resuming from' in capsys.readouterr().out
+    path.write_text(''.join(lines[:10]))
+    with pytest.raises(ConfigError, match=r"its data is not this run's \(corpus='12 pairs, sha256 \w+' there, "
+                                          r"'10 pairs, sha256 \w+' here\)"):
+        translate.main(run + ['--trainer.max_iters=3', '--trainer.resume=True'])
