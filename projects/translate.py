@@ -325,12 +325,14 @@ def main(argv):
 
     # a resume must see the same data: another seed or size would put training pairs among the held-out ones
     data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
-    if D.path:  # the file at that path, edited, would hold out other pairs
-        pairs = train_pairs + test_pairs
-        data['corpus'] = f"{len(pairs)} pairs, sha256 {hashlib.sha256(repr(pairs).encode()).hexdigest()[:12]}"
     extras = {'data': data, 'vocabulary': vocab.record}
+    must_match = ['data?', 'vocabulary']  # '?': a checkpoint older than the record (data: 2026-11-22) goes unchecked
+    if D.path:  # the file at that path, edited, would hold out other pairs (recorded since 2026-11-23)
+        pairs = train_pairs + test_pairs
+        extras['corpus'] = {'pairs': len(pairs), 'sha256': hashlib.sha256(repr(pairs).encode()).hexdigest()[:12]}
+        must_match.append('corpus?')
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
-                      must_match=['data?', 'vocabulary'])  # data?: checkpoints before 2026-11-22 lack it
+                      must_match=must_match)
     # checked now, not after the training
     need_work_dir(trainer.config.work_dir, "the trained model and its attention picture are saved in work_dir")
 

@@ -8,7 +8,7 @@ from mingpt.model import CausalSelfAttention, GPT, sinusoidal_positions
 from mingpt.sampling import beam_search
 from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, load_checkpoint, save_checkpoint
 
 PAD, BOS, EOS = 0, 1, 2
 VARIANTS = [dict(), dict(norm='pre', pos_embd='learned', activation='gelu', share_embeddings=True)]
@@ -617,6 +617,12 @@ def test_a_resume_refuses_a_corpus_edited_since(tmp_path, capsys):
     translate.main(run + ['--trainer.max_iters=2', '--trainer.resume=True'])  # the same file: resumed
     assert 'resuming from' in capsys.readouterr().out
     path.write_text(''.join(lines[:10]))
-    with pytest.raises(ConfigError, match=r"its data is not this run's \(corpus='12 pairs, sha256 \w+' there, "
-                                          r"'10 pairs, sha256 \w+' here\)"):
+    with pytest.raises(ConfigError, match=r"its corpus is not this run's \(pairs=12 there, 10 here; sha256='\w+' "
+                                          r"there, '\w+' here\)"):
         translate.main(run + ['--trainer.max_iters=3', '--trainer.resume=True'])
+    path.write_text(''.join(lines))  # a checkpoint from before the corpus was recorded: resumed, with a note
+    ckpt = load_checkpoint(tmp_path / 'run' / 'ckpt.pt')
+    del ckpt['corpus']
+    save_checkpoint(ckpt, tmp_path / 'run' / 'ckpt.pt')
+    translate.main(run + ['--trainer.max_iters=3', '--trainer.resume=True'])
+    assert 'does not record its corpus' in capsys.readouterr().out
