@@ -450,6 +450,12 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     for text in ('', '1/2/2000| '):
         with pytest.raises(ConfigError, match=r"holds an empty sentence: give text to translate, several separated"):
             translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', f'--sample.text={text}'])
+    block_size = load_checkpoint(tmp_path / 'model.pt')['model_config']['block_size']
+    long = '1' * block_size  # with its eos, one token too many: and a larger block_size is no option here
+    with pytest.raises(ConfigError, match=rf"sample.text '1+' is {block_size + 1} tokens with its eos, longer than "
+                                          rf"the model's block_size \({block_size}, the longest sentence of the data "
+                                          r"it was trained on\): shorten it, or train on data with longer sentences"):
+        translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', f'--sample.text=1/2/2000|{long}'])
     resume = [f'--system.work_dir={tmp_path}', '--trainer.resume=True', *tiny_run, '--trainer.max_iters=4']
     with pytest.raises(ConfigError, match="its vocabulary is not this run's"):  # another tokenizer, other ids
         translate.main(resume + ['--data.tokenizer=bpe', '--data.vocab_size=300'])
