@@ -215,7 +215,7 @@ class Trainer:
                 print(self._how_to_go_on(), file=sys.stderr)
             raise
         finally:
-            self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar goes below it
+            self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar is lower
             # a notebook keeps the error's frames, and this iterator in them: its worker processes would live on
             if hasattr(batches, '_shutdown_workers'):  # DataLoader's, with num_workers > 0 (it has no public one)
                 batches._shutdown_workers()
