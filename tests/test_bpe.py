@@ -539,7 +539,8 @@ IDS, EOT = {c: i for i, c in enumerate(BYTES)}, '<|endoftext|>'
 
 @pytest.mark.parametrize('tokens, merges, message', [
     ([1, 2], '', r"the encoder must map each token to its id \(a JSON object\), not be a list"),
-    ({**IDS, EOT: 10 ** 12}, '', r"the ids of the encoder's 257 tokens must be 0..256, each once; they include 1000000000000"),
+    ({**IDS, EOT: 10 ** 12}, '',
+     r"the ids of the encoder's 257 tokens must be 0..256, each once; they include 1000000000000"),
     ({**IDS, EOT: -5}, '', r"the ids of .* must be 0..256, each once; they include -5"),
     ({**IDS, EOT: 3}, '', r"the ids of .* must be 0..256, each once; 1 of them are repeats"),
     ({c: str(i) for i, c in enumerate(BYTES)}, '',
