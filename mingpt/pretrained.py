@@ -9,7 +9,6 @@ import math
 import os
 import re
 import warnings
-import zipfile
 from pathlib import Path
 
 import torch
@@ -104,7 +103,7 @@ def _config_from_hf(C, config_path):
 
 def _read_hf_weights(path):
     """The state dict in a model.safetensors or pytorch_model.bin."""
-    if path.suffix != '.safetensors' and zipfile.is_zipfile(path):  # torch.save's format
+    if path.suffix != '.safetensors':  # torch.save's zip archive (refuse_compressed passes other files to torch)
         refuse_compressed(path)
     try:
         if path.suffix == '.safetensors':

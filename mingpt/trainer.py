@@ -484,7 +484,7 @@ class Trainer:
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()
-            diff = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and saved[k] != now[k]]
+            diff = changed_settings(saved, now)
             if diff:
                 raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
                                   f"({'; '.join(diff)}){options}; give the model the settings it was trained "
@@ -501,8 +501,7 @@ class Trainer:
         quiet = set(RESUME_KEYS)
         if now['lr_schedule'] == 'cosine' and now['lr_decay_iters'] is None:  # the decay then spans max_iters
             quiet.discard('max_iters')
-        changed = [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now if k in saved and k not in quiet
-                   and list_of(saved[k]) != list_of(now[k])]
+        changed = changed_settings(saved, now, skip=quiet)
         if changed and self.rank == 0:  # a lower learning rate is often the point; a batch size left out is not
             print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "
                   f"with this run's{command}")
@@ -702,9 +701,13 @@ def iter_of(line):
         return None
 
 
-def list_of(value):
-    """A tuple as a list, as a command line gives it (betas=(0.9, 0.95) there, [0.9, 0.95] here are one setting)."""
-    return list(value) if isinstance(value, tuple) else value
+def changed_settings(saved, now, skip=()):
+    """'key=saved there, now here' for each setting of now (a dict) that saved holds with another value, keys in skip
+    aside. A tuple and a list of the same items are one value, as a command line gives it: betas=[0.9, 0.95]."""
+    def value(v):
+        return list(v) if isinstance(v, tuple) else v
+    return [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now
+            if k in saved and k not in skip and value(saved[k]) != value(now[k])]
 
 
 def describe_difference(saved, now):

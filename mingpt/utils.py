@@ -120,11 +120,13 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
         return
     work_dir = work_dir or config.system.work_dir
-    command = f"cd {shlex.quote(os.getcwd())} && {shlex.join([*launcher(), *sys.argv])}\n"  # relative paths hold there
-    if int(os.environ.get('GROUP_WORLD_SIZE', 1)) > 1:
-        command += "# on each machine, with the rendezvous options it was started with (--rdzv_id, --rdzv_endpoint)\n"
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
         command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
+    else:  # from the folder it ran in, where its relative paths hold
+        command = f"cd {shlex.quote(os.getcwd())} && {shlex.join([*launcher(), *sys.argv])}\n"
+        if int(os.environ.get('GROUP_WORLD_SIZE', 1)) > 1:
+            command += ("# on each machine, with the rendezvous options it was started with (--rdzv_id, "
+                        "--rdzv_endpoint)\n")
     earlier = os.path.join(work_dir, 'args.txt')
     # the resume alone would not say how the run began; never through a link (a run folder got from elsewhere may
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
@@ -278,7 +280,7 @@ def refuse_compressed(path):
     try:
         with zipfile.ZipFile(path) as z:
             packed = next((m.filename for m in z.infolist() if m.compress_type != zipfile.ZIP_STORED), None)
-    except zipfile.BadZipFile:  # corrupt: torch.load says so
+    except (zipfile.BadZipFile, OSError):  # not a zip archive, or unreadable: torch.load says what it is
         return
     if packed:
         raise ValueError(f"{path} was not loaded: its {packed} is compressed, which torch.save never does, and could "

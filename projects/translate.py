@@ -282,11 +282,11 @@ def translate_from_checkpoint(config):
                           "several separated by '|'")
     model, ckpt = Transformer.from_checkpoint(config.sample.checkpoint)
     vocab = Vocabulary(ckpt['vocabulary'])
-    longest = max(sources, key=lambda s: len(vocab.encode(s)))
-    if len(vocab.encode(longest)) > model.config.block_size:  # the data set it: no option makes it larger
-        raise ConfigError(f"sample.text {longest!r} is {len(vocab.encode(longest))} tokens with its eos, longer than "
-                          f"the model's block_size ({model.config.block_size}, the longest sentence of the data it "
-                          "was trained on): shorten it, or train on data with longer sentences")
+    n, longest = max((len(vocab.encode(s)), s) for s in sources)
+    if n > model.config.block_size:  # the data set it: no option makes it larger
+        raise ConfigError(f"sample.text {longest!r} is {n} tokens with its eos, longer than the model's block_size "
+                          f"({model.config.block_size}, the longest sentence of the data it was trained on): shorten "
+                          "it, or train on data with longer sentences")
     for source, target in zip(sources, translate(model, vocab, sources, config.eval.num_beams)):
         print(f"{source!r} -> {target!r}")
 
