@@ -39,7 +39,9 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution that sampling draws the next token from, (B, V): softmax(logits / temperature) over the
     tokens that top_k and top_p keep (the rest get 0)."""
     check_sampling(temperature, top_k, top_p)
-    logits = logits / temperature
+    # the largest logit becomes 0 first (softmax is unchanged): a tiny temperature then sends the rest to -inf,
+    # where logits / temperature alone overflows to inf and softmax of inf - inf is NaN
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1.0:

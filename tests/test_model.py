@@ -488,6 +488,20 @@ def test_top_p_reads_the_distribution_that_top_k_left():
                                torch.tensor([[0.5420, 0.4580, 0, 0, 0]]), atol=1e-4, rtol=0)
 
 
+def test_a_tiny_temperature_tends_to_greedy_instead_of_nan():
+    """softmax(logits / T) as T -> 0 puts all the mass on the largest logit, shared among equal ones. Below ~1e-38
+    logits / T overflowed float32 to inf and softmax gave NaN; ordinary temperatures give HF's warper's, to float
+    rounding."""
+    transformers = pytest.importorskip('transformers')
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0], [3.0, -2.0, 3.0, 0.0]])
+    for t in (0.3, 1.0, 4.0):
+        want = transformers.TemperatureLogitsWarper(t)(None, logits).softmax(-1)
+        torch.testing.assert_close(sampling_probs(logits, temperature=t), want, atol=1e-6, rtol=1e-5)
+    for t in (1e-3, 1e-39, 1e-45):
+        assert sampling_probs(logits, temperature=t).tolist() == [[1, 0, 0, 0], [0.5, 0, 0.5, 0]]
+        assert sample_next(logits[:1], temperature=t, do_sample=True).item() == 0
+
+
 def test_among_equal_logits_a_tiny_top_p_takes_the_greedy_token_and_top_k_keeps_them_all():
     """Three tokens share the top logit (four in row 1): greedy takes the first (argmax), and so does top-p that
     keeps one token."""
