@@ -229,7 +229,7 @@ def show_next(model, tokenizer, prompt, ids, S, device):
     """One decoding step of the lecture, for prompt (its ids): a table of the S.show_next likeliest next tokens."""
     with torch.no_grad():
         logits = model.next_token_logits(torch.tensor([ids], device=device))[0].float()
-    p, at_t = logits.softmax(-1), (logits / S.temperature).softmax(-1)
+    p, at_t = logits.softmax(-1), sampling_probs(logits[None], S.temperature)[0]
     drawn = sampling_probs(logits[None], S.temperature, S.top_k, S.top_p)[0]
     print(f"after {prompt!r} (temperature {S.temperature}, top_k {S.top_k}, top_p {S.top_p}): sampling draws from "
           f"{int((drawn > 0).sum()):,} of the {len(p):,} tokens; greedy decoding takes rank 1")

@@ -139,6 +139,10 @@ def test_show_next_is_one_decoding_step_by_hand(tmp_path, capsys):
     generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=9'])  # more than there are
     lines = capsys.readouterr().out.splitlines()
     assert sorted(line[6:22].strip() for line in lines[2:]) == sorted(map(repr, chars))  # each of the 5 tokens once
+    # a temperature near 0: greedy's distribution at T too, not NaN (logits / T alone overflows)
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=2', '--temperature=1e-40'])
+    assert [line.split()[-2:] for line in capsys.readouterr().out.splitlines()[2:]] == [['1.0000', '1.0000'],
+                                                                                        ['0.0000', '0.0000']]
 
 
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
