@@ -293,6 +293,33 @@ def test_greedy_prints_one_sample_and_beams_as_many_as_asked(g, hf_dir, capsys, 
         assert [line.startswith(PROMPT) for line in out.out.splitlines()] == [True] * samples + [False] * samples
 
 
+def test_a_vocabulary_padded_past_the_tokenizers_decodes_only_the_tokenizers_ids(g, capsys, tmp_path):
+    """nanoGPT pads GPT-2's 50257 tokens to 50304; the ids past 50257 have no text. Here they are made the likeliest:
+    greedy decoding takes the best of the tokenizer's ids (by hand, from the forward pass), and sampling, beam search
+    and show_next print text instead of failing on an id the tokenizer cannot decode."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=50304, block_size=32))
+    torch.manual_seed(0)
+    model = GPT(C).eval()
+    with torch.no_grad():
+        model.transformer.wte.weight[50257:] *= 30
+    model.save_pretrained(tmp_path)
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    idx = torch.tensor([get_encoder().encode(PROMPT)])
+    with torch.no_grad():
+        assert model(idx)[0][0, -1].argmax() >= 50257  # what decoding from the whole vocabulary would take
+        for _ in range(5):
+            idx = torch.cat([idx, model(idx)[0][:, -1, :50257].argmax(-1, keepdim=True)], dim=1)
+    capsys.readouterr()
+    g.main([f'--model={tmp_path}', f'--prompt={PROMPT}', '--max_new_tokens=5', '--greedy'])
+    out = capsys.readouterr()
+    assert out.out == decode(idx[0].tolist()) + '\n' and 'padded past its tokenizer' in out.err
+    for options in (['--max_new_tokens=20'], ['--max_new_tokens=5', '--num_beams=2'], ['--show_next=3']):
+        g.main([f'--model={tmp_path}', f'--prompt={PROMPT}', *options])
+        assert PROMPT in capsys.readouterr().out
+
+
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
     folder, _ = hf_dir  # a context of 64 tokens
     long, last = ' '.join(map(str, range(70))), ''.join(f' {i}' for i in range(6, 70))  # 70 tokens; the last 64
