@@ -372,7 +372,7 @@ class GPT(nn.Module):
         (B, T), 1 on real tokens and 0 on padding, lets rows of different lengths share a batch (left or right
         padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask)
-        check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
+        max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
         for _ in range(max_new_tokens):

@@ -3,6 +3,7 @@ against Hugging Face's; sampling against Hugging Face's."""
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -166,6 +167,10 @@ def test_bad_arguments():
         beam_search(model, torch.tensor([PROMPT]), -2, 2)
     with pytest.raises(ValueError, match=r"length_penalty='x' is a string, not a number"):
         beam_search(model, torch.tensor([PROMPT]), 2, 2, length_penalty='x')
+    # whole numbers as floats or numpy integers are the counts they hold, as in generate
+    want = beam_search(model, torch.tensor([PROMPT]), 2, 2)
+    for max_new_tokens, num_beams in ((2.0, 2), (2, 2.0), (np.int64(2), np.int64(2))):
+        assert all(map(torch.equal, beam_search(model, torch.tensor([PROMPT]), max_new_tokens, num_beams), want))
 
 
 class MaskedOut:

@@ -117,6 +117,7 @@ def test_sizes_from_numpy_or_torch_scalars_are_taken_as_minGPT_took_them():
     assert type(C.attn_pdrop) is float  # plain Python numbers: the checkpoint's model_config loads with weights_only
     out = m.generate(torch.zeros(1, 1, dtype=torch.long), np.int64(3), do_sample=True, top_k=np.int64(2))
     assert out.shape == (1, 4)
+    assert torch.equal(m.generate(out, 3.0), m.generate(out, 3))  # a count computed as a float, n / 2
 
 
 def test_tied_head_and_init():
