@@ -336,8 +336,9 @@ class GPT(nn.Module):
         """Check a prompt (B, T) and return it with its attention_mask, each row's padding moved to its front (left
         padding), so every row's newest token is last and the sliding window drops padding before text."""
         if idx.dim() != 2 or idx.size(1) == 0:
+            fix = {1: ' (a single prompt is idx[None])', 2: ' (e.g. start from a newline or start-of-text token)'}
             raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
-                             f"{tuple(idx.shape)} (e.g. start from a newline or start-of-text token)")
+                             f"{tuple(idx.shape)}{fix.get(idx.dim(), '')}")
         if idx.size(1) > self.block_size:
             raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
                              f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")

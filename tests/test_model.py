@@ -169,6 +169,15 @@ def test_too_long_sequence_is_a_clear_error():
         model().generate(torch.zeros(1, 9, dtype=torch.long), 1)
 
 
+def test_a_prompt_without_its_batch_dimension_or_its_tokens_says_which():
+    with pytest.raises(ValueError, match=r"got shape \(3,\) \(a single prompt is idx\[None\]\)$"):
+        model().generate(torch.tensor([0, 3, 4]), 1)  # e.g. torch.tensor(tokenizer.encode(text))
+    with pytest.raises(ValueError, match=r"got shape \(1, 0\) \(e.g. start from a newline or start-of-text token\)$"):
+        model().generate(torch.zeros(1, 0, dtype=torch.long), 1)
+    with pytest.raises(ValueError, match=r"got shape \(1, 1, 3\)$"):
+        model().generate(torch.zeros(1, 1, 3, dtype=torch.long), 1)
+
+
 @pytest.mark.parametrize('bad', [11, -1])
 def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
     with pytest.raises(ValueError, match=rf"token ids from {min(bad, 0)} to {max(bad, 3)}, outside the model's "
