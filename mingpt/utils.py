@@ -298,15 +298,53 @@ def unpickling_refused(path, error, expected):
                           "yourself: torch.load(path, weights_only=False)")
 
 
+def refuse_non_tensors(weights, source, what):
+    """Refuse weights read from source (a file, or a part of one) unless they are a state dict (names to tensors) of
+    `what`: a file can hold any plain data, such as a number or a string under a weight's name, where a shape is
+    read."""
+    if not isinstance(weights, dict):
+        raise ValueError(f"{source} holds a {type(weights).__name__}, not a state dict of {what}")
+    for name, w in weights.items():
+        if not (isinstance(name, str) and isinstance(w, torch.Tensor)):
+            raise ValueError(f"{source} is not a state dict of {what}: under {name!r} it holds a {type(w).__name__}, "
+                             "where each name holds a tensor; the file is damaged or not what it is named")
+
+
+STACK_LAYER = re.compile(r'\w+\.h\.(\d+)\.')  # a weight of block i in layer_stack's names
+
+
+def check_sizes(config, weights, path):
+    """Refuse a checkpoint whose model_config asks for other sizes than its weights have. Checked before the model is
+    built: a config can ask for any size, which takes minutes to build or more memory than there is (n_layer=10**6).
+    Reads layer_stack's names (GPT's transformer, seq2seq's encoder and decoder) and the head's, lm_head."""
+    head = weights.get('lm_head.weight')
+    if head is None or head.dim() != 2:  # another model's weights, e.g. a classifier's, named gpt.*
+        raise ConfigError("its weights have no lm_head.weight matrix")
+    layers = {int(m[1]) for m in map(STACK_LAYER.match, weights) if m}
+    have = dict(n_layer=max(layers, default=-1) + 1, vocab_size=head.shape[0], n_embd=head.shape[1])
+    if config.pos_embd == 'learned':  # a sinusoidal table is computed, never saved
+        wpe = [w for k, w in weights.items() if k.endswith('.wpe.weight')]
+        have['block_size'] = len(wpe[0]) if wpe and wpe[0].dim() else None
+    wrong = [f"{k}={getattr(config, k)!r} (its weights: {v})" for k, v in have.items() if v != getattr(config, k)]
+    if wrong:
+        raise ValueError(f"{path} was not loaded: its model_config asks for {', '.join(wrong)}; the weights and "
+                         "model_config do not belong together")
+
+
 def rebuild_model(cls, path, map_location='cpu'):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
     and the checkpoint dict."""
     checkpoint = load_checkpoint(path, map_location)
+    weights = checkpoint.get('model', {})
+    refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     try:
         if 'model_config' not in checkpoint:
             raise ConfigError("it has no model_config")
-        model = cls(CfgNode(**checkpoint['model_config']))
-        model.load_state_dict(checkpoint['model'])
+        config = CfgNode(**checkpoint['model_config'])
+        cls.check_config(config)
+        check_sizes(config, weights, path)
+        model = cls(config)
+        model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
         reason = ' '.join(str(e).split())[:200]
         saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from conftest import deflate, load_project
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, remove_stale_temps,
-                          resolve_device, run_cli, save_checkpoint, set_from_data, set_seed, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, model_state,
+                          remove_stale_temps, resolve_device, run_cli, save_checkpoint, set_from_data, set_seed,
+                          setup_logging)
 
 
 def make():
@@ -327,6 +328,50 @@ def test_a_checkpoint_with_compressed_members_is_refused_unread(tmp_path):
     path.write_bytes(data[:at] + b'XXXX' + data[at + 4:])
     with pytest.raises(ValueError, match=r"could not be read as a mingpt checkpoint \(truncated, corrupt"):
         load_checkpoint(path)
+
+
+
+def small_model(cls):
+    """A tiny GPT or seq2seq Transformer with learned positions, so that every size is in its weights."""
+    C = cls.get_default_config()
+    C.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=8, vocab_size=11, block_size=6,
+                           pos_embd='learned'))
+    return cls(C)
+
+
+@pytest.mark.parametrize('key, value, saved', [('n_layer', 10 ** 6, 2), ('n_embd', 2 ** 30, 8),
+                                               ('vocab_size', 10 ** 9, 11), ('block_size', 10 ** 9, 6)])
+@pytest.mark.parametrize('model_class', ['GPT', 'Transformer'])
+def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_before_the_model_is_built(
+        tmp_path, monkeypatch, model_class, key, value, saved):
+    """A model.pt got from someone else can ask for any size: n_layer=10**6 was still building after 20 s, before
+    its weights were compared (as config.json beside Hugging Face weights is checked)."""
+    from mingpt.model import GPT
+    from mingpt.seq2seq import Transformer
+    cls = {'GPT': GPT, 'Transformer': Transformer}[model_class]
+    model = small_model(cls)
+    save_checkpoint(model_state(model), tmp_path / 'ok.pt')
+    again, _ = cls.from_checkpoint(tmp_path / 'ok.pt')
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    save_checkpoint({**model_state(model), 'model_config': {**model.config.to_dict(), key: value}}, tmp_path / 'bad.pt')
+    monkeypatch.setattr(cls, '__init__', lambda self, config: pytest.fail('the model was built'))
+    with pytest.raises(ValueError, match=rf"bad.pt was not loaded: its model_config asks for {key}={value} \(its "
+                                         rf"weights: {saved}\); the weights and model_config do not belong together"):
+        cls.from_checkpoint(tmp_path / 'bad.pt')
+
+
+@pytest.mark.parametrize('name, value', [('lm_head.weight', 5), ('transformer.h.0.ln_1.weight', 'x')])
+def test_a_checkpoint_with_plain_data_for_a_weight_names_it(tmp_path, name, value):
+    from mingpt.model import GPT
+    state = model_state(small_model(GPT))
+    save_checkpoint({**state, 'model': {**state['model'], name: value}}, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=rf"bad.pt's 'model' is not a state dict of a model's weights: under "
+                                         rf"'{name}' it holds a {type(value).__name__}, where each name holds a "
+                                         "tensor; the file is damaged"):
+        GPT.from_checkpoint(tmp_path / 'bad.pt')
+    save_checkpoint({**state, 'model': [1, 2]}, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"bad.pt's 'model' holds a list, not a state dict of a model's weights"):
+        GPT.from_checkpoint(tmp_path / 'bad.pt')
 
 
 @pytest.mark.parametrize('value, kwargs, message', [
