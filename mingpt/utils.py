@@ -340,7 +340,10 @@ def rebuild_model(cls, path, map_location='cpu'):
     try:
         if 'model_config' not in checkpoint:
             raise ConfigError("it has no model_config")
-        config = CfgNode(**checkpoint['model_config'])
+        saved_config = checkpoint['model_config']
+        if not isinstance(saved_config, dict) or not all(isinstance(k, str) for k in saved_config):
+            raise ConfigError("its model_config is not a dict of options")
+        config = CfgNode(**saved_config)
         cls.check_config(config)
         check_sizes(config, weights, path)
         model = cls(config)

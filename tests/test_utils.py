@@ -374,6 +374,17 @@ def test_a_checkpoint_with_plain_data_for_a_weight_names_it(tmp_path, name, valu
         GPT.from_checkpoint(tmp_path / 'bad.pt')
 
 
+
+@pytest.mark.parametrize('model_config', [[1, 2], {1: 2}])
+def test_a_checkpoint_whose_model_config_is_not_a_dict_of_options_says_so(tmp_path, model_config):
+    """It was a TypeError of CfgNode(**model_config), which a project shows as a traceback."""
+    from mingpt.model import GPT
+    save_checkpoint({**model_state(small_model(GPT)), 'model_config': model_config}, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"bad.pt holds a GPT that this code cannot rebuild \(its model_config is not "
+                                         r"a dict of options\)"):
+        GPT.from_checkpoint(tmp_path / 'bad.pt')
+
+
 @pytest.mark.parametrize('value, kwargs, message', [
     (0, dict(low=1, integer=True), "x=0 is out of range: it must be an integer >= 1"),
     (2.5, dict(low=1, integer=True), "x=2.5 is not a whole number: it must be an integer >= 1"),
