@@ -15,7 +15,7 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
 from mingpt.data import CharTokenizer, fetch
-from mingpt.utils import atomic_write, refuse_compressed, unpickling_refused
+from mingpt.utils import atomic_write, refuse_compressed, refuse_non_tensors, unpickling_refused
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -116,8 +116,7 @@ def _read_hf_weights(path):
             raise refused from None
         raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
                          "corrupt; delete it and download or save it again") from None
-    if not isinstance(weights, dict):
-        raise ValueError(f"{path} holds a {type(weights).__name__}, not a state dict of GPT-2 weights")
+    refuse_non_tensors(weights, path, "GPT-2 weights")  # torch.load gives any plain data a .bin holds
     return weights
 
 

@@ -328,6 +328,18 @@ def test_weights_that_are_not_a_state_dict(tmp_path):
         GPT.from_pretrained(folder)
 
 
+@pytest.mark.parametrize('key, value', [('transformer.wte.weight', 5), ('transformer.h.0.ln_1.weight', 'x'),
+                                        (7, torch.zeros(1))])
+def test_a_pytorch_model_bin_with_plain_data_for_a_weight_names_it(tmp_path, key, value):
+    """torch.load(weights_only=True) reads numbers and strings too: they gave a bare AttributeError ('int' object has
+    no attribute 'shape') in the size check, and a number for a name a TypeError."""
+    folder = save_hf(hf_model(**SMALL), tmp_path, 'bin')
+    torch.save({**torch.load(folder / 'pytorch_model.bin'), key: value}, folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=rf"pytorch_model.bin is not a state dict of GPT-2 weights: under {key!r} it "
+                                         rf"holds a {type(value).__name__}, where each name holds a tensor"):
+        GPT.from_pretrained(folder)
+
+
 def test_a_folder_named_like_a_hub_id_without_config_is_not_the_model(tmp_path, monkeypatch):
     (tmp_path / 'gpt2').mkdir()  # e.g. a data folder with encoder.json and vocab.bpe
     monkeypatch.chdir(tmp_path)
