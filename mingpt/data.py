@@ -39,6 +39,7 @@ def sha256_of(path):
 def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
     and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file.
+    An https download redirected to plain http is refused.
     local_copy says, when the download fails, how to use a copy got elsewhere (e.g. 'pass its path with
     --data.path=FILE'). Under torchrun the first process of a machine downloads and the others wait for dest: all at
     once, they appended to one .part (a file too long, kept in the cache) or found it renamed away (a crash)."""
@@ -49,7 +50,8 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}
     try:
-        r = requests.get(url, stream=True, timeout=30, headers=headers)
+        r = requests.get(url, stream=True, timeout=30, headers=headers,
+                         hooks={'response': refuse_plain_http} if url.startswith('https://') else {})
         if r.status_code == 416 and have:  # nothing past the .part's end: complete, if the file has its length
             r.close()
             if r.headers.get('content-range') != f'bytes */{have}':  # longer: the file changed, or two downloads
@@ -85,6 +87,15 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
                                "try again")
     os.replace(part, dest)
     return dest
+
+
+def refuse_plain_http(response, **kwargs):
+    """requests' hook on each answer to an https download, redirects included: refuse one that came over plain http
+    (a redirect from https to http, by a proxy or a mirror), where anyone on the way could change the file."""
+    if not response.url.startswith('https://'):
+        response.close()
+        raise requests.RequestException(f"redirected to {response.url}, plain http, where anyone on the way could "
+                                        "change the file: refused")
 
 
 def wait_for_download(url, dest, part):

@@ -1,6 +1,7 @@
 """GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
 minGPT-style tokenizer interface, and where the vocabulary files come from."""
 import hashlib
+import io
 import json
 import random
 import threading
@@ -9,6 +10,7 @@ import unicodedata
 import pytest
 import requests
 import torch
+import urllib3
 from conftest import data_dir
 
 from mingpt import bpe, data
@@ -351,6 +353,37 @@ def test_a_416_to_a_fresh_download_is_the_servers_error(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"could not download https://example.org/f.bin \(HTTPError: 416 error\)"):
         data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True)
     assert files_in(tmp_path) == []
+
+
+
+def serve(monkeypatch, routes):
+    """A network for requests' own redirect handling: routes maps a URL to its answer, (status, headers, body)."""
+    def send(adapter, request, **kw):
+        status, headers, body = routes[request.url]
+        raw = urllib3.HTTPResponse(body=io.BytesIO(body), headers=headers, status=status, preload_content=False)
+        return adapter.build_response(request, raw)
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, 'send', send)
+
+
+@pytest.mark.parametrize('hops', [['http://example.org/f.bin'],
+                                  ['http://example.org/f.bin', 'https://elsewhere.org/f.bin']])
+def test_an_https_download_redirected_to_plain_http_is_refused_and_leaves_nothing(tmp_path, monkeypatch, hops):
+    """A proxy or a mirror that sends an https download on over http, where anyone on the way could change the file
+    (and Hugging Face's files have no published checksum here): requests followed it silently."""
+    chain = ['https://example.org/f.bin', *hops]
+    serve(monkeypatch, {**{a: (302, {'Location': b}, b'') for a, b in zip(chain, chain[1:])},
+                        chain[-1]: (200, {}, b'changed on the way')})
+    with pytest.raises(RuntimeError, match=r"could not download https://example.org/f.bin \(RequestException: "
+                                           r"redirected to http://example.org/f.bin, plain http, where anyone on the "
+                                           r"way could change the file: refused\)"):
+        data.download('https://example.org/f.bin', tmp_path / 'cache' / 'f.bin', quiet=True)
+    assert files_in(tmp_path) == []
+    # https to https (the hub's files are served from a CDN) is followed, and an http address is the caller's choice
+    serve(monkeypatch, {'https://example.org/f.bin': (302, {'Location': 'https://cdn.example.org/f.bin'}, b''),
+                        'https://cdn.example.org/f.bin': (200, {}, b'body'),
+                        'http://example.org/g.bin': (200, {}, b'plain')})
+    assert data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True).read_bytes() == b'body'
+    assert data.download('http://example.org/g.bin', tmp_path / 'g.bin', quiet=True).read_bytes() == b'plain'
 
 
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
