@@ -7,6 +7,7 @@ project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...)
 import codecs
 import hashlib
 import os
+import re
 import time
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def sha256_of(path):
 
 def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     """Download url to dest with a progress bar. Bytes go to dest + '.part' (resumed if a previous try left one)
-    and are renamed into place only when complete and, if sha256 is given, verified: dest never holds half a file.
+    and are renamed into place only when complete and, if sha256 is given (or the server publishes it, as Hugging
+    Face does), verified: dest never holds half a file.
     An https download redirected to plain http is refused.
     local_copy says, when the download fails, how to use a copy got elsewhere (e.g. 'pass its path with
     --data.path=FILE'). Under torchrun the first process of a machine downloads and the others wait for dest: all at
@@ -52,6 +54,7 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
     try:
         r = requests.get(url, stream=True, timeout=30, headers=headers,
                          hooks={'response': refuse_plain_http} if url.startswith('https://') else {})
+        sha256 = sha256 or published_sha256(r)
         if r.status_code == 416 and have:  # nothing past the .part's end: complete, if the file has its length
             r.close()
             if r.headers.get('content-range') != f'bytes */{have}':  # longer: the file changed, or two downloads
@@ -96,6 +99,16 @@ def refuse_plain_http(response, **kwargs):
         response.close()
         raise requests.RequestException(f"redirected to {response.url}, plain http, where anyone on the way could "
                                         "change the file: refused")
+
+
+def published_sha256(response):
+    """The sha256 that Hugging Face publishes for a large (LFS) file, in the X-Linked-Etag header of its redirect to
+    the file's storage; None where no answer has one (a small file's etag is git's sha1 of it, 40 digits)."""
+    for answer in (*response.history, response):
+        tag = answer.headers.get('X-Linked-Etag', '').strip('"')
+        if re.fullmatch(r'[0-9a-f]{64}', tag):
+            return tag
+    return None
 
 
 def wait_for_download(url, dest, part):

@@ -250,6 +250,7 @@ def test_tokenizer_interface(encoder):
 
 class FakeResponse:
     """Enough of requests.Response for mingpt.data.download."""
+    history = []  # no redirects
 
     def __init__(self, body, status=200, size=None):
         self.body, self.status_code, self.headers = body, status, {'content-length': str(len(body))}
@@ -384,6 +385,27 @@ def test_an_https_download_redirected_to_plain_http_is_refused_and_leaves_nothin
                         'http://example.org/g.bin': (200, {}, b'plain')})
     assert data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True).read_bytes() == b'body'
     assert data.download('http://example.org/g.bin', tmp_path / 'g.bin', quiet=True).read_bytes() == b'plain'
+
+
+
+def test_a_hugging_face_download_is_checked_against_the_sha256_the_hub_publishes(tmp_path, monkeypatch):
+    """The hub answers a large (LFS) file's address with a redirect to its storage whose X-Linked-Etag is the file's
+    sha256: a download changed or damaged on the way was kept as the weights. A small file's is git's sha1 of it,
+    which is no sha256 and is not checked."""
+    body = b'the weights'
+    for etag, kept in ((hashlib.sha256(body).hexdigest(), True), (hashlib.sha1(b'git blob').hexdigest(), True),
+                       (hashlib.sha256(b'other weights').hexdigest(), False)):
+        serve(monkeypatch, {'https://example.org/f.bin': (302, {'Location': 'https://cdn.example.org/f.bin',
+                                                                'X-Linked-Etag': f'"{etag}"'}, b''),
+                            'https://cdn.example.org/f.bin': (200, {}, body)})
+        if kept:
+            assert data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True).read_bytes() == body
+        else:
+            with pytest.raises(RuntimeError, match=rf"download of https://example.org/f.bin is corrupt: sha256 "
+                                                   rf"{hashlib.sha256(body).hexdigest()}, expected {etag}; it was "
+                                                   "deleted"):
+                data.download('https://example.org/f.bin', tmp_path / 'g.bin', quiet=True)
+    assert files_in(tmp_path) == ['f.bin']
 
 
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):

@@ -434,7 +434,7 @@ def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, sm
 def test_hub_id_downloads_into_cache(small_dir, empty_cache, monkeypatch):
     """The hub path end to end with a fake server that serves a small model under the name 'gpt2'."""
     class Response:
-        status_code, headers = 200, {}
+        status_code, headers, history = 200, {}, []
 
         def __init__(self, body):
             self.body = body

@@ -166,7 +166,7 @@ def test_chargpt_checks_the_downloaded_text_against_its_published_sha256(tmp_pat
     assert data.sha256_of(data_dir('tinyshakespeare', 'input.txt')) == data.TINY_SHAKESPEARE_SHA256
     monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
-    page = SimpleNamespace(status_code=200, headers={}, raise_for_status=lambda: None,
+    page = SimpleNamespace(status_code=200, headers={}, history=[], raise_for_status=lambda: None,
                            iter_content=lambda chunk_size: [b'<html>Sign in to this network</html>'])
     monkeypatch.setattr(data.requests, 'get', lambda url, **kw: page)
     with pytest.raises(RuntimeError, match=r"download of .*input\.txt is corrupt: sha256 .*, expected 86c4e6aa.*; it "
