@@ -64,7 +64,8 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
             r.raise_for_status()
             if have and r.status_code != 206:  # the server ignored the range: start over
                 have = 0
-            total = int(r.headers.get('content-length', 0)) + have or None
+            length = r.headers.get('content-length', '')  # for the bar only: a proxy may send anything there
+            total = int(length) + have if length.isdigit() else None
             dest.parent.mkdir(parents=True, exist_ok=True)  # only now: a failed request leaves no empty folders
             with open(part, 'ab' if have else 'wb') as f, tqdm(
                     total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,

@@ -408,6 +408,13 @@ def test_a_hugging_face_download_is_checked_against_the_sha256_the_hub_publishes
     assert files_in(tmp_path) == ['f.bin']
 
 
+
+def test_a_content_length_that_is_not_a_number_only_leaves_the_bar_without_a_total(tmp_path, monkeypatch):
+    """It was a bare ValueError (invalid literal for int()) that named neither the download nor the header."""
+    serve(monkeypatch, {'https://example.org/f.bin': (200, {'Content-Length': 'abc'}, b'body')})
+    assert data.download('https://example.org/f.bin', tmp_path / 'f.bin', quiet=True).read_bytes() == b'body'
+
+
 def test_under_torchrun_the_first_process_of_a_machine_downloads_and_the_others_wait(tmp_path, monkeypatch):
     """All at once, the processes appended to one .part (a file too long, kept in the cache) or crashed finding it
     renamed away."""
