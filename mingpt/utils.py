@@ -13,6 +13,7 @@ import threading
 import traceback
 import warnings
 import zipfile
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,9 @@ def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
     prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130 and SIGTERM with 143,
     without a traceback; a closed pipe (| head) ends it quietly; a character that stdout cannot encode prints as a
-    \\u escape. `--debug` on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too."""
+    \\u escape. Under torchrun only rank 0 prints on stdout: every process runs the script, and the others would
+    repeat it; their errors and warnings still reach stderr. `--debug` on the command line (or MINGPT_DEBUG=1 in the
+    environment) shows the full traceback too, and every rank's stdout."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
@@ -171,8 +174,10 @@ def run_cli(main, argv=None):
         sys.stdout.reconfigure(errors='backslashreplace')
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    quiet = int(os.environ.get('RANK', 0)) != 0 and not debug
     try:
-        return main(argv)
+        with open(os.devnull, 'w') as devnull, redirect_stdout(devnull if quiet else sys.stdout):
+            return main(argv)
     except BrokenPipeError:  # the reader of our output has gone (e.g. | head): nothing to report or print
         if debug:
             traceback.print_exc()

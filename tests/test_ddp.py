@@ -47,6 +47,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert [r['loss'] for r in two] == pytest.approx([r['loss'] for r in one], abs=1e-4)
     assert [r.get('val_loss') for r in two] == pytest.approx([r.get('val_loss') for r in one], abs=1e-4)
     assert outs['ddp'].count('iter 2: train loss') == 1  # callbacks (val loss, samples) print on rank 0 only
+    assert outs['ddp'].count('number of parameters') == 1  # and so does the script: the other ranks are quiet
 
     ckpt = torch.load(tmp_path / 'ddp' / 'ckpt.pt', weights_only=True)
     assert len(ckpt['rng']) == 2  # each rank's RNG, to resume each where it was

@@ -5,6 +5,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -534,3 +535,20 @@ def test_mingpt_debug_0_is_off_and_the_hint_comes_only_without_the_traceback(cap
         err = capsys.readouterr().err
         assert e.value.code == 2 and 'error: a bad option\n' in err
         assert ('Traceback' in err, 'run with --debug' in err) == (debug, not debug), value
+
+
+def test_under_torchrun_only_rank_0_prints_and_every_rank_reports_errors_and_warnings(capsys, monkeypatch):
+    """Every process of a torchrun runs the whole script: 8 GPUs showed each line ('number of parameters', samples)
+    8 times. Ranks other than 0 keep stdout quiet; what goes wrong on them still shows; --debug shows it all."""
+    monkeypatch.delenv('MINGPT_DEBUG', raising=False)
+
+    def main(argv):
+        print('number of parameters: 0.09M')
+        warnings.warn('a warning')
+        raise ValueError('a bad option')
+    for rank, debug, shown in (('0', [], True), ('1', [], False), ('1', ['--debug'], True)):
+        monkeypatch.setenv('RANK', rank)
+        with pytest.warns(UserWarning, match='a warning'), pytest.raises(SystemExit) as e:
+            run_cli(main, debug)
+        out, err = capsys.readouterr()
+        assert ('number of parameters' in out) == shown and e.value.code == 2 and 'error: a bad option\n' in err
