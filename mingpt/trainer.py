@@ -336,16 +336,18 @@ class Trainer:
         return record
 
     def _how_to_go_on(self):
+        """What is saved and how to go on, counted as the checkpoint counts: in iterations done (steps_done), which
+        a stop in a step's evaluation, callbacks or checkpoint writes (where a sample takes long) counts in."""
         c = self.config
         path = None if c.work_dir is None else self._path('ckpt.pt')
         if path is None or not os.path.exists(path):
             saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
                                                   if c.work_dir is not None else " (no work_dir)")
             again = " (in this work_dir with --trainer.overwrite=True)" if c.work_dir is not None else ''
-            return f"\nstopped at iteration {self.iter_num}; {saved}, so a new run starts over{again}"
+            return f"\nstopped after {self.steps_done} iterations; {saved}, so a new run starts over{again}"
         done = load_checkpoint(path, mmap=True)['iter_num']
-        return (f"\nstopped at iteration {self.iter_num}; {path} was saved after {done} iterations: go on from there "
-                "with --trainer.resume=True")
+        return (f"\nstopped after {self.steps_done} iterations; {path} was saved after {done} iterations: go on from "
+                "there with --trainer.resume=True")
 
     def _finish(self):
         if self.world_size > 1:

@@ -401,7 +401,7 @@ def test_sigterm_stops_training_as_ctrl_c_does(tmp_path, text):
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=60)
     assert run.returncode == 143, err
-    assert re.search(r"stopped at iteration \d+; .*ckpt.pt was saved after \d+ iterations: go on from there with "
+    assert re.search(r"stopped after \d+ iterations; .*ckpt.pt was saved after \d+ iterations: go on from there with "
                      r"--trainer.resume=True\nterminated \(every file written is whole\)", err), err
     assert 'Traceback' not in err
 

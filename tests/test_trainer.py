@@ -241,12 +241,14 @@ def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused
 
 
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
+    """Counted as the checkpoint counts, in iterations done: a Ctrl-C in the callbacks of iteration 3 (a sample)
+    comes after 4 (it said 'stopped at iteration 3', and after the checkpoint of 2 that read as one lost, not two)."""
     def ctrl_c_at_iteration_3(t):
         if t.iter_num == 3:
             raise KeyboardInterrupt
-    for interval, says in [(2, rf"stopped at iteration 3; {tmp_path / 'run2' / 'ckpt.pt'} was saved after 2 "
+    for interval, says in [(2, rf"stopped after 4 iterations; {tmp_path / 'run2' / 'ckpt.pt'} was saved after 2 "
                                 r"iterations: go on from there with --trainer.resume=True"),
-                           (None, r"stopped at iteration 3; no checkpoint was saved \(trainer.checkpoint_interval="
+                           (None, r"stopped after 4 iterations; no checkpoint was saved \(trainer.checkpoint_interval="
                                   r"None\), so a new run starts over \(in this work_dir with "
                                   r"--trainer.overwrite=True\)")]:
         trainer = make_trainer(work_dir=str(tmp_path / f'run{interval}'), checkpoint_interval=interval)
