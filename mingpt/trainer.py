@@ -32,8 +32,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, model_state,
-                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_range, load_checkpoint,
+                          model_state, remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -209,9 +209,11 @@ class Trainer:
                 tnow = time.time()
                 self.iter_dt = tnow - self.iter_time
                 self.iter_time = tnow
-        except KeyboardInterrupt:  # Ctrl-C: say what is saved and how to go on, then stop as asked
+        except (Exception, KeyboardInterrupt) as e:  # Ctrl-C or a crash: say what is saved and how to go on
             self._bar.close()
-            if self.rank == 0:
+            # Ctrl-C reaches every rank, so rank 0 speaks for all. When the OOM killer ends a rank, rank 0 perhaps, the
+            # others meet a lost connection or torchrun's SIGTERM, neither of which says what is saved: each says it
+            if self.rank == 0 or not isinstance(e, KeyboardInterrupt) or isinstance(e, Terminated):
                 print(self._how_to_go_on(), file=sys.stderr)
             raise
         finally:
@@ -241,6 +243,7 @@ class Trainer:
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
         self.sampler_seed = int(torch.randint(2 ** 31 - 1, (1,)))
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
+        self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
         ckpt = self._resume() if c.resume else None
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
@@ -337,17 +340,19 @@ class Trainer:
 
     def _how_to_go_on(self):
         """What is saved and how to go on, counted as the checkpoint counts: in iterations done (steps_done), which
-        a stop in a step's evaluation, callbacks or checkpoint writes (where a sample takes long) counts in."""
+        a stop in a step's evaluation, callbacks or checkpoint writes (where a sample takes long) counts in. From what
+        the run knows, not by reading ckpt.pt: torchrun's SIGTERM, sent to the ranks left when one dies, cuts a read
+        short."""
         c = self.config
-        path = None if c.work_dir is None else self._path('ckpt.pt')
-        if path is None or not os.path.exists(path):
+        stopped = f"\nstopped after {self.steps_done} iterations"
+        if self._saved is None:
             saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
                                                   if c.work_dir is not None else " (no work_dir)")
             again = " (in this work_dir with --trainer.overwrite=True)" if c.work_dir is not None else ''
-            return f"\nstopped after {self.steps_done} iterations; {saved}, so a new run starts over{again}"
-        done = load_checkpoint(path, mmap=True)['iter_num']
-        return (f"\nstopped after {self.steps_done} iterations; {path} was saved after {done} iterations: go on from "
-                "there with --trainer.resume=True")
+            return f"{stopped}; {saved}, so a new run starts over{again}"
+        path, done = self._saved
+        resume = 'True' if c.work_dir is not None and path == self._path('ckpt.pt') else path
+        return f"{stopped}; {path} was saved after {done} iterations: go on from there with --trainer.resume={resume}"
 
     def _finish(self):
         if self.world_size > 1:
@@ -452,6 +457,7 @@ class Trainer:
             self.scaler.load_state_dict(ckpt['scaler'])
         self.best_val_loss = ckpt.get('best_val_loss', float('inf'))
         self.sampler_seed, self.iter_num = ckpt['sampler']['seed'], ckpt['iter_num']
+        self._saved = path, self.iter_num
         self.steps_done = self.iter_num
         if self.rank == 0:
             print(f"resuming from {path} at iteration {ckpt['iter_num']}")
@@ -644,18 +650,21 @@ class Trainer:
         if self.world_size > 1:
             rng = [None] * self.world_size
             dist.all_gather_object(rng, get_rng_state())
-        if self.rank != 0 or (path is None and self.config.work_dir is None):
+        if path is None and self.config.work_dir is None:
             return
-        save_checkpoint({
-            **self._model_state(),
-            'optimizer': self.optimizer.state_dict(),
-            'scaler': self.scaler.state_dict(),
-            'trainer_config': self.config.to_dict(),
-            'rng': rng,
-            'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
-            'best_val_loss': self.best_val_loss,
-            'trainable': trainable_names(self.model),
-        }, path or self._path('ckpt.pt'))
+        path = path or self._path('ckpt.pt')
+        if self.rank == 0:
+            save_checkpoint({
+                **self._model_state(),
+                'optimizer': self.optimizer.state_dict(),
+                'scaler': self.scaler.state_dict(),
+                'trainer_config': self.config.to_dict(),
+                'rng': rng,
+                'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
+                'best_val_loss': self.best_val_loss,
+                'trainable': trainable_names(self.model),
+            }, path)
+        self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
 
 
 def trainable_names(model):

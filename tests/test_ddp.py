@@ -114,3 +114,39 @@ def test_a_resume_on_another_number_of_processes_says_so_and_each_rank_keeps_its
             rng = torch.load(tmp_path / 'ckpt.pt', weights_only=True)['rng']
             assert not torch.equal(rng[0]['torch'], rng[1]['torch'])
     assert [r['iter'] for r in metrics(tmp_path)] == list(range(6))
+
+
+KILLED = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    from mingpt.utils import run_cli
+
+    def main(argv):
+        config = GPT.get_default_config()
+        config.model_type, config.vocab_size, config.block_size = 'gpt-nano', 10, 8
+        data = torch.utils.data.TensorDataset(torch.randint(10, (64, 8)), torch.randint(10, (64, 8)))
+        tc = Trainer.get_default_config()
+        tc.max_iters, tc.batch_size, tc.quiet, tc.device = 1000, 4, True, 'cpu'
+        tc.work_dir, tc.checkpoint_interval = argv[0], 2
+        trainer = Trainer(tc, GPT(config), data)
+        trainer.add_callback('on_batch_end', lambda t: t.iter_num == 4 and os.kill(os.getpid(), signal.SIGKILL))
+        trainer.run()
+
+    run_cli(main)
+""")
+
+
+def test_when_rank_0_is_killed_the_others_say_what_is_saved_and_how_to_go_on(tmp_path):
+    """The OOM killer's SIGKILL leaves no word from the rank it ends; the others meet a lost connection (or torchrun's
+    SIGTERM), which said nothing of a checkpoint. Rank 0 dies in iteration 4's callbacks, after the checkpoint of 4."""
+    script = tmp_path / 'killed.py'
+    script.write_text(KILLED)
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT}
+    out = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                          str(script), str(tmp_path / 'run')], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+    assert f"stopped after 5 iterations; {tmp_path / 'run' / 'ckpt.pt'} was saved after 4 iterations: go on from " \
+           "there with --trainer.resume=True" in out, out
+    assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == 4

@@ -240,6 +240,26 @@ def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused
         trainer.run()
 
 
+def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from(tmp_path, capsys):
+    """An error stops training as Ctrl-C does (under torchrun: the lost connection the other ranks meet when one is
+    killed). A run resumed from another folder's checkpoint names it until it saves its own (it said none was saved)."""
+    def crash_at_iteration_3(t):
+        if t.iter_num == 3:
+            raise RuntimeError('Connection reset by peer')
+    trainer = make_trainer(work_dir=str(tmp_path / 'a'), checkpoint_interval=2, max_iters=4)
+    trainer.add_callback('on_batch_end', crash_at_iteration_3)
+    with pytest.raises(RuntimeError, match='Connection reset by peer'):
+        trainer.run()
+    assert re.search(rf"stopped after 4 iterations; {tmp_path / 'a' / 'ckpt.pt'} was saved after 2 iterations: go on "
+                     r"from there with --trainer.resume=True\n", capsys.readouterr().err)
+    trainer = make_trainer(work_dir=str(tmp_path / 'b'), resume=str(tmp_path / 'a' / 'ckpt.pt'), max_iters=4)
+    trainer.add_callback('on_batch_end', crash_at_iteration_3)
+    with pytest.raises(RuntimeError):
+        trainer.run()
+    assert (f"stopped after 4 iterations; {tmp_path / 'a' / 'ckpt.pt'} was saved after 2 iterations: go on from there "
+            f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'}\n") in capsys.readouterr().err
+
+
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     """Counted as the checkpoint counts, in iterations done: a Ctrl-C in the callbacks of iteration 3 (a sample)
     comes after 4 (it said 'stopped at iteration 3', and after the checkpoint of 2 that read as one lost, not two)."""
