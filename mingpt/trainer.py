@@ -277,7 +277,8 @@ class Trainer:
             with nullcontext() if sync else model.no_sync():
                 with self.autocast:
                     _, loss = model(x, y)
-                self._since_log[1] += x.numel() * self.world_size
+                # the tokens read, not padding (-1, as in sentiment's rows); this rank's share times the ranks
+                self._since_log[1] += (x >= 0).sum() * self.world_size
                 x, y = self._to_device(next(batches))
                 self.scaler.scale(loss / A).backward()
             loss_sum += loss.detach() / A
@@ -331,7 +332,7 @@ class Trainer:
             record['grad_norm'] = self.grad_norm.item()
         self._since_log[0] += time.time() - t0
         seconds, tokens = self._since_log
-        record['tokens_per_s'] = tokens / seconds
+        record['tokens_per_s'] = float(tokens) / seconds
         mfu = self._mfu(record['tokens_per_s'], self._seq_len)
         if mfu is not None:
             record['mfu'] = mfu

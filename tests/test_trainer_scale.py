@@ -292,6 +292,32 @@ def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path, monkeypatch
     assert records[2]['tokens_per_s'] == pytest.approx(4 * tokens / 0.04, rel=1e-3)  # steps 5-8
 
 
+def test_tokens_per_second_leaves_padding_out(tmp_path, monkeypatch):
+    """Rows right-padded with -1 (sentiment's classifier reads them so) count their real tokens only: here 3 of 8 in
+    each of 8 rows, one step a second. It counted all 64."""
+    import mingpt.trainer
+    clock = [0.0]
+    monkeypatch.setattr(mingpt.trainer, 'time', type('Clock', (), {'time': staticmethod(lambda: clock[0])}))
+
+    class Padded(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt = tiny_gpt()
+
+        def forward(self, x, y):
+            clock[0] += 1.0
+            return self.gpt(x.clamp(min=0), y)
+
+        def configure_optimizers(self, config):
+            return self.gpt.configure_optimizers(config)
+    x = torch.full((16, BLOCK), -1)
+    x[:, :3] = 5
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict({'max_iters': 2, 'batch_size': 8, 'quiet': True, 'work_dir': str(tmp_path)})
+    Trainer(tc, Padded(), torch.utils.data.TensorDataset(x, torch.zeros_like(x))).run()
+    assert [r['tokens_per_s'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [8 * 3, 8 * 3]
+
+
 def test_validation_loss_by_hand_and_the_mode_kept():
     trainer, _ = train(val=True, eval_interval=100, eval_iters=2, max_iters=1)
     ix = np.random.default_rng(0).integers(len(trainer.val_dataset), size=2 * 8)  # eval_iters batches, fixed
