@@ -6,6 +6,7 @@ project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...)
 """
 import codecs
 import hashlib
+import json
 import os
 import re
 import time
@@ -192,6 +193,48 @@ def not_utf8(path, error):
                           "files are cp1252)"), 'cp1252'
     return ValueError(f"{path} is {what}; save it as UTF-8 (in an editor: Save As, encoding UTF-8) or convert it, "
                       f"e.g. iconv -f {encoding} -t utf-8 FILE > NEW.txt")
+
+
+def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
+    """tokenizer.encode(text) as a read-only memory map of a file in cache_dir()/tokens: encoded once, a piece at a
+    time under a progress bar, then read back by every later call with the same text and tokenizer (a resume, another
+    run). The file's name holds the sha256 of the text and of `identity` (anything JSON that tells this tokenizer
+    from others, such as the record a checkpoint keeps of it), so a changed text or vocabulary is never read as the
+    old one; `name` (e.g. the text file's) starts it. An id takes 2 bytes (4 in a vocabulary of more than 65,536
+    tokens), not a Python int's 8 in a list and 8 more in an array."""
+    dtype = np.dtype(np.uint16 if len(tokenizer) <= 1 << 16 else np.uint32)
+    text_hash = hashlib.sha256(text.encode('utf-8')).hexdigest()
+    vocab_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode('utf-8')).hexdigest()
+    dest = cache_dir() / 'tokens' / f'{name}.{text_hash[:12]}.{vocab_hash[:12]}.{dtype.name}'
+    if dest.exists():
+        print(f"reading the tokens of {name} saved in {dest}")
+    else:
+        print(f"tokenizing {name} into {dest}, which later runs on this text with this tokenizer read back")
+
+        def write(tmp):
+            with open(tmp, 'wb') as f, tqdm(total=len(text), unit='char', unit_scale=True, desc='tokenizing') as bar:
+                # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
+                for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
+                    np.array(tokenizer.encode(piece), dtype=dtype).tofile(f)
+                    bar.update(len(piece))
+        try:
+            atomic_write(dest, write)
+        except OSError as e:  # e.g. a home folder that is read-only, or full
+            raise OSError(f"cannot save the tokens in {dest.parent} ({e}); set MINGPT_CACHE_DIR to a folder that "
+                          "can be written and has room for them") from None
+    return np.memmap(dest, dtype=dtype, mode='r') if dest.stat().st_size else np.zeros(0, dtype)
+
+
+def text_pieces(text, size):
+    """The text in pieces of about `size` characters, each cut just before a space or a newline that follows a
+    non-space character: no character, nor any pre-token of GPT-2's regex, spans such a cut, so the pieces' ids,
+    one after another, are the whole text's."""
+    start, non_space_then_space = 0, re.compile(r'\S[ \n]')
+    while start < len(text):
+        cut = non_space_then_space.search(text, start + size)
+        end = cut.start() + 1 if cut else len(text)
+        yield text[start:end]
+        start = end
 
 
 class CharTokenizer:

@@ -19,11 +19,11 @@ A resume refuses a checkpoint trained with another model config, text vocabulary
 id such as gpt2, or a Hugging Face directory), or a checkpoint of this script (e.g. trained on a small text, to go
 on with a larger one). The dropout options still apply.
 """
-import numpy as np
 import torch
 
 from mingpt.bpe import get_encoder
-from mingpt.data import TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, fetch, read_text
+from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
+                         fetch, read_text)
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
@@ -132,8 +132,9 @@ def main(argv):
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return
 
-    text = read_text(fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
-                           local_copy='pass its path with --data.path=FILE'))
+    path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
+                 local_copy='pass its path with --data.path=FILE')
+    text = read_text(path)
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")
     if config.system.init:
@@ -142,19 +143,20 @@ def main(argv):
         tokenizer = get_encoder(directory=D.tokenizer)
     else:
         tokenizer = CharTokenizer.from_text(text)
-    try:  # the whole text, so that an error names every character a system.init model lacks
-        tokens = np.array(tokenizer.encode(text))  # its train and val parts are views, not copies
+    identity = tokenizer_record(tokenizer)
+    try:  # saved in the cache, so a resume or another run on this text with this tokenizer reads them back
+        tokens = encode_text(text, tokenizer, identity, path.name)  # its train and val parts are views, not copies
     except ValueError as e:  # system.init's characters: a new text (a Gutenberg book) often has more
         raise ConfigError(f"data.path: {e}. A character model reads only the characters it was trained on; to "
                           "go on with a text that has others, train both runs on a byte-level BPE vocabulary, "
                           "which reads any text (--data.tokenizer=gpt2, or a DIR from python -m mingpt.bpe "
                           "train)") from None
+    del text  # training reads the tokens: a large text's memory goes back now
     train_ids, val_ids = split(tokens, D.val_fraction, D.block_size)
     train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
     val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     print(f"training on {len(train_ids):,} tokens, validating on {len(val_ids):,}; vocabulary {len(tokenizer):,}")
     ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
-    identity = tokenizer_record(tokenizer)
 
     if not config.system.init:
         set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)

@@ -32,6 +32,15 @@ def data_root():
     return data_dir()
 
 
+@pytest.fixture(scope='session', autouse=True)
+def own_cache(tmp_path_factory):
+    """A cache folder of the tests' own, from before any module's fixtures run: what the projects save there (the
+    tokens of every text they train on) stays out of the user's ~/.cache/mingpt. A test may set MINGPT_CACHE_DIR."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv('MINGPT_CACHE_DIR', str(tmp_path_factory.mktemp('cache')))
+        yield
+
+
 @pytest.fixture
 def no_network(monkeypatch):
     """Every download fails as on a machine without a network (a name that does not resolve)."""

@@ -313,6 +313,24 @@ def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsy
     assert 'starting from ' in capsys.readouterr().out
 
 
+def test_chargpt_tokenizes_a_text_once_and_a_resume_reads_the_tokens_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    chargpt = load_project('chargpt')
+    text = tmp_path / 'text.txt'
+    text.write_text('the cat sat on the mat. ' * 20)
+    args = [f'--data.path={text}', f'--system.work_dir={tmp_path / "run"}', '--model.model_type=gpt-nano',
+            '--data.block_size=8', '--trainer.batch_size=2', '--trainer.eval_interval=1', '--trainer.eval_iters=1',
+            '--sample.length=0', '--trainer.quiet=True', '--trainer.checkpoint_interval=1']
+    chargpt.main(args + ['--trainer.max_iters=2'])
+    [saved] = (tmp_path / 'cache' / 'tokens').iterdir()  # 2 bytes a character
+    assert saved.name.startswith('text.txt.') and saved.stat().st_size == 2 * len(text.read_text())
+    assert f"tokenizing text.txt into {saved}" in capsys.readouterr().out
+    monkeypatch.setattr(chargpt.CharTokenizer, 'encode', None)  # not encoded again
+    chargpt.main(args + ['--trainer.max_iters=3', '--trainer.resume=True'])
+    assert f"reading the tokens of text.txt saved in {saved}" in capsys.readouterr().out
+    assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == 3
+
+
 @pytest.mark.parametrize('option, says', [
     ('--data.tokenizer=gpt2', r"system.init=.* brings its own tokenizer: leave out data.tokenizer"),
     ('--model.model_type=gpt-micro', r"model.model_type='gpt-micro' would do nothing here: system.init=.* brings "

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir
+from mingpt.bpe import get_encoder, train_bpe
+from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
@@ -651,6 +652,43 @@ def test_token_dataset_memmap(tmp_path):
             TokenDataset(torch.arange(10), bad)
         with pytest.raises(ValueError, match=rf"block_size={bad} is out of range"):
             CharDataset('some text', bad)
+
+
+def test_encode_text_saves_the_ids_once_and_reads_them_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    text = 'the cat sat.\n\non the  mat! ' * 50
+    tok = CharTokenizer.from_text(text)
+    ids = encode_text(text, tok, {'vocab': tok.chars}, 'cats.txt', piece_size=7)  # in about 200 pieces
+    assert ids.dtype == np.uint16 and ids.tolist() == tok.encode(text)
+    [saved] = (tmp_path / 'tokens').iterdir()
+    assert saved.name.startswith('cats.txt.') and saved.stat().st_size == 2 * len(text)
+    assert f"tokenizing cats.txt into {saved}" in capsys.readouterr().out
+    monkeypatch.setattr(tok, 'encode', None)  # read back, not encoded again
+    assert encode_text(text, tok, {'vocab': tok.chars}, 'cats.txt').tolist() == ids.tolist()
+    assert f"reading the tokens of cats.txt saved in {saved}" in capsys.readouterr().out
+    # another text, or another vocabulary of the same size, is encoded into a file of its own
+    other = CharTokenizer(tok.chars[::-1])
+    assert encode_text(text, other, {'vocab': other.chars}, 'cats.txt').tolist() == other.encode(text)
+    assert encode_text(text[::-1], other, {'vocab': other.chars}, 'cats.txt').tolist() == other.encode(text[::-1])
+    assert len(list((tmp_path / 'tokens').iterdir())) == 3
+    large = CharTokenizer(tok.chars + [chr(0x4e00 + i) for i in range(70_000)])
+    assert encode_text(text, large, 'large', 'cats.txt').dtype == np.uint32  # ids past 65535 need 4 bytes
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(saved))  # a file, not a folder
+    with pytest.raises(OSError, match=rf"cannot save the tokens in {saved}/tokens \(.*\); set MINGPT_CACHE_DIR to"):
+        encode_text(text, tok, 'new', 'cats.txt')
+
+
+def test_encode_text_in_pieces_gives_the_whole_texts_bpe_ids(data_root, tmp_path, monkeypatch):
+    """A piece ends before a space or newline that follows a non-space character, where neither characters nor
+    GPT-2's pre-tokens (' word', white space runs, symbols) are cut; a vocabulary without pre-tokeniser is whole."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    tail = ' x\r\n\r\n  \t y \n\n\n z!\x1c w  '
+    text = (data_root / 'tinyshakespeare' / 'input.txt').read_text()[:20_000] + tail * 200
+    # '!\x1c' is one pre-token (\x1c is a symbol to GPT-2's regex, white space to Python's re) and merges here
+    for tokenizer in (get_encoder(), train_bpe(text, 300), train_bpe(text, 300, pretokenize=False)):
+        for size in (0, 1, 5, 100):
+            assert encode_text(text, tokenizer, [size, len(tokenizer), tokenizer.pat is None], 'x', size).tolist() == \
+                tokenizer.encode(text)
 
 
 def test_char_tokenizer_decodes_its_ids_and_names_others(monkeypatch, tmp_path):
