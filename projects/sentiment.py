@@ -43,7 +43,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
-from mingpt.data import CharTokenizer, TokenDataset, fetch, find_local, read_text
+from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, resolve_device,
@@ -235,6 +235,9 @@ class Vocabulary:
             bpe = get_encoder()
             return cls(kind, sorted({i for t in texts for i in bpe.encode(' ' + t)}))
         return cls(kind)
+
+    def __len__(self):
+        return self.vocab_size
 
     def state(self):
         return {'kind': self.kind, 'tokens': self.tokens}
@@ -431,15 +434,16 @@ def pretrain(config):
     else:
         texts = sentences
 
-    def token_stream(texts):  # the texts one after another, each after an <|endoftext|>, as GPT-2 was trained
-        return [i for t in texts for i in [tokenizer.eot] + tokenizer.encode(' ' + t)]
+    def one_text(texts):  # the texts one after another, each after an <|endoftext|>, as GPT-2 was trained
+        return ''.join(ENDOFTEXT + ' ' + t for t in texts)
 
-    ids = token_stream(texts)
-    unk = sum(i == tokenizer.unk for i in ids)
+    # a large text is tokenized once, into the cache; a resume or a later run on it reads the ids back
+    ids = encode_text(one_text(texts), tokenizer, tokenizer.state(), Path(D.text or 'sst2-train').name)
+    unk = (ids == tokenizer.unk).sum()  # gpt2's unk is None: no id equals it
     print(f"pretraining on {len(texts):,} texts, {len(ids):,} tokens ({unk / len(ids):.1%} outside the vocabulary)")
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = TokenDataset(ids, block_size, tokenizer.vocab_size)
-    val_set = TokenDataset(token_stream(val_sentences), block_size, tokenizer.vocab_size)
+    val_set = TokenDataset(tokenizer.encode(one_text(val_sentences)), block_size, tokenizer.vocab_size)
     # a resume must see the same text and tokenizer
     extras = {'data': {k: getattr(D, k) for k in ('text', 'lowercase', 'train_limit')}, 'tokenizer': tokenizer.state()}
     trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set, run_config=config,

@@ -356,7 +356,9 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     assert lines[0].split()[0] in ('positive', 'negative')
 
 
-def test_pretraining_reads_each_text_after_an_endoftext_and_validates_on_the_test_sentences(tmp_path, monkeypatch):
+def spy_on_pretraining(tmp_path, monkeypatch):
+    """(sst2 folder, seen): two training sentences, ' a b' and ' b a', and two test ones; pretrain's data sets, as
+    lists of ids, go into seen['train'] and seen['val'] instead of training."""
     sst2 = tmp_path / 'sst2'
     sst2.mkdir()
     (sst2 / 'train.tsv').write_text('sentence\tlabel\na b \t1\nb a \t0\n')
@@ -373,11 +375,34 @@ def test_pretraining_reads_each_text_after_an_endoftext_and_validates_on_the_tes
         def run(self):
             pass
     monkeypatch.setattr(sentiment, 'Trainer', Spy)
+    return sst2, seen
+
+
+def test_pretraining_reads_each_text_after_an_endoftext_and_validates_on_the_test_sentences(tmp_path, monkeypatch):
+    sst2, seen = spy_on_pretraining(tmp_path, monkeypatch)
     sentiment.main(['pretrain', f'--data.sst2_dir={sst2}', '--data.tokenizer=char', '--data.block_size=4',
                     f'--system.work_dir={tmp_path / "run"}'])
     space, a, b, eot = 0, 1, 2, 4  # the training sentences' characters ' ', 'a', 'b', then unknown (3) and eot
     assert seen['train'] == [eot, space, a, space, b, eot, space, b, space, a]  # ' a b', ' b a': each after eot
     assert seen['val'] == [eot, space, b, space, b, eot, space, a, space, a]
+
+
+def test_pretraining_tokenizes_a_text_once_and_later_runs_read_the_tokens_back(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    sst2, seen = spy_on_pretraining(tmp_path, monkeypatch)
+    book = tmp_path / 'book.txt'
+    book.write_text('B a\nb!\n\nA  a\n')  # two paragraphs, lower-cased, each line's break a space
+    args = ['pretrain', f'--data.sst2_dir={sst2}', '--data.tokenizer=char', '--data.block_size=4',
+            f'--data.text={book}']
+    sentiment.main(args + [f'--system.work_dir={tmp_path / "first"}'])
+    [saved] = (tmp_path / 'cache' / 'tokens').iterdir()
+    assert f"tokenizing book.txt into {saved}" in capsys.readouterr().out
+    space, a, b, unknown, eot = 0, 1, 2, 3, 4
+    assert seen['train'] == [eot, space, b, space, a, space, b, unknown, eot, space, a, space, a]
+    seen.clear()
+    sentiment.main(args + [f'--system.work_dir={tmp_path / "second"}'])
+    assert f"reading the tokens of book.txt saved in {saved}" in capsys.readouterr().out
+    assert seen['train'] == [eot, space, b, space, a, space, b, unknown, eot, space, a, space, a]
 
 
 def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
@@ -524,7 +549,7 @@ def test_a_book_keeps_its_case_when_asked(tmp_path, monkeypatch):
             sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', f'--data.text={book}',
                             f'--data.lowercase={lowercase}', '--data.tokenizer=gpt2',
                             f'--data.sst2_dir={data_dir("sentiment", "sst2")}'] + TINY)
-    texts = [sentiment.Vocabulary('gpt2').bpe.decode(ids) for ids in seen]
+    texts = [sentiment.Vocabulary('gpt2').bpe.decode(ids.tolist()) for ids in seen]  # the train ids, a uint16 array
     assert texts == ['<|endoftext|> it is a truth universally acknowledged.<|endoftext|> second paragraph.',
                      '<|endoftext|> It is a Truth universally acknowledged.<|endoftext|> Second paragraph.']
 
