@@ -336,6 +336,21 @@ def check_sizes(config, weights, path):
                          "model_config do not belong together")
 
 
+def checked_config(cls, checkpoint, weights, path):
+    """The config of class cls that checkpoint (read from path) records as its model_config, checked before any model
+    is built: that cls can build it, and that its sizes are those of weights (the state dict it goes with). A
+    ConfigError says why not."""
+    if 'model_config' not in checkpoint:
+        raise ConfigError("it has no model_config")
+    saved_config = checkpoint['model_config']
+    if not isinstance(saved_config, dict) or not all(isinstance(k, str) for k in saved_config):
+        raise ConfigError("its model_config is not a dict of options")
+    config = CfgNode(**saved_config)
+    cls.check_config(config)
+    check_sizes(config, weights, path)
+    return config
+
+
 def rebuild_model(cls, path, map_location='cpu'):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
     and the checkpoint dict."""
@@ -343,15 +358,7 @@ def rebuild_model(cls, path, map_location='cpu'):
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     try:
-        if 'model_config' not in checkpoint:
-            raise ConfigError("it has no model_config")
-        saved_config = checkpoint['model_config']
-        if not isinstance(saved_config, dict) or not all(isinstance(k, str) for k in saved_config):
-            raise ConfigError("its model_config is not a dict of options")
-        config = CfgNode(**saved_config)
-        cls.check_config(config)
-        check_sizes(config, weights, path)
-        model = cls(config)
+        model = cls(checked_config(cls, checkpoint, weights, path))
         model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
         reason = ' '.join(str(e).split())[:200]

@@ -46,8 +46,8 @@ from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, resolve_device,
-                          run_cli, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, checked_config, load_checkpoint,
+                          refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -339,14 +339,11 @@ def load_lm(config, tokenizer_texts):
                              "project's); start from one of its pretrain or finetune checkpoints, or from GPT-2 (a "
                              "hub id or a Hugging Face directory)")
         # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
-        shape = CN(**ckpt['model_config'])
+        shape, state = saved_gpt(ckpt, init)
         check_shape_asked(config.model, shape, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         config.model = shape
         gpt = GPT(shape)
-        state = ckpt['model']
-        if 'classifier' in ckpt:  # a fine-tuned classifier: keep its GPT, drop its head
-            state = {k[len('gpt.'):]: v for k, v in state.items() if k.startswith('gpt.')}
         gpt.load_state_dict(state)
         tokenizer = Vocabulary(**ckpt['tokenizer'])
         print(f"starting from {init}: its model ({shape.n_layer} layers, {shape.n_head} heads, {shape.n_embd} "
@@ -367,6 +364,20 @@ def load_lm(config, tokenizer_texts):
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
     set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
     return GPT(config.model), tokenizer
+
+
+def saved_gpt(ckpt, path):
+    """(config, weights) of the GPT in a checkpoint of this project (a language model, or a classifier's gpt.*),
+    the config checked against the weights before the model is built: a config can ask for any size, which takes
+    minutes to build or more memory than there is (n_layer=10**6)."""
+    weights = ckpt.get('model')
+    refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
+    if 'classifier' in ckpt:  # a fine-tuned classifier: its GPT, without its head
+        weights = {k[len('gpt.'):]: v for k, v in weights.items() if k.startswith('gpt.')}
+    try:
+        return checked_config(GPT, ckpt, weights, path), weights
+    except ConfigError as e:
+        raise ValueError(f"{path} does not hold a GPT that this code can build ({e})") from None
 
 
 def check_shape_asked(model, shape, init):
@@ -401,7 +412,7 @@ def load_classifier(config, device):
     C.merge_from_dict(ckpt['classifier'])
     refuse_other({k: v for k, v in config.classifier.to_dict().items() if v != default[k]}, C, 'classifier', path)
     tokenizer = Vocabulary(**ckpt['tokenizer'])
-    model = make_classifier(C, GPT(CN(**ckpt['model_config'])), tokenizer)
+    model = make_classifier(C, GPT(saved_gpt(ckpt, path)[0]), tokenizer)
     model.load_state_dict(ckpt['model'])
     trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
     set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,

@@ -468,6 +468,29 @@ def test_a_fine_tuned_classifier_starts_a_new_run_with_its_gpt_and_this_runs_dro
     assert gpt.config.resid_pdrop == gpt.transformer.h[0].attn.resid_dropout.p == 0.3  # the checkpoint had 0.0
 
 
+@pytest.mark.parametrize('key, value, saved', [('n_layer', 10 ** 6, 2), ('n_embd', 2 ** 30, 16)])
+@pytest.mark.parametrize('stage', ['finetune', 'evaluate'])
+def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_before_the_gpt_is_built(
+        tmp_path, monkeypatch, stage, key, value, saved):
+    """load_lm and load_classifier built GPT(model_config) unchecked: n_layer=10**6 was still building after 20 s."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    ckpt = torch.load(tmp_path / 'model.pt', weights_only=True)
+    ckpt['model_config'][key] = value
+    save_checkpoint(ckpt, tmp_path / 'bad.pt')
+    config = sentiment.get_config(stage)
+    config.system.init = config.system.checkpoint = str(tmp_path / 'bad.pt')
+    monkeypatch.setattr(GPT, '__init__', lambda self, config: pytest.fail('the model was built'))
+    with pytest.raises(ValueError, match=rf"bad.pt was not loaded: its model_config asks for {key}={value} \(its "
+                                         rf"weights: {saved}\)"):
+        sentiment.load_lm(config, []) if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')
+    del ckpt['model_config']
+    save_checkpoint(ckpt, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"bad.pt does not hold a GPT that this code can build \(it has no "
+                                         r"model_config\)"):
+        sentiment.load_lm(config, []) if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')
+
+
 def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
     tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
     classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16, trained_block_size=64)
