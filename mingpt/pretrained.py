@@ -284,21 +284,33 @@ def tokenizer_record(tokenizer):
     raise TypeError(f"cannot record a {type(tokenizer).__name__}: give a CharTokenizer or a bpe.Encoder")
 
 
-def tokenizer_of(checkpoint):
-    """The tokenizer a checkpoint records (see tokenizer_record), or None if it records none."""
+def tokenizer_of(checkpoint, path='this checkpoint'):
+    """The tokenizer a checkpoint (read from path) records (see tokenizer_record), or None if it records none. A
+    record of another shape, from a damaged or foreign file, is refused naming the file and the key."""
     if 'vocab' in checkpoint:
-        return CharTokenizer(checkpoint['vocab'])
+        chars = checkpoint['vocab']
+        if not (isinstance(chars, list) and all(isinstance(c, str) for c in chars)):
+            raise ValueError(f"{path} was not loaded: its 'vocab' should hold the model's characters, a list of "
+                             f"strings, not {chars!r:.60}; the file is damaged or not a chargpt checkpoint")
+        return CharTokenizer(chars)
     if 'tokenizer' not in checkpoint:
         return None
     record = checkpoint['tokenizer']
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} was not loaded: its 'tokenizer' should hold a dict (a byte-level BPE's 'encoder' "
+                         f"and 'merges'), not {record!r:.60}; the file is damaged or not a chargpt checkpoint")
     if record == {'kind': 'gpt2', 'tokens': None}:  # sentiment.py's full GPT-2 vocabulary (from GPT-2's weights)
         return get_encoder()
     if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
-        raise ValueError(f"this checkpoint's tokenizer (kind {record.get('kind')!r}, with "
+        raise ValueError(f"{path}'s tokenizer (kind {record.get('kind')!r}, with "
                          f"{', '.join(map(repr, record))}) is a project's own, such as sentiment.py's cut-down "
                          "vocabularies, which only that project reads; a chargpt checkpoint or GPT-2 can be read here")
     pattern = GPT2_PATTERN if record.get('pretokenize', True) else None
-    return Encoder(record['encoder'], record['merges'], pattern=pattern)
+    try:
+        return Encoder(record['encoder'], record['merges'], pattern=pattern)
+    except (ValueError, TypeError) as e:  # TypeError: merges that are not pairs of strings
+        raise ValueError(f"{path} was not loaded: its 'tokenizer' is not a byte-level BPE vocabulary ({e}); the file "
+                         "is damaged or not a chargpt checkpoint") from None
 
 
 def load_model_and_tokenizer(name):
@@ -311,7 +323,7 @@ def load_model_and_tokenizer(name):
                                 "out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
-        tokenizer = tokenizer_of(checkpoint)
+        tokenizer = tokenizer_of(checkpoint, name)
     else:
         model, tokenizer = GPT.from_pretrained(name), None
         vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format

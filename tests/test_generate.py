@@ -198,6 +198,24 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch)
         tokenizer_record(object())
 
 
+@pytest.mark.parametrize('record, says', [
+    ({'vocab': 5}, r"its 'vocab' should hold the model's characters, a list of strings, not 5"),
+    ({'vocab': [1, [2]]}, r"its 'vocab' should hold the model's characters, a list of strings, not \[1, \[2\]\]"),
+    ({'tokenizer': 5}, r"its 'tokenizer' should hold a dict \(a byte-level BPE's 'encoder' and 'merges'\), not 5"),
+    ({'tokenizer': {'encoder': 5, 'merges': []}}, r"its 'tokenizer' is not a byte-level BPE vocabulary \(the encoder "
+                                                  r"must map each token to its id"),
+    ({'tokenizer': {'encoder': 'bpe', 'merges': 3}}, r"its 'tokenizer' is not a byte-level BPE vocabulary")])
+def test_a_checkpoints_tokenizer_record_of_another_shape_is_refused_by_name(tmp_path, record, says):
+    """A damaged or hostile record was a bare TypeError ('int' object is not iterable), which a project shows as a
+    traceback."""
+    from mingpt.pretrained import load_model_and_tokenizer
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=16))
+    save_checkpoint({**model_state(GPT(C)), **record}, tmp_path / 'classmate.pt')
+    with pytest.raises(ValueError, match=r"classmate.pt was not loaded: " + says):
+        load_model_and_tokenizer(str(tmp_path / 'classmate.pt'))
+
+
 @pytest.mark.parametrize('kind', ['bpe', 'char'])
 def test_a_sentiment_lm_checkpoint_is_left_to_its_project(kind, tmp_path):
     from mingpt.pretrained import load_model_and_tokenizer
