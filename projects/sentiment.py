@@ -333,19 +333,13 @@ def load_lm(config, tokenizer_texts):
     """(gpt, tokenizer) to start from: a checkpoint of this project, GPT-2 weights, or a new model."""
     init = config.system.init
     if init and Path(init).is_file():
-        ckpt = load_checkpoint(init)
-        if set(ckpt.get('tokenizer') or {}) != {'kind', 'tokens'}:  # e.g. chargpt's: characters, or a BPE directory
-            raise ValueError(f"{init} was not written by projects/sentiment.py (it records no vocabulary of this "
-                             "project's); start from one of its pretrain or finetune checkpoints, or from GPT-2 (a "
-                             "hub id or a Hugging Face directory)")
         # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
-        shape, state = saved_gpt(ckpt, init)
+        shape, state, tokenizer = saved_gpt(load_checkpoint(init), init)
         check_shape_asked(config.model, shape, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         config.model = shape
         gpt = GPT(shape)
         gpt.load_state_dict(state)
-        tokenizer = Vocabulary(**ckpt['tokenizer'])
         print(f"starting from {init}: its model ({shape.n_layer} layers, {shape.n_head} heads, {shape.n_embd} "
               f"wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind
@@ -367,17 +361,40 @@ def load_lm(config, tokenizer_texts):
 
 
 def saved_gpt(ckpt, path):
-    """(config, weights) of the GPT in a checkpoint of this project (a language model, or a classifier's gpt.*),
-    the config checked against the weights before the model is built: a config can ask for any size, which takes
-    minutes to build or more memory than there is (n_layer=10**6)."""
+    """(config, weights, vocabulary) of the GPT in a checkpoint of this project (a language model, or a classifier's
+    gpt.*), the config checked against the weights before the model is built: a config can ask for any size, which
+    takes minutes to build or more memory than there is (n_layer=10**6)."""
+    vocabulary = saved_vocabulary(ckpt, path)
     weights = ckpt.get('model')
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     if 'classifier' in ckpt:  # a fine-tuned classifier: its GPT, without its head
         weights = {k[len('gpt.'):]: v for k, v in weights.items() if k.startswith('gpt.')}
     try:
-        return checked_config(GPT, ckpt, weights, path), weights
+        config = checked_config(GPT, ckpt, weights, path)
     except ConfigError as e:
         raise ValueError(f"{path} does not hold a GPT that this code can build ({e})") from None
+    if config.vocab_size != vocabulary.vocab_size:  # ids past the model's would fail in its embedding
+        raise ValueError(f"{path} was not loaded: its vocabulary has {vocabulary.vocab_size} tokens and its model "
+                         f"{config.vocab_size}; the two do not belong together")
+    return config, weights, vocabulary
+
+
+def saved_vocabulary(ckpt, path):
+    """The Vocabulary a checkpoint of this project records (its 'tokenizer'); another project's checkpoint, or a
+    record of another shape (a damaged or hostile file), is refused by name."""
+    record = ckpt.get('tokenizer')
+    if record is None or isinstance(record, dict) and set(record) != {'kind', 'tokens'}:  # e.g. chargpt's
+        raise ValueError(f"{path} was not written by projects/sentiment.py (it records no vocabulary of this "
+                         "project's); give one of its pretrain or finetune checkpoints (or, to fine-tune, GPT-2: a "
+                         "hub id or a Hugging Face directory)")
+    kind, tokens = (record['kind'], record['tokens']) if isinstance(record, dict) else (None, None)
+    symbol = {'char': str, 'bpe': int}.get(kind)  # what Vocabulary.build lists; gpt2 lists none
+    if not (kind == 'gpt2' and tokens is None
+            or symbol and isinstance(tokens, list) and all(type(t) is symbol for t in tokens)):
+        raise ValueError(f"{path} was not loaded: its 'tokenizer' should hold the kind of vocabulary "
+                         f"({', '.join(TOKENIZERS)}) and its tokens (a list of characters for char, of GPT-2 ids for "
+                         f"bpe, None for gpt2), not {record!r:.80}; the file is damaged")
+    return Vocabulary(kind, tokens)
 
 
 def check_shape_asked(model, shape, init):
@@ -411,8 +428,8 @@ def load_classifier(config, device):
     default = C.to_dict()
     C.merge_from_dict(ckpt['classifier'])
     refuse_other({k: v for k, v in config.classifier.to_dict().items() if v != default[k]}, C, 'classifier', path)
-    tokenizer = Vocabulary(**ckpt['tokenizer'])
-    model = make_classifier(C, GPT(saved_gpt(ckpt, path)[0]), tokenizer)
+    shape, _, tokenizer = saved_gpt(ckpt, path)
+    model = make_classifier(C, GPT(shape), tokenizer)
     model.load_state_dict(ckpt['model'])
     trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
     set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,

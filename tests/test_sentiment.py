@@ -491,6 +491,27 @@ def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_befor
         sentiment.load_lm(config, []) if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')
 
 
+@pytest.mark.parametrize('record, says', [
+    (5, r"its 'tokenizer' should hold the kind of vocabulary \(bpe, gpt2, char\) and its tokens .*, not 5"),
+    ({'kind': 'char', 'tokens': None}, r"its 'tokenizer' should hold .*, not \{'kind': 'char', 'tokens': None\}"),
+    ({'kind': 'bpe', 'tokens': 5}, r"its 'tokenizer' should hold .*, not \{'kind': 'bpe', 'tokens': 5\}"),
+    ({'kind': 'evil', 'tokens': ['a']}, r"its 'tokenizer' should hold the kind of vocabulary \(bpe, gpt2, char\)"),
+    ({'kind': 'char', 'tokens': list('a fin')}, r"its vocabulary has 7 tokens and its model 10; the two do not "
+                                                r"belong together")])
+@pytest.mark.parametrize('stage', ['finetune', 'evaluate'])
+def test_a_checkpoints_vocabulary_of_another_shape_is_refused_by_name(tmp_path, stage, record, says):
+    """Vocabulary(**ckpt['tokenizer']) was a bare TypeError for a damaged record (or, for an unknown kind, blamed
+    --data.tokenizer), and tokens the model has not failed in its embedding."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])  # 8 characters, unknown and eot: 10 tokens
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    ckpt = torch.load(tmp_path / 'model.pt', weights_only=True)
+    save_checkpoint({**ckpt, 'tokenizer': record}, tmp_path / 'bad.pt')
+    config = sentiment.get_config(stage)
+    config.system.init = config.system.checkpoint = str(tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"bad.pt was not loaded: " + says):
+        sentiment.load_lm(config, []) if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')
+
+
 def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
     tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
     classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16, trained_block_size=64)
@@ -625,8 +646,8 @@ def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(t
         with pytest.raises(ValueError, match=r"lm.pt was not written by projects/sentiment.py \(it records no "
                                              r"vocabulary of this project's\)"):
             sentiment.load_lm(config, [])
-    save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), 'tokenizer': {'kind': 'char',
-                                                                                               'tokens': list('abc')}},
+    vocabulary = {'kind': 'char', 'tokens': list('abcdefgh')}  # 10 tokens with unknown and eot, as the model
+    save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), 'tokenizer': vocabulary},
                     tmp_path / 'lm.pt')
     config.model.merge_from_dict(dict(model_type=None, n_layer=3, n_head=3, n_embd=48))  # the checkpoint's: fine
     assert sentiment.load_lm(config, [])[0].config.n_layer == 3
