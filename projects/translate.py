@@ -275,13 +275,29 @@ def draw_cross_attention(model, vocab, source, path):
     print(f"wrote {path}")
 
 
+def saved_vocabulary(ckpt, path, vocab_size):
+    """The Vocabulary that a checkpoint of this project records, for its model of vocab_size tokens; a record of
+    another shape (a damaged or hostile file) is refused by name."""
+    try:
+        vocab = Vocabulary(ckpt.get('vocabulary'))
+        vocab.decode(range(len(vocab)))  # every id has text: characters that are strings, a BPE's whole encoder
+    except (KeyError, TypeError, ValueError) as e:  # not a dict, a key missing, or other data under one
+        raise ValueError(f"{path} was not loaded: its 'vocabulary' should hold kind 'char' and its 'chars', or kind "
+                         f"'bpe' and a byte-level BPE's 'encoder' and 'merges' with {', '.join(SPECIALS)} in it "
+                         f"({type(e).__name__}: {e}); the file is damaged or not translate.py's") from None
+    if len(vocab) != vocab_size:  # ids past the model's would fail in its embedding
+        raise ValueError(f"{path} was not loaded: its vocabulary has {len(vocab)} tokens and its model {vocab_size}; "
+                         "the two do not belong together")
+    return vocab
+
+
 def translate_from_checkpoint(config):
     sources = [s.strip() for s in config.sample.text.split('|')]
     if not all(sources):
         raise ConfigError(f"sample.text={config.sample.text!r} holds an empty sentence: give text to translate, "
                           "several separated by '|'")
     model, ckpt = Transformer.from_checkpoint(config.sample.checkpoint)
-    vocab = Vocabulary(ckpt['vocabulary'])
+    vocab = saved_vocabulary(ckpt, config.sample.checkpoint, model.config.vocab_size)
     n, longest = max((len(vocab.encode(s)), s) for s in sources)
     if n > model.config.block_size:  # the data set it: no option makes it larger
         raise ConfigError(f"sample.text {longest!r} is {n} tokens with its eos, longer than the model's block_size "

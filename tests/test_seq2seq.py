@@ -8,7 +8,7 @@ from mingpt.model import CausalSelfAttention, GPT, sinusoidal_positions
 from mingpt.sampling import beam_search
 from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError, load_checkpoint, save_checkpoint
+from mingpt.utils import ConfigError, load_checkpoint, model_state, save_checkpoint
 
 PAD, BOS, EOS = 0, 1, 2
 VARIANTS = [dict(), dict(norm='pre', pos_embd='learned', activation='gelu', share_embeddings=True)]
@@ -539,6 +539,23 @@ def test_the_final_report_and_a_checkpoint_translate_with_eval_num_beams(tmp_pat
                                                                                         'translate_attention.png'))
     translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=abc | dcba', '--eval.num_beams=3'])
     assert capsys.readouterr().out.splitlines()[-2:] == [f"'abc' -> {beams[0]!r}", f"'dcba' -> {beams[1]!r}"]
+
+
+@pytest.mark.parametrize('record, says', [
+    (5, r"its 'vocabulary' should hold kind 'char' and its 'chars', or kind 'bpe' .* \(TypeError"),
+    ({'chars': list('abcd')}, r"its 'vocabulary' should hold .* \(KeyError: 'kind'\)"),
+    ({'kind': 'char', 'chars': 5}, r"its 'vocabulary' should hold .* \(TypeError"),
+    ({'kind': 'char', 'chars': [1, 2, 3, 4]}, r"its 'vocabulary' should hold .* \(TypeError"),
+    ({'kind': 'bpe', 'encoder': 5, 'merges': []}, r"its 'vocabulary' should hold .* \(ValueError: the encoder must"),
+    ({'kind': 'char', 'chars': list('abcde')}, r"its vocabulary has 8 tokens and its model 7; the two do not belong")])
+def test_a_checkpoints_vocabulary_of_another_shape_is_refused_by_name(tmp_path, record, says):
+    """Vocabulary(ckpt['vocabulary']) was a bare TypeError or KeyError for a damaged record, and characters that are
+    not strings failed only when a translation was printed."""
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)  # 'abcd' and the three special tokens: 7
+    save_checkpoint({**model_state(model), 'vocabulary': record}, tmp_path / 'bad.pt')
+    with pytest.raises(ValueError, match=r"bad.pt was not loaded: " + says):
+        translate.main([f'--sample.checkpoint={tmp_path / "bad.pt"}', '--sample.text=abc'])
 
 
 def test_translations_in_batches_are_the_ones_made_alone():
