@@ -258,6 +258,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
+    if os.path.isdir(path):  # a run's folder: its checkpoints are files in it
+        inside = ' or '.join(sorted(str(p) for p in Path(path).glob('*.pt'))) or 'it holds none'
+        raise IsADirectoryError(f"{path} is a folder, not a checkpoint: pass a checkpoint file ({inside})")
     hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, with their "
           "config.json in it (GPT.from_pretrained(folder), a project's --model or --system.init)")
     if Path(path).suffix == '.safetensors':  # never torch.save's: the weights of a Hugging Face directory

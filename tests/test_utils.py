@@ -291,6 +291,19 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
+def test_a_folder_given_for_a_checkpoint_names_the_checkpoints_in_it(tmp_path):
+    """A run's folder (--sample.checkpoint=out/translate) was 'truncated, corrupt, or another program's file'."""
+    save_checkpoint({'model': {}}, tmp_path / 'run' / 'model.pt')
+    save_checkpoint({'model': {}}, tmp_path / 'run' / 'ckpt.pt')
+    (tmp_path / 'run' / 'empty').mkdir()
+    with pytest.raises(IsADirectoryError, match=rf"^{re.escape(str(tmp_path / 'run'))} is a folder, not a checkpoint: "
+                                                r"pass a checkpoint file \(.*ckpt.pt or .*model.pt\)$"):
+        load_checkpoint(tmp_path / 'run')
+    with pytest.raises(IsADirectoryError, match=r"is a folder, not a checkpoint: pass a checkpoint file \(it holds "
+                                                r"none\)$"):
+        load_checkpoint(tmp_path / 'run' / 'empty')
+
+
 class RunsCode:
     """A pickle that runs a command when loaded (here a harmless one), as a malicious checkpoint would."""
 
