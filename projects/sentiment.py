@@ -421,7 +421,7 @@ def load_classifier(config, device):
     it was fine-tuned with."""
     path = config.system.checkpoint
     ckpt = load_checkpoint(path, map_location='cpu')
-    if 'classifier' not in ckpt:
+    if not isinstance(ckpt.get('classifier'), dict):  # the options it was fine-tuned with
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "
                          "(python projects/sentiment.py finetune ...)")
     C = get_config().classifier

@@ -512,6 +512,16 @@ def test_a_checkpoints_vocabulary_of_another_shape_is_refused_by_name(tmp_path, 
         sentiment.load_lm(config, []) if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')
 
 
+def test_a_classifier_whose_options_are_not_a_dict_is_not_a_classifier(tmp_path):
+    """'classifier': 5 was a bare AttributeError ('int' object has no attribute 'items')."""
+    classifier_checkpoint(tmp_path / 'model.pt', sentiment.Vocabulary.build('char', ['a fine film']))
+    save_checkpoint({**torch.load(tmp_path / 'model.pt', weights_only=True), 'classifier': 5}, tmp_path / 'bad.pt')
+    config = sentiment.get_config('evaluate')
+    config.system.checkpoint = tmp_path / 'bad.pt'
+    with pytest.raises(ValueError, match=r"bad.pt is not a sentiment classifier; fine-tune one first"):
+        sentiment.load_classifier(config, 'cpu')
+
+
 def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
     tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
     classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16, trained_block_size=64)
