@@ -212,7 +212,10 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
         print(f"tokenizing {name} into {dest}, which later runs on this text with this tokenizer read back")
 
         def write(tmp):
-            with open(tmp, 'wb') as f, tqdm(total=len(text), unit='char', unit_scale=True, desc='tokenizing') as bar:
+            # under torchrun every process tokenizes; one bar is enough
+            quiet = int(os.environ.get('RANK', 0)) != 0
+            with open(tmp, 'wb') as f, tqdm(total=len(text), unit='char', unit_scale=True, desc='tokenizing',
+                                            disable=quiet) as bar:
                 # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
                 for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
                     np.array(tokenizer.encode(piece), dtype=dtype).tofile(f)

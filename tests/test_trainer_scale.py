@@ -671,6 +671,11 @@ def test_encode_text_saves_the_ids_once_and_reads_them_back(tmp_path, monkeypatc
     assert encode_text(text, other, {'vocab': other.chars}, 'cats.txt').tolist() == other.encode(text)
     assert encode_text(text[::-1], other, {'vocab': other.chars}, 'cats.txt').tolist() == other.encode(text[::-1])
     assert len(list((tmp_path / 'tokens').iterdir())) == 3
+    assert 'tokenizing' in capsys.readouterr().err  # the progress bar
+    monkeypatch.setenv('RANK', '1')  # under torchrun only rank 0 draws it
+    assert encode_text(text[:-1], other, {'vocab': other.chars}, 'cats.txt').tolist() == other.encode(text[:-1])
+    assert 'tokenizing' not in capsys.readouterr().err
+    monkeypatch.delenv('RANK')
     large = CharTokenizer(tok.chars + [chr(0x4e00 + i) for i in range(70_000)])
     assert encode_text(text, large, 'large', 'cats.txt').dtype == np.uint32  # ids past 65535 need 4 bytes
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(saved))  # a file, not a folder
