@@ -122,7 +122,8 @@ def inputs(args):
     path = args.text or fetch('text/gutenberg/2701-0.txt')
     text = Path(path).read_bytes()[:int(args.mb * 1e6)].decode('utf-8', errors='ignore')
     enc_path, bpe_path = str(fetch('gpt2/encoder.json')), str(fetch('gpt2/vocab.bpe'))
-    return path, text, contenders(enc_path, bpe_path, *_read_vocab(enc_path, bpe_path))
+    encoder, merges, _ = _read_vocab(enc_path, bpe_path)  # (and GPT-2's regex, which each contender has)
+    return path, text, contenders(enc_path, bpe_path, encoder, merges)
 
 
 def worker(name, args):

@@ -74,9 +74,9 @@ def deflate(path):
             z.writestr(name, body)
 
 
-def load_project(name):
-    """Import projects/<name>.py as a module (the projects are scripts, not a package)."""
-    path = Path(__file__).resolve().parent.parent / 'projects' / f'{name}.py'
+def load_project(name, folder='projects'):
+    """Import projects/<name>.py (or <folder>/<name>.py) as a module (the projects are scripts, not a package)."""
+    path = Path(__file__).resolve().parent.parent / folder / f'{name}.py'
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

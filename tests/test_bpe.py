@@ -1,17 +1,19 @@
 """GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
 minGPT-style tokenizer interface, and where the vocabulary files come from."""
+import argparse
 import hashlib
 import io
 import json
 import random
 import threading
 import unicodedata
+from pathlib import Path
 
 import pytest
 import requests
 import torch
 import urllib3
-from conftest import data_dir
+from conftest import data_dir, load_project
 
 from mingpt import bpe, data
 from mingpt.bpe import BPETokenizer, Encoder, bytes_to_unicode, get_encoder
@@ -199,6 +201,17 @@ def test_merge_steps_end_in_the_ids_of_tiktoken(encoder, tiktoken_gpt2):
         assert [encoder.encoder[s] for s in steps[-1][1]] == tiktoken_gpt2.encode_ordinary(word), word
         ranks = [encoder.bpe_ranks[pair] for pair, _ in steps[1:]]
         assert ranks == sorted(ranks)  # a merge never makes a pair of lower rank than its own
+
+
+def test_bench_bpe_builds_every_contender_and_they_give_the_same_ids(tmp_path, monkeypatch):
+    data_dir('gpt2', 'encoder.json')  # the bench reads GPT-2's vocabulary from $MINGPT_DATA_DIR
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / 'bench'))  # for its `import workers`
+    bench = load_project('bench_bpe', folder='bench')
+    (tmp_path / 'text.txt').write_text("Hello world, naïve unsullied 🙂\n  It's 2026.")
+    _, text, found = bench.inputs(argparse.Namespace(text=str(tmp_path / 'text.txt'), mb=1.0))
+    ids = {name: make()(text) for name, make in found.items()}
+    assert len(ids) == 4 and all(v == ids['minGPT-style reference'] for v in ids.values()), ids
+    assert ids['mingpt.bpe'][:3] == [15496, 995, 11]  # 'Hello', ' world', ','
 
 
 def test_the_encode_command_shows_each_words_merges_and_ids(encoder, tiktoken_gpt2, capsys, monkeypatch):
