@@ -340,9 +340,13 @@ def test_chargpt_tokenizes_a_text_once_and_a_resume_reads_the_tokens_back(tmp_pa
                              r"--data.block_size=64 or less"),
 ])
 def test_chargpt_init_refuses_what_the_model_it_starts_from_decides(option, says, tmp_path):
+    if option.startswith('--data.block_size'):  # checked once the model is loaded, with GPT-2's vocabulary
+        data_dir('gpt2', 'encoder.json')
+    text = tmp_path / 'input.txt'  # chargpt reads its text first: a short one of ours, not Tiny Shakespeare
+    text.write_text('the cat sat on the mat. ' * 40)
     with pytest.raises(ConfigError, match=says):
         load_project('chargpt').main([f'--system.init={gpt2_shaped(tmp_path)}', f'--system.work_dir={tmp_path / "r"}',
-                                      option])
+                                      f'--data.path={text}', option])
     assert not (tmp_path / 'r').exists()
 
 
