@@ -154,8 +154,10 @@ def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path')
     if path:
         found = find_local(path)
         if found is None:
-            raise FileNotFoundError(f"{path} does not exist (nor under {' or '.join(map(str, data_roots()))}); pass "
-                                    "the path of an existing file")
+            # a relative path is also looked for under the data roots; an absolute one only where it says
+            roots = [] if Path(path).expanduser().is_absolute() else data_roots()
+            nor = f" (nor under {' or '.join(map(str, roots))})" if roots else ''
+            raise FileNotFoundError(f"{path} does not exist{nor}; pass the path of an existing file")
         if found.is_dir():
             raise IsADirectoryError(f"{path} is a folder; pass the path of a file in it")
         return found

@@ -475,9 +475,11 @@ def test_fetch_looks_in_the_path_then_the_data_dir_then_the_cache(tmp_path, monk
     monkeypatch.setattr(data.requests, 'get', None)  # nothing is downloaded
     assert data.fetch('set/f.txt', url='https://example.org/f.txt').read_text() == 'data'
     assert data.fetch('set/f.txt', path=tmp_path / 'cache' / 'set' / 'f.txt').read_text() == 'cache'
-    with pytest.raises(FileNotFoundError, match=r"nowhere.txt does not exist \(nor under .*data or .*cache\); pass "
-                                                 r"the path of an existing file"):
-        data.fetch('set/f.txt', path=tmp_path / 'nowhere.txt')
+    with pytest.raises(FileNotFoundError, match=r"nowhere.txt does not exist; pass the path of an existing file"):
+        data.fetch('set/f.txt', path=tmp_path / 'nowhere.txt')  # absolute: looked for only there
+    with pytest.raises(FileNotFoundError, match=r"^set/nowhere.txt does not exist \(nor under .*data or .*cache\); "
+                                                 r"pass the path of an existing file"):
+        data.fetch('set/f.txt', path='set/nowhere.txt')
     monkeypatch.chdir(tmp_path / 'data')  # a relative path: from here, then under the data dir, then the cache
     (tmp_path / 'data' / 'set' / 'f.txt').rename(tmp_path / 'data' / 'f.txt')
     assert data.fetch('other.txt', path='f.txt').read_text() == 'data'
