@@ -17,7 +17,7 @@ import requests
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.utils import atomic_write, check_range
+from mingpt.utils import atomic_write, check_range, other_rank
 
 # seconds a process under torchrun waits for the first process's download to make progress (requests' own
 # timeouts, 30 s to connect and 30 s to answer, come before the first byte)
@@ -215,9 +215,8 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
 
         def write(tmp):
             # under torchrun every process tokenizes; one bar is enough
-            quiet = int(os.environ.get('RANK', 0)) != 0
             with open(tmp, 'wb') as f, tqdm(total=len(text), unit='char', unit_scale=True, desc='tokenizing',
-                                            disable=quiet) as bar:
+                                            disable=other_rank()) as bar:
                 # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
                 for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
                     np.array(tokenizer.encode(piece), dtype=dtype).tofile(f)

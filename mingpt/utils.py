@@ -113,12 +113,18 @@ def resolve_device(device='auto'):
     return 'cpu'
 
 
+def other_rank():
+    """True in a torchrun process other than the first (RANK > 0): one process prints and writes, the others
+    would only repeat it."""
+    return int(os.environ.get('RANK', 0)) != 0
+
+
 def setup_logging(config, work_dir=None, resumed_at=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
     into a shell, or a note that it was started from Python) and its full config (config.json). A run resumed at
     iteration resumed_at adds its command under the earlier ones, so that args.txt records the whole run.
     The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
-    if int(os.environ.get('RANK', 0)) != 0:  # under torchrun one process writes, the others would only repeat it
+    if other_rank():
         return
     work_dir = work_dir or config.system.work_dir
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
@@ -174,7 +180,7 @@ def run_cli(main, argv=None):
         sys.stdout.reconfigure(errors='backslashreplace')
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
-    quiet = int(os.environ.get('RANK', 0)) != 0 and not debug
+    quiet = other_rank() and not debug
     try:
         with open(os.devnull, 'w') as devnull, redirect_stdout(devnull if quiet else sys.stdout):
             return main(argv)
