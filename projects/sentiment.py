@@ -432,9 +432,12 @@ def load_classifier(config, device):
     shape, _, tokenizer = saved_gpt(ckpt, path)
     model = make_classifier(C, GPT(shape), tokenizer)
     model.load_state_dict(ckpt['model'])
-    trained = ckpt.get('config', {}).get('data', {}).get('block_size', model.gpt.block_size)
+    try:  # the block_size it was fine-tuned with: it cut the sentences so
+        trained = min(int(ckpt['config']['data']['block_size']), model.gpt.block_size)
+    except (KeyError, TypeError, ValueError):  # a run record older than that, or damaged: the model's context
+        trained = model.gpt.block_size
     set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,
-                  block_size=min(trained, model.gpt.block_size))
+                  block_size=trained)
     return model.to(device).eval(), tokenizer, ckpt
 
 

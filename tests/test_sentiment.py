@@ -522,6 +522,17 @@ def test_a_classifier_whose_options_are_not_a_dict_is_not_a_classifier(tmp_path)
         sentiment.load_classifier(config, 'cpu')
 
 
+@pytest.mark.parametrize('run', [5, {'data': 5}, {'data': {'block_size': 'long'}}, {}])
+def test_a_classifier_with_a_damaged_run_record_cuts_at_its_models_context(tmp_path, run):
+    """'config': 5 (the run's options, which only say where fine-tuning cut sentences) was a bare AttributeError."""
+    classifier_checkpoint(tmp_path / 'model.pt', sentiment.Vocabulary.build('char', ['a fine film']), block_size=16)
+    save_checkpoint({**torch.load(tmp_path / 'model.pt', weights_only=True), 'config': run}, tmp_path / 'bad.pt')
+    config = sentiment.get_config('evaluate')
+    config.system.checkpoint = tmp_path / 'bad.pt'
+    sentiment.load_classifier(config, 'cpu')
+    assert config.data.block_size == 16
+
+
 def test_a_classifier_cuts_sentences_at_its_models_context(tmp_path):
     tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
     classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16, trained_block_size=64)
