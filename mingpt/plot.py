@@ -2,7 +2,7 @@
 
 - loss curves of one or more runs from their metrics.jsonl (written by the trainer), also as a command:
 
-    python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png
+    python -m mingpt.plot out/chargpt/metrics.jsonl -o out/chargpt/loss.png
     python -m mingpt.plot out/a/metrics.jsonl out/b/metrics.jsonl --smooth=0.9 -o compare.png
 
   Train loss is drawn thin (with an exponential moving average over it when --smooth > 0), val loss as a thicker

@@ -11,9 +11,10 @@ validation loss as it learns, and saves a checkpoint that can be sampled later w
 The trainer does the evaluation and the files (--help lists its options): every trainer.eval_interval iterations
 it measures the val loss (this script then prints it and a sample), keeps the best model in work_dir/model.pt, and
 writes work_dir/ckpt.pt (everything needed to resume) every trainer.checkpoint_interval iterations and
-work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o loss.png). A work_dir
-that holds a run is never overwritten: resume it, choose another work_dir, or pass --trainer.overwrite=True.
-A resume refuses a checkpoint trained with another model config, text vocabulary or tokenizer.
+work_dir/metrics.jsonl (draw it with: python -m mingpt.plot out/chargpt/metrics.jsonl -o out/chargpt/loss.png).
+A work_dir that holds a run is never overwritten: resume it, choose another work_dir, or pass
+--trainer.overwrite=True. A resume refuses a checkpoint trained with another model config, text vocabulary or
+tokenizer.
 
 --system.init starts from a trained model instead of a new one, with its size and tokenizer: GPT-2's weights (a hub
 id such as gpt2, or a Hugging Face directory), or a checkpoint of this script (e.g. trained on a small text, to go
