@@ -332,9 +332,10 @@ class GPT(nn.Module):
         return [KVCache(batch_size, self.config.n_head, max_len or self.block_size, hd, p.device, p.dtype)
                 for _ in range(self.config.n_layer)]
 
-    def check_prompt(self, idx, attention_mask=None):
-        """Check a prompt (B, T) and return it with its attention_mask, each row's padding moved to its front (left
-        padding), so every row's newest token is last and the sliding window drops padding before text."""
+    def check_prompt(self, idx, attention_mask=None, eos_token_id=None):
+        """Check a prompt (B, T) and the end token's id; return the prompt with its attention_mask, each row's
+        padding moved to its front (left padding), so every row's newest token is last and the sliding window drops
+        padding before text."""
         if idx.dim() != 2 or idx.size(1) == 0:
             fix = {1: ' (a single prompt is idx[None])', 2: ' (e.g. start from a newline or start-of-text token)'}
             raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
@@ -345,6 +346,7 @@ class GPT(nn.Module):
         if idx.min() < 0 or idx.max() >= self.config.vocab_size:  # the embedding would fail with an index error
             raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
+        check_range('eos_token_id', eos_token_id, 0, self.config.vocab_size - 1, integer=True, none_ok=True)
         if attention_mask is None:
             return idx, None
         if attention_mask.shape != idx.shape:
@@ -372,7 +374,7 @@ class GPT(nn.Module):
         keeps yielding eos_token_id (padding) until all rows have, and then the stream stops. attention_mask
         (B, T), 1 on real tokens and 0 on padding, lets rows of different lengths share a batch (left or right
         padded): each row then continues as it would alone."""
-        idx, attention_mask = self.check_prompt(idx, attention_mask)
+        idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)

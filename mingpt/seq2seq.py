@@ -253,7 +253,7 @@ class SourceConditioned:
         self.model, self.memory, self.memory_mask = model, memory, memory_mask
         self.block_size = model.config.block_size
 
-    def check_prompt(self, idx, attention_mask=None):
+    def check_prompt(self, idx, attention_mask=None, eos_token_id=None):
         return idx, attention_mask
 
     def new_caches(self, batch_size, max_len):

@@ -178,7 +178,7 @@ class MaskedOut:
     at logits 0 and -1. What beam_search asks of a model: block_size, check_prompt, new_caches, next_token_logits."""
     block_size = 8
 
-    def check_prompt(self, idx, attention_mask=None):
+    def check_prompt(self, idx, attention_mask=None, eos_token_id=None):
         return idx, attention_mask
 
     def new_caches(self, batch_size, max_len):

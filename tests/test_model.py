@@ -185,6 +185,22 @@ def test_a_prompt_outside_the_vocabulary_is_a_clear_error(bad):
         model().generate(torch.tensor([[0, 3, bad]]), 1)
 
 
+@pytest.mark.parametrize('generate', ['generate', 'beam_search', 'engine'])
+@pytest.mark.parametrize('eos', [11, 50256, -1])
+def test_an_end_token_outside_the_vocabulary_is_a_clear_error(generate, eos):
+    """An eos_token_id the model can never emit (GPT-2's 50256 given to a character model) let generation run to
+    max_new_tokens as if none were given, and -1 padded finished rows with an id no tokenizer decodes."""
+    from mingpt.engine import Engine
+    m, idx = model().eval(), torch.tensor([[0, 3]])
+    call = dict(generate=lambda: m.generate(idx, 2, eos_token_id=eos),
+                beam_search=lambda: beam_search(m, idx, 2, num_beams=2, eos_token_id=eos),
+                engine=lambda: Engine(m).generate(idx, 2, eos_token_id=eos))[generate]
+    with pytest.raises(ConfigError, match=rf"eos_token_id={eos} is out of range: it must be None or an integer >= 0 "
+                                          r"and <= 10$"):
+        call()
+    assert m.generate(idx, 2, eos_token_id=np.int64(10)).shape == (1, 4)  # the last id is a token like any
+
+
 @pytest.mark.parametrize('bad', [11, -1])
 def test_forward_names_a_vocabulary_too_small_for_the_data(bad):
     with pytest.raises(ValueError, match=rf"idx holds token ids from {min(bad, 0)} to {max(bad, 3)}, outside the "
