@@ -115,7 +115,10 @@ class Trainer:
         only where the checkpoint records it (a record added after some runs were saved)."""
         self.get_default_config().fill_missing(config)  # the options a minGPT-made config lacks
         self.config = config
-        self.model = model
+        # torch.compile(model) (nanoGPT's idiom) is trained through as given; self.model is the module inside, so
+        # that checkpoints hold a GPT with its own names, not an OptimizedModule's '_orig_mod.' ones
+        self.model = getattr(model, '_orig_mod', model)
+        self._compiled = model if model is not self.model else None
         self.optimizer = None
         self.scaler = None
         self.train_dataset = train_dataset
@@ -531,9 +534,12 @@ class Trainer:
         atexit.register(leave_group)
 
     def _wrap(self, model):
-        """The module the loop calls: compiled and/or DDP-wrapped. self.model stays the plain module, so callbacks,
-        evaluation and checkpoints see the ordinary parameter names (no '_orig_mod.' or 'module.' prefixes)."""
-        if self.config.compile:
+        """The module the loop calls: compiled (config.compile, or the torch.compile(model) given) and/or
+        DDP-wrapped. self.model stays the plain module, so callbacks, evaluation and checkpoints see the ordinary
+        parameter names (no '_orig_mod.' or 'module.' prefixes)."""
+        if self._compiled is not None:
+            model = self._compiled
+        elif self.config.compile:
             model = torch.compile(model)
         self._eval_model = model
         if self.world_size > 1:

@@ -481,6 +481,26 @@ def test_compiled_model_saves_plain_names(tmp_path, monkeypatch):
     GPT.from_checkpoint(tmp_path / 'ckpt.pt')
 
 
+def test_a_model_compiled_before_the_trainer_trains_compiled_and_saves_a_plain_gpt(tmp_path):
+    """nanoGPT's idiom, model = torch.compile(model), then Trainer(config, model, ...): its checkpoints held an
+    'OptimizedModule' with '_orig_mod.' names, which GPT.from_checkpoint refused and a plain model could not resume."""
+    calls = []
+
+    def backend(graph, inputs):
+        calls.append(1)
+        return graph.forward
+    compiled = torch.compile(tiny_gpt(), backend=backend)
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict(dict(max_iters=2, batch_size=8, quiet=True, work_dir=str(tmp_path), checkpoint_interval=2))
+    trainer = Trainer(tc, compiled, tokens())
+    trainer.run()
+    assert calls and trainer.model is compiled._orig_mod  # trained through the wrapper; callbacks get the GPT
+    ckpt = load_checkpoint(tmp_path / 'ckpt.pt')
+    assert ckpt['model_class'] == 'GPT' and not any('_orig_mod' in n for n in ckpt['model'])
+    GPT.from_checkpoint(tmp_path / 'model.pt')
+    train(tmp_path, max_iters=3, resume=True)  # a plain model goes on from it
+
+
 def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_path):
     from mingpt.utils import CfgNode as CN
     run_config = CN(system=CN(work_dir=str(tmp_path / 'run')), note=CN(text='hello'))
