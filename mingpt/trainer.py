@@ -1,4 +1,5 @@
-"""A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss).
+"""A generic training loop: it knows nothing about GPT beyond model(x, y) -> (logits, loss) and, as minGPT's,
+model.configure_optimizers(config) -> the optimizer.
 
 minGPT's API: Trainer(config, model, train_dataset), callbacks, and what they read (iter_num, iter_dt, loss, and
 the step's gradients, still on the parameters in on_batch_end). It adds lr and grad_norm for callbacks, steps_done
@@ -238,6 +239,10 @@ class Trainer:
         if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
             raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
                              "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
+        if not callable(getattr(self.model, 'configure_optimizers', None)):
+            raise TypeError(f"{type(self.model).__name__} has no configure_optimizers(train_config), which the trainer "
+                            "calls for its optimizer: add one, e.g. configure_optimizers = GPT.configure_optimizers "
+                            "in the class (AdamW, weight decay on the 2-D weights)")
         self._init_distributed()
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)

@@ -240,6 +240,26 @@ def test_frozen_parameters_stay_as_they_are_and_a_wholly_frozen_model_is_refused
         trainer.run()
 
 
+def test_a_model_without_configure_optimizers_is_told_how_to_add_one():
+    """The trainer asks the model for its optimizer (minGPT's contract): a module of one's own around a GPT met a bare
+    AttributeError after the run had begun; the advice given trains it."""
+    class Wrapper(torch.nn.Module):
+        def __init__(self, gpt):
+            super().__init__()
+            self.gpt = gpt
+
+        def forward(self, x, y=None):
+            return self.gpt(x, y)
+    trainer = make_trainer(max_iters=2)
+    trainer.model = Wrapper(trainer.model)
+    with pytest.raises(TypeError, match=r"Wrapper has no configure_optimizers\(train_config\), which the trainer "
+                                        r"calls for its optimizer: add one, e.g. configure_optimizers = "
+                                        r"GPT.configure_optimizers"):
+        trainer.run()
+    Wrapper.configure_optimizers = GPT.configure_optimizers
+    trainer.run()
+    assert trainer.iter_num == 2
+
 def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from(tmp_path, capsys):
     """An error stops training as Ctrl-C does (under torchrun: the lost connection the other ranks meet when one is
     killed). A run resumed from another folder's checkpoint names it until it saves its own (it said none was saved)."""
