@@ -87,7 +87,9 @@ class Trainer:
         C.warmup_iters = 0
         C.lr_decay_iters = None  # where the cosine reaches min_lr; default max_iters
         C.min_lr = None  # default learning_rate / 10
-        # micro-steps per optimizer step (each of batch_size / (grad_accum_steps * ranks) sequences)
+        # micro-steps per optimizer step (each of batch_size / (grad_accum_steps * ranks) sequences). The step's loss
+        # is the mean of the micro-steps' (and ranks') mean losses, so with -1 targets in varying numbers a target
+        # weighs 1 / (grad_accum_steps * ranks * its micro-step's count), not 1 / the whole batch's count
         C.grad_accum_steps = 1
         # 'float32', or autocast to 'bfloat16' / 'float16' (float16 adds a gradient scaler)
         C.dtype = 'float32'

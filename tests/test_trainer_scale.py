@@ -411,6 +411,37 @@ def test_gradient_accumulation_matches_the_full_batch():
     assert accumulated == pytest.approx(full, abs=1e-5)
 
 
+def test_with_ignored_targets_a_step_averages_its_micro_steps_means_as_the_comment_says():
+    """Each micro-step's loss is its model's mean over its own counted targets, and the step averages those means:
+    with targets of -1 in different numbers per micro-step, that is not the mean over the whole batch's targets."""
+    class Ignored(torch.utils.data.Dataset):  # row i counts the targets of its first 1 + i % 8 positions only
+        def __init__(self):
+            self.windows = tokens()
+
+        def __len__(self):
+            return len(self.windows)
+
+        def __getitem__(self, i):
+            x, y = self.windows[i]
+            return x, y.masked_fill(torch.arange(BLOCK) > i % BLOCK, -1)
+    set_seed(0)
+    model = tiny_gpt()
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict(dict(max_iters=1, batch_size=8, grad_accum_steps=4, quiet=True))
+    trainer = Trainer(tc, model, Ignored())
+    trainer.run()
+    model.load_state_dict(start)
+    micro = iter(StepSampler(len(trainer.train_dataset), 8, trainer.sampler_seed, 0, accum=4))
+    batches = [[trainer.train_dataset[i] for i in next(micro)] for _ in range(4)]
+    with torch.no_grad():
+        means = [model(torch.stack([x for x, _ in b]), torch.stack([y for _, y in b]))[1] for b in batches]
+        rows = [row for b in batches for row in b]
+        whole = model(torch.stack([x for x, _ in rows]), torch.stack([y for _, y in rows]))[1]
+    assert trainer.loss.item() == pytest.approx(torch.stack(means).mean().item(), abs=1e-6)
+    assert abs(trainer.loss.item() - whole.item()) > 1e-3
+
+
 def test_bad_settings_are_clear_errors(monkeypatch):
     with pytest.raises(ConfigError, match='dtype'):
         train(dtype='half')
