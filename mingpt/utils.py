@@ -96,7 +96,7 @@ def resolve_device(device='auto'):
     if device != 'auto':
         try:
             torch.device(device)
-        except RuntimeError:  # torch's message lists a dozen backends
+        except (RuntimeError, TypeError):  # torch's message lists a dozen backends (TypeError: None, a float)
             raise ConfigError(f"device {device!r} is not a device name: choose 'auto', 'cpu', 'cuda', 'cuda:1' "
                               "or 'mps'") from None
     kind = str(device).split(':')[0]

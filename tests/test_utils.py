@@ -472,6 +472,13 @@ def test_resolve_device(monkeypatch):
     assert resolve_device('auto') == 'mps'
 
 
+@pytest.mark.parametrize('device', [None, 1.5])
+def test_a_device_that_is_not_a_name_is_refused_by_name(device):
+    # --trainer.device=None: torch's TypeError, a traceback of its overloads, under run_cli
+    with pytest.raises(ConfigError, match=rf"device {device} is not a device name: choose 'auto', 'cpu'"):
+        resolve_device(device)
+
+
 def test_remove_stale_temps_keeps_everything_else(tmp_path):
     for name in ('ckpt.pt', 'ckpt.pt.tmp123', 'metrics.jsonl.tmp9', 'notes.tmp', 'data.tmp12x'):
         (tmp_path / name).write_text('x')
