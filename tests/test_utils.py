@@ -465,7 +465,10 @@ def test_resolve_device(monkeypatch):
     with pytest.raises(ConfigError, match=r"device 'cuda:1' is not available to this torch .*: choose device 'auto'"):
         resolve_device('cuda:1')
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 2)
     assert resolve_device('cuda:1') == 'cuda:1' and resolve_device('auto') == 'cuda'
+    with pytest.raises(ConfigError, match=r"device 'cuda:2' is not one of this machine's 2 GPUs \(cuda:0 to cuda:1"):
+        resolve_device('cuda:2')
     monkeypatch.setattr(torch.backends.mps, 'is_available', lambda: True)
     assert resolve_device('auto') == 'cuda'  # cuda first, then mps
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
