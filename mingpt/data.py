@@ -270,7 +270,11 @@ class CharTokenizer:
 
     def decode(self, ids):
         """The text of ids; the unknown id (with unknown=True) reads as U+FFFD, the replacement character."""
-        ids = [int(i) for i in ids]
+        try:
+            ids = [int(i) for i in ids]
+        except (TypeError, ValueError):  # a row of ids each: int() of a row is torch's 'only one element tensors'
+            raise ValueError(f"decode takes one sequence of token ids, not {ids!r:.60}: decode a batch (generate's "
+                             "output, batch x tokens) a row at a time, e.g. decode(out[0])") from None
         bad = [i for i in ids if not 0 <= i < len(self)]
         if bad:
             raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are 0..{len(self) - 1}")

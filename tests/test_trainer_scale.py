@@ -758,6 +758,13 @@ def test_char_tokenizer_decodes_its_ids_and_names_others(monkeypatch, tmp_path):
     assert cache_dir() == tmp_path / 'somewhere'
 
 
+@pytest.mark.parametrize('batch', [torch.tensor([[1, 0, 1]]), [[1, 0, 1]]])
+def test_char_tokenizer_refuses_a_batch_of_ids_by_name(batch):
+    # generate's (batch, tokens) output decoded whole: torch's 'only one element tensors can be converted' before
+    with pytest.raises(ValueError, match=r"decode takes one sequence of token ids, not .*decode\(out\[0\]\)"):
+        CharTokenizer(['a', 'b']).decode(batch)
+
+
 def test_workers_draw_the_same_batches():
     _, inline = train(max_iters=2)
     _, workers = train(max_iters=2, num_workers=1)
