@@ -321,7 +321,14 @@ class TokenDataset(torch.utils.data.Dataset):
                                  "token ids (write one with TokenDataset.write)")
             self.tokens = np.memmap(self.path, dtype=np.uint16, mode='r')
         else:
-            self.tokens = np.asarray(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens)
+            one = ("tokens must be one sequence of ids: join the sequences (games, poems) into one, a separator id "
+                   "(an end of text) between them, e.g. with np.concatenate")
+            try:
+                self.tokens = np.asarray(tokens.cpu() if isinstance(tokens, torch.Tensor) else tokens)
+            except ValueError:  # numpy's 'inhomogeneous shape': sequences of different lengths
+                raise ValueError(one) from None
+            if self.tokens.ndim != 1:  # rows of a 2-D array would be read as tokens, windows of rows as sequences
+                raise ValueError(f"{one}; these have the shape {self.tokens.shape}")
         self.block_size = check_range('block_size', block_size, low=1, integer=True)
         self.vocab_size = vocab_size
         if len(self.tokens) <= block_size:

@@ -705,6 +705,14 @@ def test_token_dataset_memmap(tmp_path):
             CharDataset('some text', bad)
 
 
+@pytest.mark.parametrize('games, shape', [(np.ones((20, 12), int), r'; these have the shape \(20, 12\)'),
+                                          ([[1, 2, 3], [4, 5]], ''), (7, r'; these have the shape \(\)')])
+def test_token_dataset_refuses_several_sequences_by_name(games, shape):
+    # a 2-D array trained on windows of rows, (B, T, 12) batches the model refused; ragged lists were numpy's riddle
+    with pytest.raises(ValueError, match=rf"tokens must be one sequence of ids: join .* np.concatenate.*{shape}$"):
+        TokenDataset(games, 8, 10)
+
+
 def test_encode_text_saves_the_ids_once_and_reads_them_back(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
     text = 'the cat sat.\n\non the  mat! ' * 50
