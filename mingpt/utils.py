@@ -474,11 +474,12 @@ def _check_type(key, old, new, raw=None):
             else:
                 return type(old)(new)
     elif isinstance(old, (tuple, list)):
-        if old and not isinstance(new, bool) and all(type(o) is type(new) for o in old):  # one item: --seeds=5
-            items = [s.strip() for s in new.split(',')] if isinstance(new, str) else [new]  # or --variants=a,b
-            return type(old)(items)
         if isinstance(new, (tuple, list)):
             return type(old)(new)
+        # one item, --seeds=5, or several, --variants=a,b, of the default's items' type (any, if it has none)
+        if not isinstance(new, (bool, type(None))) and all(type(o) is type(new) for o in old):
+            items = [s.strip() for s in new.split(',')] if isinstance(new, str) else [new]
+            return type(old)(items)
     else:
         return new
     raise ConfigError(f"config key '{key}' expects a value of type {type(old).__name__} "

@@ -47,6 +47,17 @@ def test_a_list_of_names_may_be_written_with_commas():
     assert C.ablation.variants == ('gpt2', 'sinusoidal')
 
 
+def test_a_list_option_empty_by_default_takes_one_item_or_several():
+    C = CN(data=CN(files=[], skip=()))
+    C.merge_from_args(['--data.files=a.txt,b.txt', '--data.skip=3'])
+    assert C.data.files == ['a.txt', 'b.txt'] and C.data.skip == (3,)
+    C.merge_from_args(['--data.files=c.txt', '--data.skip=1,2'])
+    assert C.data.files == ['c.txt'] and C.data.skip == (1, 2)
+    for wrong in (None, True):
+        with pytest.raises(ConfigError, match=r"config key 'data.files' expects a value of type list"):
+            C.merge_from_dict({'data': {'files': wrong}})
+
+
 def test_a_list_for_a_tuple_option_becomes_a_tuple_and_a_value_may_hold_equals_signs():
     C = make()
     C.model.model_type = 'x'
