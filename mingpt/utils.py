@@ -505,7 +505,13 @@ class CfgNode:
         return ''.join(' ' * 4 * indent + p for p in parts)
 
     def to_dict(self):
-        return {k: v.to_dict() if isinstance(v, CfgNode) else v for k, v in self.__dict__.items()}
+        """The tree as nested dicts of what config.json and checkpoints can hold: a path as its string and a numpy
+        scalar as the Python number, which json.dumps and torch.load(weights_only=True) refuse."""
+        def plain(v):
+            if isinstance(v, (list, tuple)):
+                return type(v)(map(plain, v))
+            return os.fspath(v) if isinstance(v, os.PathLike) else python_scalar(v)
+        return {k: v.to_dict() if isinstance(v, CfgNode) else plain(v) for k, v in self.__dict__.items()}
 
     def _child(self, key, path):
         if key not in self.__dict__:

@@ -228,6 +228,18 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
+def test_config_json_and_checkpoints_hold_a_configs_paths_and_numpy_numbers_as_plain_values(tmp_path):
+    # json.dumps refused both (a TypeError traceback at the run's start), and a checkpoint could not have been read
+    C = CN(system=CN(work_dir=str(tmp_path)),
+           data=CN(folder=Path('poems'), files=[Path('a.txt')], vocab_size=np.int64(61), frac=np.float32(0.5)))
+    plain = {'folder': 'poems', 'files': ['a.txt'], 'vocab_size': 61, 'frac': 0.5}
+    setup_logging(C)
+    assert json.loads((tmp_path / 'config.json').read_text())['data'] == plain
+    save_checkpoint({'config': C.to_dict()}, tmp_path / 'ckpt.pt')  # as the Trainer keeps its run_config
+    assert load_checkpoint(tmp_path / 'ckpt.pt')['config']['data'] == plain
+    assert C.data.folder == Path('poems')  # the config itself is left as it is
+
+
 def test_a_resume_never_copies_what_a_linked_args_txt_points_to_into_the_run(tmp_path, monkeypatch):
     """A run folder from elsewhere, with args.txt a link to a private file: resumed, the run's args.txt (to be shared
     with the run) held that file's contents above the resume's command."""
