@@ -86,7 +86,7 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
                            f"that holds it as {where}{typo}.{kept}") from None
     if sha256 is not None:
         got = sha256_of(part)
-        if got != sha256:
+        if got != sha256.lower():  # hex digits in either case (PowerShell's Get-FileHash prints capitals)
             part.unlink()
             raise RuntimeError(f"download of {url} is corrupt: sha256 {got}, expected {sha256}; it was deleted, "
                                "try again")

@@ -534,6 +534,12 @@ def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
     assert files_in(empty_cache) == []
 
 
+def test_a_download_matches_a_sha256_written_in_capitals(empty_cache, monkeypatch):
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FakeResponse(b'poems'))
+    digest = hashlib.sha256(b'poems').hexdigest().upper()  # as Get-FileHash prints it; a match was deleted as corrupt
+    assert data.fetch('poems.txt', 'https://example.com/poems.txt', sha256=digest).read_bytes() == b'poems'
+
+
 @pytest.fixture(scope='module')
 def vocab_bodies():
     return {bpe.ENCODER_JSON_URL: data_dir('gpt2', 'encoder.json').read_bytes(),
