@@ -195,6 +195,7 @@ class Trainer:
         with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
             for callback in callbacks:
                 callback(self)
+        self.model.train()  # a callback that sampled in eval mode must not leave dropout off for the steps after it
 
     # ----------------------------------------------------------------------------------------------------------
     # the loop

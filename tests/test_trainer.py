@@ -195,6 +195,20 @@ def test_callbacks_of_one_event_run_in_the_order_they_were_added():
     assert calls == list('abcabc')
 
 
+def test_a_callback_that_samples_in_eval_mode_and_stays_there_leaves_training_as_it_was():
+    def sample(t):  # model.eval() without the model.train() after it: the rest of the run trained without dropout
+        t.model.eval()
+        t.model.generate(torch.zeros(1, 1, dtype=torch.long), 3, do_sample=True)
+
+    plain = make_trainer(max_iters=4)
+    plain.run()
+    sampled = make_trainer(max_iters=4)
+    sampled.add_callback('on_batch_end', sample)
+    sampled.run()
+    assert sampled.model.training
+    assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), sampled.model.parameters()))
+
+
 def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept():
     trainer = make_trainer(max_iters=2)
     calls = []
