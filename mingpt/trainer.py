@@ -555,6 +555,11 @@ class Trainer:
         return model
 
     def _to_device(self, batch):
+        items = isinstance(batch, (tuple, list))
+        if not (items and len(batch) == 2 and all(torch.is_tensor(t) for t in batch)):
+            got = f"({', '.join(type(t).__name__ for t in batch)})" if items else type(batch).__name__
+            raise TypeError(f"a dataset's item must be (x, y), a pair of tensors (or numpy arrays) of token ids and "
+                            f"their targets; batched, its items gave {got}: make __getitem__ return (x, y)")
         # the DataLoader pinned the batch on CUDA, so the copy runs in the background; elsewhere (MPS) the batch's
         # memory may be freed before a background copy has read it
         return [t.to(self.device, non_blocking=self.device_type == 'cuda') for t in batch]

@@ -33,6 +33,30 @@ def make_trainer(**kw):
     return Trainer(T, GPT(C), Repeat())
 
 
+class Items(torch.utils.data.Dataset):
+    def __init__(self, item):
+        self.item = item
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return self.item
+
+
+@pytest.mark.parametrize('item, got', [((torch.zeros(8, dtype=torch.long),) * 3, r'\(Tensor, Tensor, Tensor\)'),
+                                       (dict(x=torch.zeros(8, dtype=torch.long)), 'dict'),
+                                       (([0] * 8, [1] * 8), r'\(list, list\)')])  # lists: collated per position
+def test_a_dataset_whose_items_are_not_x_y_tensors_is_named(item, got):
+    """A third item (a mask, say) was "too many values to unpack (expected 2)", a dict "'str' object has no
+    attribute 'to'", and lists of ids (collated as a list of tensors per position) an AttributeError too."""
+    trainer = make_trainer(max_iters=1)
+    trainer.train_dataset = Items(item)
+    with pytest.raises(TypeError, match=rf"a dataset's item must be \(x, y\), a pair of tensors .*; batched, its "
+                                        rf"items gave {got}: make __getitem__ return \(x, y\)"):
+        trainer.run()
+
+
 def test_default_config_has_minGPT_keys():
     C = Trainer.get_default_config()
     for key in ['device', 'num_workers', 'max_iters', 'batch_size', 'learning_rate', 'betas', 'weight_decay',
