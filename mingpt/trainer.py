@@ -330,10 +330,11 @@ class Trainer:
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         self._bar.update(1)
-        if c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last):
+        checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
+        if checkpoint:
             self.save_checkpoint()
-            if self.val_dataset is None or not c.eval_interval:
-                self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
+        if (checkpoint or last) and (self.val_dataset is None or not c.eval_interval):
+            self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on
@@ -426,7 +427,7 @@ class Trainer:
                      if os.path.exists(self._path(n)) and os.path.getsize(self._path(n))), None)
         if name is None:
             return
-        # metrics.jsonl alone: a run with no val set nor checkpoint_interval, or killed before its first checkpoint
+        # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
         held, resume = "no checkpoint to resume from", ''
         if name != 'metrics.jsonl':
             try:

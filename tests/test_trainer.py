@@ -190,6 +190,17 @@ def test_numpy_numbers_in_the_trainer_config_are_kept_as_python_numbers(tmp_path
     assert load_checkpoint(tmp_path / 'ckpt.pt')['trainer_config']['max_iters'] == 2
 
 
+def test_a_run_without_checkpoints_or_val_set_saves_its_model_at_the_end(tmp_path):
+    """work_dir given, checkpoint_interval None, no val set: model.pt ('best val loss, else latest') was never
+    written, so the trained model was lost when the script ended."""
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=3)
+    trainer.run()
+    model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert ckpt['iter_num'] == 3 and not (tmp_path / 'ckpt.pt').exists()
+    for name, weight in trainer.model.state_dict().items():
+        assert torch.equal(model.state_dict()[name], weight), name
+
+
 def test_whole_floats_given_to_integer_options_train_as_ints():
     # the range check takes 8.0 as an integer; numpy's batch draw then stopped with "got '8.0'"
     trainer = make_trainer(max_iters=2)

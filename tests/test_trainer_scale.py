@@ -392,8 +392,8 @@ def test_resume_refuses_other_frozen_parameters(tmp_path):
 def test_overwrite_removes_the_old_runs_checkpoints_at_the_start(tmp_path):
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     assert (tmp_path / 'ckpt.pt').exists() and (tmp_path / 'model.pt').exists()
-    train(tmp_path, max_iters=1, overwrite=True)  # saves nothing: the old files must not stay to be resumed
-    assert not (tmp_path / 'ckpt.pt').exists() and not (tmp_path / 'model.pt').exists()
+    train(tmp_path, max_iters=1, overwrite=True)  # no ckpt.pt: the old one must not stay to be resumed
+    assert not (tmp_path / 'ckpt.pt').exists() and load_checkpoint(tmp_path / 'model.pt')['iter_num'] == 1
 
 
 def test_resume_drops_a_metrics_line_without_its_newline(tmp_path):
@@ -553,11 +553,19 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 2 iterations\) that "
                                           r"this fresh run would overwrite; train in another work_dir"):
         train(tmp_path / 'run')
-    # a run without a val set or checkpoint_interval writes no checkpoint: its metrics still mark it
+    # a run without a val set or checkpoint_interval saves its last model at the end only; stopped before, its
+    # metrics still mark it
     train(tmp_path / 'bare')
-    assert sorted(p.name for p in (tmp_path / 'bare').iterdir()) == ['metrics.jsonl']
+    assert sorted(p.name for p in (tmp_path / 'bare').iterdir()) == ['metrics.jsonl', 'model.pt']
+
+    def stop(t):
+        if t.iter_num == 1:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path / 'stopped', callbacks=[('on_batch_end', stop)])
+    assert sorted(p.name for p in (tmp_path / 'stopped').iterdir()) == ['metrics.jsonl']
     with pytest.raises(ConfigError, match=r"holds an earlier run \(metrics.jsonl: no checkpoint to resume from\)"):
-        train(tmp_path / 'bare')
+        train(tmp_path / 'stopped')
 
 
 def test_a_run_that_stopped_before_its_first_step_does_not_block_the_next(tmp_path):
