@@ -286,8 +286,8 @@ class Encoder:
 
 
 def _read_vocab(encoder_path, vocab_path):
-    """(encoder, merges) from encoder.json and vocab.bpe. Cached; the key holds each file's size and modification
-    time, so a vocabulary saved again to the same place is read again."""
+    """(encoder, merges, pre-tokeniser pattern) from encoder.json and vocab.bpe. Cached; the key holds each file's
+    size and modification time, so a vocabulary saved again to the same place is read again."""
     stamps = tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, (encoder_path, vocab_path)))
     return _read_vocab_files(encoder_path, vocab_path, stamps)
 
@@ -299,6 +299,9 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
             encoder = json.load(f)
         with open(vocab_path, encoding='utf-8') as f:
             lines = f.read().split('\n')
+        # every reader skips the header line unread: an empty file passed as no merges, a headerless one lost one
+        if not lines[0].startswith('#version'):
+            raise ValueError(f"vocab.bpe's first line is {lines[0][:40]!r}, not its header '#version: 0.2'")
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; RecursionError: JSON nested too deep
         raise ValueError(f"cannot read the BPE vocabulary ({encoder_path}, {vocab_path}): {e}. Delete the "
                          "damaged file so that it is fetched (or trained) again") from None

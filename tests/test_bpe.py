@@ -648,3 +648,16 @@ def test_a_vocabulary_nested_too_deep_for_json_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"cannot read the BPE vocabulary \(.*encoder.json, .*vocab.bpe\): maximum "
                                          "recursion depth exceeded"):
         get_encoder(directory=tmp_path)
+
+
+@pytest.mark.parametrize('merges', ['', 'a b\n'])
+def test_a_vocab_bpe_without_its_header_line_is_refused(tmp_path, merges):
+    """An empty vocab.bpe (a cut file) loaded as no merges, so every merged token became a 'special token'; a file of
+    merges without the '#version' line lost its first merge, as in every GPT-2 reader."""
+    (tmp_path / 'encoder.json').write_text(json.dumps({**IDS, 'ab': 256}))
+    (tmp_path / 'vocab.bpe').write_text(merges)
+    with pytest.raises(ValueError, match=r"cannot read the BPE vocabulary \(.*encoder.json, .*vocab.bpe\): vocab.bpe's "
+                                         r"first line is '(a b)?', not its header '#version: 0.2'"):
+        get_encoder(directory=tmp_path)
+    (tmp_path / 'vocab.bpe').write_text('#version: 0.2\n' + merges)
+    assert get_encoder(directory=tmp_path).special_tokens == ({} if merges else {'ab': 256})
