@@ -28,6 +28,7 @@ import argparse
 import functools
 import heapq
 import json
+import numbers
 import os
 import warnings
 from collections import Counter, defaultdict
@@ -509,9 +510,11 @@ def _check_special_tokens(special_tokens, vocab_size):
     specials = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens or ())
     if not all(isinstance(s, str) and s for s in specials) or len(set(specials)) < len(specials):
         raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
-    if not isinstance(vocab_size, int) or vocab_size < 256 + len(specials):
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):  # numpy's ints are Integral
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    if vocab_size < 256 + len(specials):
         raise ValueError(f"vocab_size={vocab_size!r} is too small: it counts the 256 byte tokens, the merges and the "
-                         f"{len(specials)} special tokens, so it must be an int of at least {256 + len(specials)}")
+                         f"{len(specials)} special tokens, so it must be at least {256 + len(specials)}")
     return specials
 
 

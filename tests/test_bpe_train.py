@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 from conftest import data_dir
@@ -211,9 +212,13 @@ def test_vocab_size_accounting():
             encoder = train_bpe(text, vocab_size, special_tokens=specials)
             assert len(encoder.encoder) == vocab_size == max(encoder.encoder.values()) + 1
             assert len(encoder.special_tokens) == len(specials)
-    for bad in (255, 256, 0, '300', 300.0):
+    for bad in (255, 256, 0, np.int64(256)):
         with pytest.raises(ValueError, match='vocab_size.*at least 257'):
             train_bpe(text, bad)
+    for bad in ('300', 300.0, True):  # 300.0 was said to be 'too small'
+        with pytest.raises(TypeError, match=f'vocab_size must be an int, got {bad!r}'):
+            train_bpe(text, bad)
+    assert len(train_bpe(text, np.int64(300))) == 300  # as from np.arange, sweeping vocabulary sizes
     with pytest.raises(ValueError, match='distinct non-empty'):
         train_bpe(text, 300, special_tokens=(EOT, EOT))
     with pytest.warns(UserWarning, match='no pair of symbols is left after 3 merges'):
