@@ -541,6 +541,9 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
     - If no pair is left, training stops early with a warning and the vocabulary is smaller.
     progress: a tqdm bar over merges. show: print each merge, its count and the start of the text after it.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"train_bpe takes a str, got {type(text).__name__}; decode bytes to str first (it learns "
+                        "from the text's UTF-8 bytes)")
     specials = _check_special_tokens(special_tokens, vocab_size)
     parts = _cut(text, specials, pretokenize)
     words = Counter(chain.from_iterable(parts[::2]))  # in the order of first occurrence

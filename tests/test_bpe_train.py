@@ -219,6 +219,8 @@ def test_vocab_size_accounting():
         with pytest.raises(TypeError, match=f'vocab_size must be an int, got {bad!r}'):
             train_bpe(text, bad)
     assert len(train_bpe(text, np.int64(300))) == 300  # as from np.arange, sweeping vocabulary sizes
+    with pytest.raises(TypeError, match='train_bpe takes a str, got bytes; decode bytes to str first'):
+        train_bpe(text.encode('utf-8'), 300)  # it was 'cannot use a string pattern on a bytes-like object'
     with pytest.raises(ValueError, match='distinct non-empty'):
         train_bpe(text, 300, special_tokens=(EOT, EOT))
     with pytest.warns(UserWarning, match='no pair of symbols is left after 3 merges'):
