@@ -713,6 +713,8 @@ def main(argv=None):
         parser.error(f'cannot read {args.file}: {e}')
     except UnicodeDecodeError as e:
         parser.error(str(not_utf8(args.file, e)))
+    if Path(args.out).is_file():  # said now, not after the training, as makedirs' '[Errno 17] File exists'
+        parser.error(f'--out {args.out} is a file; give a folder for encoder.json and vocab.bpe')
     if args.curve and len(text.split()) < 3:
         parser.error(f'--curve needs a text of at least 3 words to draw a curve; {args.file} has {len(text.split())}')
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,

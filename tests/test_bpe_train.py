@@ -342,6 +342,16 @@ def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypa
     assert f"start: {'|'.join(tokens)}|…" in out.splitlines()
 
 
+def test_command_line_refuses_a_file_for_out_before_training(tmp_path, capsys):
+    corpus = tmp_path / 'c.txt'
+    corpus.write_text('would a woodchuck chuck wood', encoding='utf-8')
+    with pytest.raises(SystemExit) as exit:  # it trained, then failed with '[Errno 17] File exists'
+        bpe.main(['train', str(corpus), '--vocab-size', '270', '--out', str(corpus), '--show'])
+    captured = capsys.readouterr()
+    assert exit.value.code == 2 and f'error: --out {corpus} is a file; give a folder for encoder.json' in captured.err
+    assert 'merge 1' not in captured.out and corpus.read_text(encoding='utf-8') == 'would a woodchuck chuck wood'
+
+
 def test_show_writes_control_characters_escaped(capsys):
     train_bpe('a\tb\r\nc ' * 3, 258, show=True)
     shown = ['a', r'\t', 'b', r'\r', r'\n', 'c', ' '] * 3  # each byte a token still, its control characters written out
