@@ -562,8 +562,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
             merges.append(step[:2])
             bar.update()
             if show:
-                a, b, ab = (trainer.vocab[i].decode('utf-8', 'replace') for i in (step[0], step[1], -1))
-                tqdm.write(f'merge {len(merges)}: {a!r} + {b!r} -> {ab!r} (count {step[2]})\n'
+                a, b, ab = (_shown(trainer.vocab[i]) for i in (step[0], step[1], -1))
+                tqdm.write(f'merge {len(merges)}: {a} + {b} -> {ab} (count {step[2]})\n'
                            f'  {_render(trainer, layout)}')
     return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
 
@@ -581,11 +581,20 @@ def _show_layout(parts, words, limit=400):
     return layout
 
 
+def _shown(token):
+    """A token (bytes) for --show: its text, or its bytes where they are not whole UTF-8 characters (as '�' they
+    would all look alike)."""
+    try:
+        return repr(token.decode('utf-8'))
+    except UnicodeDecodeError:
+        return repr(token)
+
+
 def _render(trainer, layout):
-    """The text as segmented now, tokens separated by '|'."""
+    """The text as segmented now, tokens separated by '|'; a piece of a UTF-8 character as its bytes, '\\xe2'."""
     tokens = []
     for item in layout:
-        tokens += [trainer.vocab[i].decode('utf-8', 'replace') for i in trainer.word_symbols(item)] \
+        tokens += [trainer.vocab[i].decode('utf-8', 'backslashreplace') for i in trainer.word_symbols(item)] \
             if isinstance(item, int) else [item]
     return '|'.join(tokens).replace('\n', '\\n').replace('\r', '\\r').replace('\t', '\\t')
 

@@ -358,6 +358,15 @@ def test_show_writes_control_characters_escaped(capsys):
     assert capsys.readouterr().out.splitlines()[0] == 'start: ' + '|'.join(shown)
 
 
+def test_show_writes_a_piece_of_a_utf8_character_as_its_bytes(capsys):
+    train_bpe('’’’ ’’', 260, show=True)  # ’ is e2 80 99: e2+80 and 80+99 occur 5 times each, the first wins
+    lines = capsys.readouterr().out.splitlines()  # each piece was '�', so merges 1 and 2 read '�' + '�' -> '�'
+    assert lines[0] == r'start: \xe2|\x80|\x99|\xe2|\x80|\x99|\xe2|\x80|\x99| |\xe2|\x80|\x99|\xe2|\x80|\x99'
+    assert lines[1] == r"merge 1: b'\xe2' + b'\x80' -> b'\xe2\x80' (count 5)"
+    assert lines[3] == r"merge 2: b'\xe2\x80' + b'\x99' -> '’' (count 5)"
+    assert lines[4] == '  ’|’|’| |’|’'
+
+
 def test_vocabulary_curve_png(tmp_path, capsys):
     pytest.importorskip('matplotlib')
     corpus = tmp_path / 'c.txt'
