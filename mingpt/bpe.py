@@ -56,6 +56,7 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 NO_PRETOKENIZER = '#version: 0.2 no pre-tokeniser: the whole text is one word'
 ENDOFTEXT = '<|endoftext|>'
 ENDOFTEXT_ID = 50256
+_SURROGATE = regex.compile('[\ud800-\udfff]')  # half of a UTF-16 pair: a str may hold one, UTF-8 cannot
 
 
 def bytes_to_unicode():
@@ -213,11 +214,21 @@ class Encoder:
             return (i,)
         return tuple(self.ordinary[s] for s in self._merge(token))
 
+    def pre_tokens(self, text):
+        """Step 2, the words that merges never cross: GPT-2's regex cuts them, or without a pre-tokeniser the whole
+        text is one. A lone surrogate (from errors='surrogateescape', or JSON's "\\ud800") has no UTF-8 bytes: it
+        becomes U+FFFD first, as in tiktoken."""
+        if _SURROGATE.search(text):
+            text = text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
+        if self.pat is None:
+            return [text] if text else []
+        return self.pat.findall(text)
+
     def encode_ordinary(self, text):
         """Ids of `text`, with every character treated as text (so '<|endoftext|>' is 7 ordinary tokens)."""
-        if self.pat is None:  # no pre-tokeniser: the whole text is one word
-            return list(self._encode_word(text)) if text else []
-        words = self.pat.findall(text)
+        words = self.pre_tokens(text)
+        if self.pat is None:  # the one word is the whole text: not one to keep in the cache
+            return [i for word in words for i in self._encode_word(word)]
         cache = self.cache
         new = set(words).difference(cache)
         if len(cache) + len(new) > self.cache_size:
@@ -249,7 +260,7 @@ class Encoder:
         'bpe_idx', the ids; and per word a part with its UTF-8 bytes ('token_bytes'), those bytes in the printable
         alphabet of bytes_to_unicode ('token_translated'), the symbols the merges leave ('token_merged') and their
         ids ('token_ix'). Special tokens are plain text here, as in encode_ordinary."""
-        tokens = self.pat.findall(text) if self.pat else ([text] if text else [])
+        tokens = self.pre_tokens(text)
         parts = []
         for token in tokens:
             translated = self._to_alphabet(token)
@@ -673,7 +684,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
 
 def _show_encoding(encoder, text):
     """Print how encode turns text into ids, step by step: the pre-tokens, each one's merges in order, its ids."""
-    words = encoder.pat.findall(text) if encoder.pat else [text]
+    words = encoder.pre_tokens(text)
     print(f"{len(words)} pre-tokens, in the byte alphabet of vocab.bpe (a space is {encoder.byte_encoder[32]}); "
           "merge N is vocab.bpe's N-th, the N-th learned: in a word, the lowest N present goes first")
     for word in words:
@@ -682,7 +693,7 @@ def _show_encoding(encoder, text):
         for pair, symbols in steps[1:]:
             print(f"  merge {encoder.bpe_ranks[pair] + 1:>6} {pair[0] + '+' + pair[1]:<16} {' '.join(symbols)}")
         print(f"  ids {[encoder.ordinary[s] for s in steps[-1][1]]}")
-    print(f"\n{len(encoder.encode_ordinary(text))} tokens for {len(text.encode('utf-8'))} bytes")
+    print(f"\n{len(encoder.encode_ordinary(text))} tokens for {len(''.join(words).encode('utf-8'))} bytes")
 
 
 TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE: start from the 256 bytes, count adjacent pairs, merge

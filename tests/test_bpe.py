@@ -128,6 +128,21 @@ def test_endoftext(encoder, tiktoken_gpt2):
         encoder.encode(text, allowed_special='yes')
 
 
+def test_lone_surrogates_are_encoded_as_tiktoken_encodes_them(encoder, tiktoken_gpt2, capsys):
+    """A str may hold half of a UTF-16 pair (read with errors='surrogateescape', as the shell's argv is; JSON's
+    "\\udcff"), which UTF-8 cannot encode: encode failed with UnicodeEncodeError. tiktoken makes it U+FFFD before
+    pre-tokenising, and a whole pair its character (two letters here)."""
+    texts = ['a\udcffb', '\ud800', ' \ud83d\ude00!', 'x\ud83d<|endoftext|>\ude00 y', ' \ud835\udd18\ud835\udd2b']
+    for text in texts:
+        assert encoder.encode(text) == tiktoken_gpt2.encode_ordinary(text), text
+        assert encoder.encode(text, allowed_special='all') == tiktoken_gpt2.encode(text, allowed_special='all')
+        assert encoder.encode_and_show_work(text)['bpe_idx'] == encoder.encode(text)
+    raw = bpe.train_bpe('ab\ufffd' * 5, 260, pretokenize=False)
+    assert raw.encode('ab\udcff' * 5) == raw.encode('ab\ufffd' * 5)
+    bpe.main(['encode', 'ab\udcffc'])  # how `python -m mingpt.bpe encode $'ab\xffc'` receives its text
+    assert capsys.readouterr().out.endswith("\n'c': c\n  ids [66]\n\n3 tokens for 6 bytes\n")
+
+
 def test_cold_and_warm_encoders_agree(encoder):
     text = data_dir('tinyshakespeare', 'input.txt').read_text()[:20000]
     fresh = get_encoder()
