@@ -643,6 +643,10 @@ def _report_bytes_per_token(text, encoder):
               f"{nbytes / max(n, 1):.2f} bytes per token")
 
 
+# a word of the --curve: bytes between ASCII white space (unlike str.split, U+00A0 and U+3000 do not cut one)
+CURVE_WORD = regex.compile(rb'\S+')
+
+
 def _first_seen_counts(items, ends, at):
     """How many distinct items occur among those that end at or before each offset in `at` (ends ascending)."""
     first = {}
@@ -655,7 +659,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
     """Vocabulary size against corpus length (Heaps' law), log-log: distinct words (whitespace-split types) keep
     growing roughly as K * n^beta, while the BPE tokens in use level off below the vocabulary size."""
     data = text.encode('utf-8')
-    matches = list(regex.finditer(rb'\S+', data))
+    matches = list(CURVE_WORD.finditer(data))
     words, word_ends = [m.group() for m in matches], np.array([m.end() for m in matches])
     ids = encoder.encode(text, allowed_special='all')
     token_ends = np.cumsum([len(encoder._id_bytes[i]) for i in ids])
@@ -735,8 +739,9 @@ def main(argv=None):
         parser.error(str(not_utf8(args.file, e)))
     if Path(args.out).is_file():  # said now, not after the training, as makedirs' '[Errno 17] File exists'
         parser.error(f'--out {args.out} is a file; give a folder for encoder.json and vocab.bpe')
-    if args.curve and len(text.split()) < 3:
-        parser.error(f'--curve needs a text of at least 3 words to draw a curve; {args.file} has {len(text.split())}')
+    if args.curve and (n := len(CURVE_WORD.findall(text.encode('utf-8')))) < 3:
+        parser.error(f'--curve needs a text of at least 3 words (cut at ASCII white space) to draw a curve; '
+                     f'{args.file} has {n}')
     encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,
                         show=args.show)
     encoder = get_encoder(directory=encoder.save(args.out))  # report on what the files hold
