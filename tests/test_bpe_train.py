@@ -315,6 +315,18 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     assert out.returncode == 2 and out.stderr.startswith('error: ') and 'Traceback' not in out.stderr
 
 
+def test_the_readmes_python_trains_what_the_command_trains(tmp_path, monkeypatch):
+    """On a CRLF file (Project Gutenberg's) the README's open('input.txt').read() turned '\\r\\n' into '\\n', so
+    its merges were not the command's."""
+    readme = (ROOT / 'README.md').read_text(encoding='utf-8')
+    block = next(b for b in readme.split('```python\n')[1:] if 'train_bpe(' in b)
+    monkeypatch.chdir(tmp_path)
+    Path('input.txt').write_bytes('would a “woodchuck” chuck wood\r\n\r\n'.encode('utf-8') * 20)
+    exec(block.split('tok = ')[0].replace('vocab_size=5000', 'vocab_size=266'), {})  # up to the tokenizer's line
+    bpe.main(['train', 'input.txt', '--vocab-size', '266', '--out', 'by_command'])
+    assert get_encoder(directory='my_tokenizer').bpe_merges == get_encoder(directory='by_command').bpe_merges
+
+
 def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypatch, capsys):
     corpus = tmp_path / 'c.txt'
     corpus.write_text(shakespeare_sample(5_000), encoding='utf-8')
