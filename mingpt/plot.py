@@ -133,7 +133,11 @@ def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
 # ---- attention maps ----
 
 def readable(token):
-    """A token as a label one can see: a space as '␣', a newline as '↵', a tab as '⇥', other controls escaped."""
+    """A token as a label one can see: a space as '␣', a newline as '↵', a tab as '⇥', other controls escaped. A
+    byte-level BPE token given as its bytes shows the bytes that are only part of a character as escapes ('\\xc3'),
+    where its decoded text would be U+FFFD, alike for every such byte."""
+    if isinstance(token, bytes):
+        token = token.decode('utf-8', errors='backslashreplace')
     token = token.replace(' ', '\u2423').replace('\n', '\u21b5').replace('\t', '\u21e5')
     return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in token)
 

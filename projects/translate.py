@@ -24,6 +24,7 @@ import torch
 
 from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
+from mingpt.plot import readable
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, need_work_dir, refuse_ignored,
@@ -234,11 +235,11 @@ def bleu(hyps, refs):
 
 
 def token_label(vocab, i):
-    """A token as a plot shows it: a space as an open box, a special token by its name, anything else unprintable
-    (a byte of a BPE token) escaped."""
+    """A token as a plot shows it: a special token by its name, any other as plot.readable shows it (a space as an
+    open box, a BPE token's bytes that are part of a character escaped)."""
     name = next((s for s, j in vocab.special_ids.items() if j == i), None)
-    text = name or vocab.decode([i]).replace(' ', '\u2423')
-    return text if text.isprintable() else repr(text)[1:-1]
+    bpe = vocab.record['kind'] == 'bpe'
+    return name or readable(vocab.tokenizer.decode_bytes([i]) if bpe else vocab.decode([i]))
 
 
 def draw_cross_attention(model, vocab, source, path):

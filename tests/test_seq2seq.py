@@ -400,7 +400,8 @@ def test_vocabularies_round_trip(tmp_path):
         assert translate.Vocabulary(vocab.record).encode(texts[0]) == vocab.encode(texts[0])
     n = len(vocab)  # a BPE's special tokens are its last ids, after the bytes and the merges
     assert vocab.special_ids == {'<pad>': n - 3, '<bos>': n - 2, '<eos>': n - 1}
-    assert [translate.token_label(vocab, vocab.special_ids['<eos>'])] == ['<eos>']
+    # a character the BPE never saw is two byte tokens, labelled by their bytes (their text is U+FFFD alike)
+    assert [translate.token_label(vocab, i) for i in vocab.encode('é')] == ['\\xc3', '\\xa9', '<eos>']
     chars = translate.Vocabulary.train('char', ['a b\x01'], 0)
     assert [translate.token_label(chars, i) for i in chars.encode('a b\x01')] == ['a', '\u2423', 'b', '\\x01', '<eos>']
 

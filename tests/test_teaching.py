@@ -58,6 +58,8 @@ def ablation_args(work_dir):
 
 def test_readable_shows_spaces_newlines_and_controls():
     assert plot.readable(' a\n\tb\x01') == '\u2423a\u21b5\u21e5b\\x01'
+    # a BPE token's bytes: those that are part of a character as escapes, not each as the same U+FFFD
+    assert [plot.readable(b) for b in (b' \xc3', b'\xa9', 'é'.encode())] == ['\u2423\\xc3', '\\xa9', 'é']
 
 
 def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
@@ -255,6 +257,12 @@ def test_attention_project_draws_a_hugging_face_directory_with_its_tokenizer(tmp
     assert tokenizer.encoder == encoder.encoder and model.config.n_layer == 2
     attention.main([f'--model={tmp_path}', '--prompt=Before we proceed', f'--out={tmp_path / "hf.png"}'])
     assert (tmp_path / 'hf.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    # 'é' is two byte tokens of this vocabulary (its text has no 'é'): labelled by their bytes, which tell them apart
+    P = attention.get_config().plot
+    P.prompt = 'Before é'
+    fig = attention.draw_attention(model, tokenizer, P, 'hf')
+    fig.canvas.draw()
+    assert [t.get_text() for t in image_axes(fig)[0].get_yticklabels()][-3:] == ['\u2423', '\\xc3', '\\xa9']
 
 
 # ---- projects/ablation.py ----
