@@ -25,8 +25,8 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, load_checkpoint, need_work_dir, run_cli,
-                          setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, need_work_dir,
+                          run_cli, setup_logging)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402
@@ -79,6 +79,8 @@ def runs(config):
                           f"ablation.seeds hold at least one seed (got {A.seeds!r})")
     if len(set(A.variants)) < len(A.variants) or len(set(A.seeds)) < len(A.seeds):
         raise ConfigError(f"ablation.variants {A.variants!r} and seeds {A.seeds!r} must not repeat one")
+    # checked now: chargpt would refuse a bad seed only after training the runs before it (and 2.0 is taken as 2)
+    seeds = [check_range('ablation.seeds', seed, 0, 2 ** 32 - 1, integer=True) for seed in A.seeds]
     if config.trainer.work_dir is not None:  # every run would share it, and the second would refuse the first's
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
@@ -93,8 +95,8 @@ def runs(config):
         raise ConfigError(f"system.init={config.system.init!r}: the ablation trains a new model of each variant; to go "
                           "on from a trained one, use chargpt: python projects/chargpt.py --system.init=...")
     for variant in A.variants:
-        for seed in A.seeds:
-            name = variant if len(A.seeds) == 1 else f'{variant}-seed{seed}'
+        for seed in seeds:
+            name = variant if len(seeds) == 1 else f'{variant}-seed{seed}'
             work_dir = os.path.join(config.system.work_dir, name)
             # a resumed ablation continues the runs that have a checkpoint and starts the others again (a run
             # killed before its first checkpoint has nothing to resume)

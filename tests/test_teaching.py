@@ -313,6 +313,9 @@ def test_ablation_refuses_what_it_would_ignore(tmp_path):
     for args, message in [(["--variants=('postnorm',)"], 'post-norm'),
                           (["--variants=('relu', 'relu')"], r"must not repeat one"),
                           (['--system.seed=5'], r"give --seeds=5 instead of --system.seed"),
+                          # refused before the first run trains, not when its turn comes
+                          (['--seeds=(1, 2.5)', '--trainer.max_iters=1'], r"ablation.seeds=2.5 is not a whole number"),
+                          (['--seeds=(1, -1)', '--trainer.max_iters=1'], r"ablation.seeds=-1 is out of range"),
                           (['--sample.checkpoint=x.pt'], r"the ablation trains; to sample a run's model, use chargpt"),
                           (['--system.init=gpt2'], r"system.init='gpt2': the ablation trains a new model of each "
                                                    r"variant; to go on from a trained one, use chargpt"),
@@ -365,6 +368,8 @@ def test_ablation_runs_pass_on_only_what_differs_from_chargpt_and_overwrite(tmp_
                                        '--trainer.checkpoint_interval=50', '--trainer.eval_interval=50',
                                        '--trainer.max_iters=500', '--trainer.overwrite=True', '--sample.length=0',
                                        *extra])
+    config.ablation.seeds = (1, 2.0)  # a whole float is the integer seed chargpt takes
+    assert [args[0] for _, _, args in ablation.runs(config)] == ['--system.seed=1', '--system.seed=2'] * 2
 
 
 def test_a_runs_result_is_its_last_val_loss_not_its_best(tmp_path):
