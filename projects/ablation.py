@@ -178,8 +178,9 @@ def main(argv):
     names = [name for _, name, _ in plan]
     # the train curve averaged over about 10 iterations, fewer in a short run, where that lag would lift its end
     smooth = min(0.9, max(0.0, 1 - 20 / config.trainer.max_iters))
+    seeds = ', '.join(map(str, config.ablation.seeds))
     plot([os.path.join(out, name, 'metrics.jsonl') for name in names], os.path.join(out, 'loss.png'), smooth=smooth,
-         labels=names, title=f'ablation: chargpt {config.model.model_type}, same seed, data and iterations')
+         labels=names, title=f'ablation: chargpt {config.model.model_type}, seeds {seeds}, same data and iterations')
     print(f"\n{text}\nwrote {os.path.join(out, 'results.md')} and {os.path.join(out, 'loss.png')}")
 
 

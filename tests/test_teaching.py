@@ -344,9 +344,11 @@ def test_a_short_ablations_train_curve_is_not_smoothed_past_its_end(ablation_dir
     work = tmp_path / 'ablation'
     shutil.copytree(ablation_dir, work)
     ablation, drawn = load_project('ablation'), {}
-    monkeypatch.setattr(ablation, 'plot', lambda paths, out, smooth, **kw: drawn.update(smooth=smooth))
+    monkeypatch.setattr(ablation, 'plot', lambda paths, out, smooth, title, **kw: drawn.update(smooth=smooth,
+                                                                                                title=title))
     ablation.main(ablation_args(work) + ['--trainer.resume=True'])  # every run finished: read back, drawn again
-    assert drawn == {'smooth': 0.0}
+    # the title names the seeds: with --seeds=1,2 it said 'same seed'
+    assert drawn == {'smooth': 0.0, 'title': 'ablation: chargpt gpt-nano, seeds 3407, same data and iterations'}
 
 
 def test_ablation_without_matplotlib_stops_before_training(tmp_path, monkeypatch):
