@@ -223,10 +223,11 @@ class Transformer(nn.Module):
     def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
         """Translate a batch of source sentences src (B, S), each padded at the end with pad_token_id: greedy
         (num_beams=1) or beam search. Returns B lists of target ids, without BOS and EOS. max_new_tokens defaults
-        to block_size - 1."""
+        to block_size - 1 (1 at block_size 1)."""
         c = self.config
-        # the longest target training can show has block_size - 1 tokens and EOS; the decoder could read one more
-        max_new_tokens = c.block_size - 1 if max_new_tokens is None else max_new_tokens
+        # the longest target training can show has block_size - 1 tokens and EOS (at block_size 1, EOS alone: one
+        # token to write); the decoder could read one more
+        max_new_tokens = max(1, c.block_size - 1) if max_new_tokens is None else max_new_tokens
         if not 1 <= max_new_tokens <= c.block_size:
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         if not isinstance(num_beams, int) or num_beams < 1:

@@ -146,6 +146,8 @@ def test_translate_writes_up_to_block_size_tokens():
     assert [len(t) for t in model.translate(src, max_new_tokens=16, num_beams=2)] == [16, 16]
     with pytest.raises(ValueError, match="max_new_tokens must be 1 to block_size = 16, got 17"):
         model.translate(src, max_new_tokens=17)
+    # a context of one token: the target is EOS alone, the default writes that one token (it was 0, refused)
+    assert len(tiny(block_size=1).translate(torch.tensor([[EOS]]))[0]) <= 1
 
 
 def test_encoder_keys_values_are_computed_once_and_reused():
