@@ -6,8 +6,9 @@ decoder, keys and values from the encoder's output), then the MLP; each sub-laye
 generator head turns the decoder's last hidden state into next-token logits. Training is teacher forcing: the
 decoder reads BOS followed by the target and predicts the target followed by EOS, all positions at once.
 
-As in the paper by default: sinusoidal positional encoding, post-norm, ReLU, token embeddings scaled by
-sqrt(n_embd), the decoder's embedding tied to the generator head, label smoothing 0.1; each is switchable.
+As in the paper: token embeddings scaled by sqrt(n_embd), the decoder's embedding tied to the generator head, and
+by default sinusoidal positional encoding, post-norm, ReLU and label smoothing 0.1, which the config switches
+(pos_embd, norm, activation, label_smoothing; share_embeddings ties the encoder's embedding too).
 Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of the decoder's self-attention and
 computes the encoder's keys and values once per source sentence.
 """
