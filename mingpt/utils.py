@@ -592,8 +592,9 @@ class CfgNode:
             sys.exit(0)
         for arg in self.normalize_args(args):
             if not arg.startswith('--'):
+                example = next(self._leaf_paths(), 'section.key')  # this config's own: not every project has a trainer
                 raise ConfigError(f"cannot read argument '{arg}': expected the form --section.key=value "
-                                  "(e.g. --trainer.batch_size=32); --help lists every option")
+                                  f"(e.g. --{example}=...); --help lists every option")
             path, raw = arg[2:].split('=', 1)
             *sections, leaf = path.split('.')
             node = self
