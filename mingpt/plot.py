@@ -126,7 +126,8 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
 
 
 def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
-    """Draw the loss curves of the metrics.jsonl files in paths into the PNG out; returns out."""
+    """Draw the loss curves of the metrics.jsonl files in paths into the image out, in the format its suffix names
+    (.png, .pdf, .svg...; see save); returns out."""
     return save(loss_figure(paths, smooth, labels, title, logy), out, dpi=120)
 
 
@@ -151,11 +152,12 @@ def _thinned(labels, panel_inches, fontsize):
 
 def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     """Attention weights as a grid of heat maps, one row per layer and one column per head: maps is
-    (n_layer, n_head, T, T) (a tensor, an array, or a list of (n_head, T, T)), tokens the T strings of the prompt,
-    layers and heads the numbers to label the rows and columns with (default 0, 1, ...). Row i of a map is query
-    token i; its colours say how it spreads its attention over the keys j <= i (each row sums to 1). The future,
-    which the causal mask hides, is left blank. The colour scale is the square root of the weight, so that a
-    weight spread over many keys still shows. A single map is drawn large, every token labelled if they fit."""
+    (n_layer, n_head, T, T) (a tensor, an array, or a list of (n_head, T, T)), tokens the prompt's T tokens as
+    strings or, for a byte-level BPE, as bytes (see readable), layers and heads the numbers to label the rows and
+    columns with (default 0, 1, ...). Row i of a map is query token i; its colours say how it spreads its attention
+    over the keys j <= i (each row sums to 1). The future, which the causal mask hides, is left blank. The colour
+    scale is the square root of the weight, so that a weight spread over many keys still shows. A single map is
+    drawn large, every token labelled if they fit."""
     maps = np.stack([as_array(m) for m in maps])  # (n_layer, n_head, T, T)
     n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     if maps.shape[2:] != (T, T) or len(tokens) != T:
