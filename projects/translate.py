@@ -9,7 +9,7 @@ exact-match accuracy on held-out sentences, prints examples, saves a checkpoint 
 
 The default task is generated in code, so it runs offline: "the 3rd of March, 2021", "03/03/2021",
 "Wednesday, March 3, 2021" -> "2021-03-03". The held-out dates never occur in training, in any format. With
---data.path the last data.n_test pairs (after a seeded shuffle) are held out; the vocabulary is the corpus's
+--data.path data.n_test pairs, drawn by a seeded shuffle, are held out; the vocabulary is the corpus's
 characters, or a byte-level BPE trained on its training lines with mingpt.bpe.train_bpe; BLEU is reported when
 the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl and
 translate_attention.png: for the longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
