@@ -61,6 +61,12 @@ def test_options_a_table_row_names_belong_to_its_project():
             assert path in set(config._leaf_paths()), f"{project} has no option {name}"
 
 
+def test_the_tour_of_the_files_names_every_module_and_project():
+    tour = README.split('## A tour of the files', 1)[1]
+    for path in sorted((ROOT / 'mingpt').glob('*.py')) + sorted((ROOT / 'projects').glob('*.py')):
+        assert path.name in tour, f"the README's tour of the files does not name {path.parent.name}/{path.name}"
+
+
 def python_blocks():
     return re.findall(r"```python\n(.*?)```", README, flags=re.S)
 
