@@ -7,6 +7,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -259,8 +260,16 @@ def model_state(model):
 
 
 def save_checkpoint(checkpoint, path):
-    """torch.save the checkpoint dict atomically, marked with the project's checkpoint format."""
-    atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))
+    """torch.save the checkpoint dict atomically, marked with the project's checkpoint format. A write that fails
+    (a full disk) leaves the file that was there, and raises an OSError that names it."""
+    try:
+        atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))
+    except (OSError, RuntimeError) as e:  # torch.save's writer says a full disk as 'unexpected pos 540736 vs 540624'
+        folder = os.path.dirname(os.path.abspath(path))
+        free = f"; {shutil.disk_usage(folder).free:,} bytes are free there" if os.path.isdir(folder) else ''
+        kept = "the one there before is unchanged" if os.path.exists(path) else "no file was left there"
+        raise OSError(f"could not write the checkpoint {path} ({e}{free}); {kept}. If the disk is full, free some "
+                      "space or write elsewhere") from e
 
 
 def load_checkpoint(path, map_location='cpu', mmap=False):

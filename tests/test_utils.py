@@ -479,6 +479,23 @@ def test_atomic_write_leaves_no_temporary_file_when_the_write_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ['f.txt'] and (tmp_path / 'f.txt').read_text() == 'old'
 
 
+def test_a_checkpoint_that_fills_the_disk_keeps_the_old_one_and_says_which_file_failed(tmp_path, monkeypatch):
+    """torch.save reports a full disk in its zip writer's words ('unexpected pos 540736 vs 540624'), which said
+    neither the file nor the cause."""
+    path = tmp_path / 'ckpt.pt'
+    save_checkpoint({'iter_num': 10}, path)
+
+    def full(obj, f, *args, **kwargs):  # half a file written, then the disk is full
+        Path(f).write_bytes(b'x' * 1000)
+        raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 540736 vs 540624')
+    monkeypatch.setattr(torch, 'save', full)
+    with pytest.raises(OSError, match=rf"could not write the checkpoint {re.escape(str(path))} \(.*unexpected pos.*; "
+                                      r"[\d,]+ bytes are free there\); the one there before is unchanged\. If the disk "
+                                      "is full, free some space"):
+        save_checkpoint({'iter_num': 20}, path)
+    assert load_checkpoint(path)['iter_num'] == 10 and [p.name for p in tmp_path.iterdir()] == ['ckpt.pt']
+
+
 def test_atomic_write_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path):
     """A run folder from elsewhere may hold eval.json.tmp<pid> linking to another file (a container's pids are
     few): the write went through the link, replacing that file's contents."""
