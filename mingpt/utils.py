@@ -221,11 +221,23 @@ def run_cli(main, argv=None):
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
 
 
+def make_folder(folder):
+    """os.makedirs(folder, exist_ok=True), but naming the file (or broken link) that stands where a folder of the
+    path should be, where makedirs said '[Errno 17] File exists: out' of a file named out."""
+    folder = Path(os.path.abspath(folder))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError, FileNotFoundError):
+        blocking = next(p for p in (folder, *folder.parents) if os.path.lexists(p))
+        what = 'a file' if blocking.exists() else 'a broken link'
+        raise NotADirectoryError(f"cannot make the folder {folder}: {blocking} is {what}, not a folder") from None
+
+
 def atomic_write(path, write):
     """Call write(tmp) to fill a temporary file beside path, fsync it, then rename it over path: a crash at any
     moment leaves the old file or the new one, never half of one."""
     path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    make_folder(os.path.dirname(os.path.abspath(path)))
     tmp = f"{path}.tmp{os.getpid()}"
     if os.path.lexists(tmp):  # a killed write's, or a link planted there: writing through it would change its target
         os.remove(tmp)

@@ -496,6 +496,19 @@ def test_a_checkpoint_that_fills_the_disk_keeps_the_old_one_and_says_which_file_
     assert load_checkpoint(path)['iter_num'] == 10 and [p.name for p in tmp_path.iterdir()] == ['ckpt.pt']
 
 
+@pytest.mark.parametrize('name', ['out', 'out/sub'])
+def test_atomic_write_under_a_file_names_the_file_in_the_way(tmp_path, name):
+    """makedirs said '[Errno 17] File exists: .../out' of a file named out, which reads as nothing wrong."""
+    (tmp_path / 'out').write_text('a file')
+    with pytest.raises(NotADirectoryError, match=f"cannot make the folder {re.escape(str(tmp_path / name))}: "
+                                                 f"{re.escape(str(tmp_path / 'out'))} is a file, not a folder"):
+        atomic_write(tmp_path / name / 'a b.png', lambda tmp: Path(tmp).write_text('x'))
+    (tmp_path / 'out').unlink()
+    (tmp_path / 'out').symlink_to(tmp_path / 'gone')
+    with pytest.raises(NotADirectoryError, match=f"{re.escape(str(tmp_path / 'out'))} is a broken link, not a folder"):
+        atomic_write(tmp_path / name / 'a b.png', lambda tmp: Path(tmp).write_text('x'))
+
+
 def test_atomic_write_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path):
     """A run folder from elsewhere may hold eval.json.tmp<pid> linking to another file (a container's pids are
     few): the write went through the link, replacing that file's contents."""
