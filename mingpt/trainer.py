@@ -445,8 +445,14 @@ class Trainer:
         run's: the same model config, the same project identity (must_match), and iterations left to train."""
         c = self.config
         path = c.resume if isinstance(c.resume, str) else self._path('ckpt.pt')
+        if not isinstance(c.resume, str) and not os.path.isdir(c.work_dir):  # e.g. relative, from another folder
+            relative = '' if os.path.isabs(c.work_dir) else (
+                f" (looked for from {os.getcwd()}): run from the folder the run started in (the cd of its args.txt), "
+                "or give work_dir as a full path")
+            raise ConfigError(f"trainer.resume=True continues the run in {c.work_dir}, but there is no such "
+                              f"folder{relative}; without resume, a fresh run starts")
         if not isinstance(c.resume, str) and not os.path.exists(path):  # e.g. stopped before its first checkpoint
-            started = os.path.isdir(c.work_dir) and os.listdir(c.work_dir)
+            started = os.listdir(c.work_dir)
             fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
             every = (f"every trainer.checkpoint_interval={c.checkpoint_interval} iterations" if c.checkpoint_interval
                      else "only when trainer.checkpoint_interval is set: every that many iterations")

@@ -329,7 +329,7 @@ def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from
             f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'}\n") in capsys.readouterr().err
 
 
-def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
+def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatch):
     """Counted as the checkpoint counts, in iterations done: a Ctrl-C in the callbacks of iteration 3 (a sample)
     comes after 4 (it said 'stopped at iteration 3', and after the checkpoint of 2 that read as one lost, not two)."""
     def ctrl_c_at_iteration_3(t):
@@ -348,12 +348,22 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys):
     trainer = make_trainer(work_dir=str(tmp_path / 'run2'), checkpoint_interval=2, resume=True, max_iters=4)
     trainer.run()  # as the message says
     assert trainer.iter_num == 4
-    # resuming the run that saved none says why and how to start it again; so does resuming a run never started
-    for name, says in [('runNone', r"saved no checkpoint \(ckpt.pt is written every trainer.checkpoint_interval=3 "
-                                   r"iterations and at the end\); start it again with --trainer.overwrite=True$"),
-                       ('never', r"; start a fresh run without it$")]:
-        with pytest.raises(ConfigError, match=rf"trainer.resume=True continues from .*{name}.ckpt.pt, but .*{says}"):
-            make_trainer(work_dir=str(tmp_path / name), checkpoint_interval=3, resume=True).run()
+    # resuming the run that saved none says why and how to start it again
+    with pytest.raises(ConfigError, match=r"trainer.resume=True continues from .*runNone.ckpt.pt, but the run there "
+                                          r"saved no checkpoint \(ckpt.pt is written every trainer.checkpoint_interval"
+                                          r"=3 iterations and at the end\); start it again with --trainer.overwrite="
+                                          r"True$"):
+        make_trainer(work_dir=str(tmp_path / 'runNone'), checkpoint_interval=3, resume=True).run()
+    # a relative work_dir from another folder: it said 'the run there saved no checkpoint', of no run
+    (tmp_path / 'elsewhere').mkdir()
+    monkeypatch.chdir(tmp_path / 'elsewhere')
+    with pytest.raises(ConfigError, match=rf"continues the run in run2, but there is no such folder \(looked for "
+                                          rf"from {re.escape(str(tmp_path / 'elsewhere'))}\): run from the folder the "
+                                          r"run started in \(the cd of its args.txt\), or give work_dir as a full "
+                                          "path; without resume, a fresh run starts$"):
+        make_trainer(work_dir='run2', checkpoint_interval=3, resume=True).run()
+    with pytest.raises(ConfigError, match=r"continues the run in .*never, but there is no such folder; without "):
+        make_trainer(work_dir=str(tmp_path / 'never'), checkpoint_interval=3, resume=True).run()
     # without checkpoint_interval none is ever written (it said 'every trainer.checkpoint_interval=None iterations')
     with pytest.raises(ConfigError, match=r"\(ckpt.pt is written only when trainer.checkpoint_interval is set: every "
                                           r"that many iterations and at the end\)"):
