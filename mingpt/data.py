@@ -17,7 +17,7 @@ import requests
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.utils import atomic_write, check_range, other_rank
+from mingpt.utils import atomic_write, check_range, make_folder, other_rank
 
 # seconds a process under torchrun waits for the first process's download to make progress (requests' own
 # timeouts, 30 s to connect and 30 s to answer, come before the first byte)
@@ -52,22 +52,23 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
         return wait_for_download(url, dest, part)
     have = part.stat().st_size if part.exists() else 0
     headers = {'Range': f'bytes={have}-'} if have else {}
+    stale = False
     try:
         r = requests.get(url, stream=True, timeout=30, headers=headers,
                          hooks={'response': refuse_plain_http} if url.startswith('https://') else {})
         sha256 = sha256 or published_sha256(r)
         if r.status_code == 416 and have:  # nothing past the .part's end: complete, if the file has its length
             r.close()
-            if r.headers.get('content-range') != f'bytes */{have}':  # longer: the file changed, or two downloads
-                part.unlink()  # appended to one .part; start over
-                return download(url, dest, sha256, quiet, local_copy)
+            stale = r.headers.get('content-range') != f'bytes */{have}'  # longer: the file changed, or two
+            if stale:  # downloads appended to one .part; start over
+                part.unlink()
         else:
             r.raise_for_status()
             if have and r.status_code != 206:  # the server ignored the range: start over
                 have = 0
             length = r.headers.get('content-length', '')  # for the bar only: a proxy may send anything there
             total = int(length) + have if length.isdigit() else None
-            dest.parent.mkdir(parents=True, exist_ok=True)  # only now: a failed request leaves no empty folders
+            make_folder(dest.parent)  # only now: a failed request leaves no empty folders
             with open(part, 'ab' if have else 'wb') as f, tqdm(
                     total=total, initial=have, unit='B', unit_scale=True, unit_divisor=1024,
                     desc=f'downloading {dest.name} to {dest.parent}', disable=quiet) as bar:
@@ -76,14 +77,20 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
                     bar.update(len(chunk))
                 f.flush()
                 os.fsync(f.fileno())
-    except requests.RequestException as e:
+    except OSError as e:  # requests' errors are OSErrors too
         kept = f" The partial download is kept at {part} and resumed next time." if part.exists() else ''
+        if not isinstance(e, requests.RequestException):  # the cache cannot be written: read-only, or full
+            raise OSError(f"cannot save the download of {url} in {dest.parent} ({e}); set MINGPT_CACHE_DIR to a "
+                          f"folder that can be written and has room for it, or get the file elsewhere and "
+                          f"{local_copy}.{kept}") from None
         env = os.environ.get('MINGPT_DATA_DIR')
         typo = f" (it is {env}, which does not exist)" if env and not Path(env).expanduser().is_dir() else ''
         where = dest.relative_to(cache_dir()) if dest.is_relative_to(cache_dir()) else dest.name  # as in the cache
         raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
                            f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
                            f"that holds it as {where}{typo}.{kept}") from None
+    if stale:
+        return download(url, dest, sha256, quiet, local_copy)
     if sha256 is not None:
         got = sha256_of(part)
         if got != sha256.lower():  # hex digits in either case (PowerShell's Get-FileHash prints capitals)

@@ -1,10 +1,12 @@
 """GPT-2 BPE: exact ids (tiktoken built from the same vocabulary files is the reference), round trips, the
 minGPT-style tokenizer interface, and where the vocabulary files come from."""
 import argparse
+import errno
 import hashlib
 import io
 import json
 import random
+import re
 import threading
 import unicodedata
 from pathlib import Path
@@ -342,6 +344,29 @@ def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
                         FakeResponse(body[1000:], status=206))
     data.download('https://example.org/f.bin', dest, sha256=hashlib.sha256(body).hexdigest(), quiet=True)
     assert asked == [{'Range': 'bytes=1000-'}] and dest.read_bytes() == body and not part.exists()
+
+
+def test_a_cache_that_cannot_hold_the_download_says_so_and_how_to_go_on(tmp_path, monkeypatch):
+    """A full disk (or a read-only cache) said only '[Errno 28] No space left on device', naming no file."""
+    body = bytes(range(256)) * 20
+
+    class FullDisk(FakeResponse):
+        def iter_content(self, chunk_size):
+            yield self.body[:1000]
+            raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(data.requests, 'get', lambda url, **kw: FullDisk(body))
+    dest = tmp_path / 'cache' / 'f.bin'
+    with pytest.raises(OSError, match=rf"cannot save the download of https://example.org/f.bin in "
+                                      rf"{re.escape(str(dest.parent))} \(\[Errno 28\] No space left on device\); set "
+                                      r"MINGPT_CACHE_DIR to a folder that can be written and has room for it, or get "
+                                      r"the file elsewhere and pass its path\. The partial download is kept at "
+                                      r".*f.bin.part and resumed next time\.$"):
+        data.download('https://example.org/f.bin', dest, quiet=True)
+    (tmp_path / 'file').write_text('a file where the cache folder should be')
+    with pytest.raises(OSError, match=r"cannot save the download .* \(cannot make the folder .*: .*file is a file, not "
+                                      r"a folder\); set MINGPT_CACHE_DIR"):
+        data.download('https://example.org/f.bin', tmp_path / 'file' / 'f.bin', quiet=True)
 
 
 def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_range(tmp_path, monkeypatch):
