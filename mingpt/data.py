@@ -214,7 +214,8 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
     dtype = np.dtype(np.uint16 if len(tokenizer) <= 1 << 16 else np.uint32)
     text_hash = hashlib.sha256(text.encode('utf-8')).hexdigest()
     vocab_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode('utf-8')).hexdigest()
-    dest = cache_dir() / 'tokens' / f'{name}.{text_hash[:12]}.{vocab_hash[:12]}.{dtype.name}'
+    start = name.encode('utf-8')[:200].decode('utf-8', 'ignore')  # a file name holds 255 bytes, .tmp<pid> included
+    dest = cache_dir() / 'tokens' / f'{start}.{text_hash[:12]}.{vocab_hash[:12]}.{dtype.name}'
     if dest.exists():
         print(f"reading the tokens of {name} saved in {dest}")
     else:

@@ -750,6 +750,18 @@ def test_encode_text_saves_the_ids_once_and_reads_them_back(tmp_path, monkeypatc
         encode_text(text, tok, 'new', 'cats.txt')
 
 
+def test_encode_text_of_a_file_with_a_long_name_fits_its_cache_files_name(tmp_path, monkeypatch):
+    """A text file named in 82 Chinese characters (244 bytes, which a file name may hold) failed with 'File name too
+    long': the cache file's name added its hashes (34 bytes) to the text's name."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    name = '红楼梦第一回甄士隐梦幻识通灵贾雨村风尘怀闺秀' * 3 + '红楼梦第一回甄士隐梦幻识通灵.txt'
+    (tmp_path / name).write_text('abc')  # the text's own name is fine here
+    tok = CharTokenizer.from_text('abc')
+    assert encode_text('abcabc', tok, {'vocab': tok.chars}, name).tolist() == [0, 1, 2, 0, 1, 2]
+    [saved] = (tmp_path / 'tokens').iterdir()
+    assert len(saved.name.encode()) <= 240 and name.startswith(saved.name.split('.')[0][:60])
+
+
 def test_encode_text_in_pieces_gives_the_whole_texts_bpe_ids(data_root, tmp_path, monkeypatch):
     """A piece ends before a space or newline that follows a non-space character, where neither characters nor
     GPT-2's pre-tokens (' word', white space runs, symbols) are cut; a vocabulary without pre-tokeniser is whole."""
