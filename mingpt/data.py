@@ -84,7 +84,8 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
                           f"folder that can be written and has room for it, or get the file elsewhere and "
                           f"{local_copy}.{kept}") from None
         env = os.environ.get('MINGPT_DATA_DIR')
-        typo = f" (it is {env}, which does not exist)" if env and not Path(env).expanduser().is_dir() else ''
+        problem = 'a file, not a folder' if env and Path(env).expanduser().is_file() else 'which does not exist'
+        typo = f" (it is {env}, {problem})" if env and not Path(env).expanduser().is_dir() else ''
         where = dest.relative_to(cache_dir()) if dest.is_relative_to(cache_dir()) else dest.name  # as in the cache
         raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
                            f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "

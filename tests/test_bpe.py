@@ -324,6 +324,11 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as gpt2/encoder.json \(it "
                                            r"is .*dta, which does not exist\)\."):
         get_encoder()
+    (empty_cache / 'encoder.json').write_text('{}')  # the data file itself, not its folder: it said 'does not exist'
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'encoder.json'))
+    with pytest.raises(RuntimeError, match=r"holds it as gpt2/encoder.json \(it is .*encoder.json, a file, not a "
+                                           r"folder\)\."):
+        get_encoder()
 
 
 def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
