@@ -713,19 +713,20 @@ def main(argv=None):
     commands = parser.add_subparsers(dest='command', required=True)
     train = commands.add_parser('train', help='learn a vocabulary from a text file, save it in GPT-2 format',
                                 description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    train.add_argument('file', help='UTF-8 text to learn from')
+    path = os.path.expanduser  # the shell leaves the ~ of --out=~/tok as it is, after the '='
+    train.add_argument('file', type=path, help='UTF-8 text to learn from')
     train.add_argument('--vocab-size', type=int, required=True, help='256 bytes + merges + special tokens')
-    train.add_argument('--out', required=True, help='directory for encoder.json and vocab.bpe')
+    train.add_argument('--out', type=path, required=True, help='directory for encoder.json and vocab.bpe')
     train.add_argument('--no-pretokenize', action='store_true',
                        help="merge across GPT-2's word boundaries too: the plain algorithm on the raw bytes")
     train.add_argument('--special-tokens', nargs='*', default=[ENDOFTEXT], metavar='TOKEN',
                        help=f'(default: {ENDOFTEXT}; give the option alone for none)')
     train.add_argument('--show', action='store_true', help='print each merge, its count and the text after it')
-    train.add_argument('--curve', metavar='PNG',
+    train.add_argument('--curve', type=path, metavar='PNG',
                        help='draw vocabulary size against corpus length into PNG (or .pdf, .svg)')
     show = commands.add_parser('encode', help="show how a text is encoded: each word's merges in order, its ids")
     show.add_argument('text')
-    show.add_argument('--vocab', metavar='DIR', help="a vocabulary's directory (default: GPT-2's)")
+    show.add_argument('--vocab', type=path, metavar='DIR', help="a vocabulary's directory (default: GPT-2's)")
     args = parser.parse_args(argv)
     if args.command == 'encode':
         return _show_encoding(get_encoder(directory=args.vocab) if args.vocab else get_encoder(), args.text)

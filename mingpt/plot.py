@@ -233,8 +233,11 @@ def positions_figure(sinusoidal, learned=None, title=None):
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves from metrics.jsonl files.')
-    p.add_argument('metrics', nargs='+', help='metrics.jsonl files written by the trainer (one curve pair each)')
-    p.add_argument('-o', '--out', default='loss.png', help='the image to write: .png, .pdf, .svg (default: loss.png)')
+    path = os.path.expanduser  # the shell leaves the ~ of --out=~/loss.png as it is, after the '='
+    p.add_argument('metrics', nargs='+', type=path, help='metrics.jsonl files written by the trainer (one curve pair '
+                   'each)')
+    p.add_argument('-o', '--out', type=path, default='loss.png', help='the image to write: .png, .pdf, .svg '
+                   '(default: loss.png)')
     p.add_argument('--smooth', type=float, default=0.0, help='EMA factor for the train loss, e.g. 0.9 (default: 0)')
     p.add_argument('--labels', nargs='+', help='one name per file (default: the name of its folder)')
     p.add_argument('--title')

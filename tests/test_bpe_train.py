@@ -327,6 +327,19 @@ def test_the_readmes_python_trains_what_the_command_trains(tmp_path, monkeypatch
     assert get_encoder(directory='my_tokenizer').bpe_merges == get_encoder(directory='by_command').bpe_merges
 
 
+def test_command_line_expands_a_tilde_after_the_equals_sign(tmp_path, monkeypatch):
+    """The shell leaves --out=~/tok as typed: the vocabulary was saved into ./~/tok, then read back from $HOME/tok,
+    which failed ('~/tok/encoder.json does not exist')."""
+    (tmp_path / 'c.txt').write_text(shakespeare_sample(2_000), encoding='utf-8')
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bpe, 'get_encoder', lambda directory=None: get_encoder(directory=directory or 'tok'))
+    bpe.main(['train', '~/c.txt', '--vocab-size=270', '--out=~/tok', '--curve=~/curve.png'])
+    assert (tmp_path / 'tok' / 'vocab.bpe').exists() and (tmp_path / 'curve.png').exists()
+    assert not (tmp_path / '~').exists()
+    bpe.main(['encode', 'hello', '--vocab=~/tok'])
+
+
 def test_command_line_without_gpt2_files_skips_the_comparison(tmp_path, monkeypatch, capsys):
     corpus = tmp_path / 'c.txt'
     corpus.write_text(shakespeare_sample(5_000), encoding='utf-8')

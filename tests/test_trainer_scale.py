@@ -833,6 +833,17 @@ def test_loss_curves_by_hand(tmp_path, capsys):
     assert not (tmp_path / 'loss.png').exists()
 
 
+def test_plot_command_expands_a_tilde_after_the_equals_sign(tmp_path, monkeypatch):
+    """The shell leaves --out=~/loss.png as typed: it wrote into ./~/loss.png and said 'wrote ~/loss.png'."""
+    pytest.importorskip('matplotlib')
+    from mingpt import plot
+    train(tmp_path, max_iters=2)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    plot.main(['--out=~/loss.png', '~/metrics.jsonl'])
+    assert (tmp_path / 'loss.png').exists() and not (tmp_path / '~').exists()
+
+
 def test_plot_draws_metrics_to_png(tmp_path):
     pytest.importorskip('matplotlib')
     from mingpt import plot
