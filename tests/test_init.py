@@ -1,5 +1,7 @@
+import ast
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,3 +25,9 @@ def test_an_older_torch_is_refused_at_import_naming_both_versions(monkeypatch, o
 def test_torch_2_4_and_newer_pass_the_check_as_numbers_not_strings(new):
     mingpt.check_torch(new)  # '2.10.0' < '2.4' as strings
 
+
+def test_setup_py_declares_the_torch_that_the_import_checks():
+    setup = ast.parse((Path(__file__).parents[1] / 'setup.py').read_text())
+    call = next(n for n in ast.walk(setup) if isinstance(n, ast.Call) and getattr(n.func, 'id', '') == 'setup')
+    requires = ast.literal_eval(next(k.value for k in call.keywords if k.arg == 'install_requires'))
+    assert f"torch>={'.'.join(map(str, mingpt.TORCH_NEEDED))}" in requires
