@@ -30,10 +30,12 @@ from mingpt.utils import atomic_write, run_cli
 
 
 def new_figure(width, height):
-    """A matplotlib Figure of width x height inches; a clear error when matplotlib is not installed."""
+    """A matplotlib Figure of width x height inches; a clear error when matplotlib is missing or fails to import."""
     try:
         from matplotlib.figure import Figure
-    except ImportError:
+    except ImportError as e:
+        if (e.name or '').split('.')[0] != 'matplotlib':  # installed, but it failed: e.g. 'requires numpy>=1.25'
+            raise RuntimeError(f"drawing needs matplotlib, which is installed but failed to import: {e}") from e
         raise RuntimeError('drawing needs matplotlib, which is not installed: pip install -e ".[plot]" '
                            '(or pip install matplotlib)') from None
     fig = Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars

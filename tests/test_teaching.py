@@ -135,6 +135,22 @@ def test_without_matplotlib_every_picture_says_how_to_get_it(monkeypatch):
         plot.positions_figure(sinusoidal_positions(4, 2))
 
 
+def test_a_matplotlib_that_fails_to_import_is_not_called_missing(monkeypatch):
+    """A matplotlib newer than the numpy beside it raises ImportError('Matplotlib requires numpy>=1.25; you have
+    1.24.4') on import: 'not installed, pip install matplotlib' sent the student to a pip that says it is."""
+    real_import = __import__
+
+    def old_numpy(name, *args, **kwargs):
+        if name.startswith('matplotlib'):
+            raise ImportError('Matplotlib requires numpy>=1.25; you have 1.24.4')
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr('builtins.__import__', old_numpy)
+    with pytest.raises(RuntimeError, match=r"drawing needs matplotlib, which is installed but failed to import: "
+                                           r"Matplotlib requires numpy>=1\.25; you have 1\.24\.4$"):
+        plot.attention_figure(torch.rand(1, 1, 3, 3), ['a', 'b', 'c'])
+
+
 def test_a_figure_shows_itself_in_a_notebook():
     """A notebook cell ending with a figure showed only '<Figure size 700x420 with 1 Axes>' unless %matplotlib inline
     had run: IPython draws what has a _repr_png_, and no pyplot backend had taken on a figure made without pyplot."""
