@@ -24,7 +24,7 @@ import torch
 
 from mingpt.bpe import Encoder, train_bpe
 from mingpt.data import CharTokenizer, read_text
-from mingpt.plot import readable
+from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, need_work_dir, refuse_ignored,
@@ -245,13 +245,6 @@ def token_label(vocab, i):
 def draw_cross_attention(model, vocab, source, path):
     """A PNG of the last decoder layer's cross-attention (heads averaged) while the model writes its translation of
     source: one row per target token, one column per source token."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no cross-attention PNG: drawing needs matplotlib (pip install matplotlib)")
-        return
     model.eval()
     device = next(model.parameters()).device
     src = vocab.batch([source]).to(device)
@@ -259,9 +252,12 @@ def draw_cross_attention(model, vocab, source, path):
     weights = model.cross_attention_maps(src, tgt)[-1][0].mean(0).cpu().numpy()  # (T, S)
     model.train()
     src_labels, tgt_labels = ([token_label(vocab, i) for i in ids[0].tolist()] for ids in (src, tgt))
-    # at least 6 x 3 inches: a short sentence's cells leave no room for the title and the axis labels
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(src_labels) + 2), max(3.0, 0.3 * len(tgt_labels) + 1.5)),
-                           dpi=120, layout='constrained')
+    try:  # at least 6 x 3 inches: a short sentence's cells leave no room for the title and the axis labels
+        fig = new_figure(max(6.0, 0.3 * len(src_labels) + 2), max(3.0, 0.3 * len(tgt_labels) + 1.5))
+    except RuntimeError as e:  # no matplotlib: training goes on without the picture
+        print(f"no cross-attention PNG: {e}")
+        return
+    ax = fig.add_subplot()
     image = ax.imshow(weights, cmap='viridis', vmin=0, vmax=1)
     ax.set_xticks(range(len(src_labels)), src_labels, fontsize=8)
     ax.set_yticks(range(len(tgt_labels)), tgt_labels, fontsize=8)
@@ -271,9 +267,7 @@ def draw_cross_attention(model, vocab, source, path):
     fig.suptitle(f"cross-attention (last decoder layer, heads averaged):\n{source!r} -> "
                  f"{vocab.decode(tgt[0].tolist())!r}", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.03, label='attention weight')
-    fig.savefig(path)
-    plt.close(fig)
-    print(f"wrote {path}")
+    print(f"wrote {save(fig, path, dpi=120)}")
 
 
 def saved_vocabulary(ckpt, path, vocab_size):

@@ -588,18 +588,37 @@ def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tm
     assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
 
 
+def test_without_a_working_matplotlib_the_run_goes_on_without_its_picture(tmp_path, monkeypatch, capsys):
+    """translate drew with pyplot, after matplotlib.use('Agg') (a notebook's backend switched), and its own message
+    called a matplotlib that fails to import (one newer than numpy) 'not installed'; it now uses plot.new_figure."""
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+
+    def broken(width, height):
+        raise RuntimeError("drawing needs matplotlib, which is installed but failed to import: numpy too old")
+    monkeypatch.setattr(translate, 'new_figure', broken)
+    capsys.readouterr()
+    translate.draw_cross_attention(model, vocab, 'abc', tmp_path / 'a.png')
+    assert capsys.readouterr().out == ("no cross-attention PNG: drawing needs matplotlib, which is installed but "
+                                       "failed to import: numpy too old\n")
+    assert model.training and not (tmp_path / 'a.png').exists()
+
+
 @pytest.mark.parametrize('source', ['ab', 'dcbadcba'])
 def test_the_cross_attention_picture_shows_its_whole_title_and_axis_labels(source, tmp_path, monkeypatch):
     """A short sentence made a figure narrower than its title: the title and the axis labels were cut off."""
     matplotlib = pytest.importorskip('matplotlib')
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     translate = load_project('translate')
     vocab, model = opinionated_translator(translate)
     figures = []
-    monkeypatch.setattr(plt, 'close', figures.append)  # keep the figure to measure it
+    real_save = translate.save
+    monkeypatch.setattr(translate, 'save', lambda fig, path, dpi: figures.append(fig) or real_save(fig, path, dpi))
     translate.draw_cross_attention(model, vocab, source, tmp_path / 'a.png')
     fig = figures[0]
-    renderer, texts = fig.canvas.get_renderer(), fig.findobj(matplotlib.text.Text)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # the layout, at the figure's own dpi
+    renderer, texts = canvas.get_renderer(), fig.findobj(matplotlib.text.Text)
     shown = [t.get_text() for t in texts if t.get_visible() and t.get_text()]
     assert any(repr(source) in t for t in shown) and 'target tokens written' in shown
     for text in texts:  # the title, the axis labels, the tokens
