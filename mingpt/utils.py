@@ -140,10 +140,14 @@ def setup_logging(config, work_dir=None, resumed_at=None):
             command += ("# on each machine, with the rendezvous options it was started with (--rdzv_id, "
                         "--rdzv_endpoint)\n")
     earlier = os.path.join(work_dir, 'args.txt')
+    # a script of minGPT's shape calls this before its Trainer refuses or resumes a run that work_dir holds: keep
+    # that run's commands (the Trainer of an overwrite=True run has removed its checkpoints by now)
+    held = any(os.path.exists(os.path.join(work_dir, name)) for name in ('ckpt.pt', 'model.pt'))
     # the resume alone would not say how the run began; never through a link (a run folder got from elsewhere may
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
-    if resumed_at is not None and os.path.exists(earlier) and not os.path.islink(earlier):
-        command = f"{Path(earlier).read_text(encoding='utf-8')}# resumed at iteration {resumed_at}:\n{command}"
+    if (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):
+        then = f"resumed at iteration {resumed_at}" if resumed_at is not None else "then, with the run above held here"
+        command = f"{Path(earlier).read_text(encoding='utf-8')}# {then}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option

@@ -239,6 +239,22 @@ def test_setup_logging(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
+def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp_path, monkeypatch):
+    """minGPT's scripts call setup_logging(config) first: over a run that work_dir holds, it replaced that run's
+    args.txt (its whole history of commands) before the Trainer refused the fresh run or resumed it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'args.txt').write_text('cd /there && python chargpt.py\n# resumed at iteration 500:\ncd /there && x\n')
+    save_checkpoint({'iter_num': 1000}, tmp_path / 'ckpt.pt')
+    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.resume=True'])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
+    assert (tmp_path / 'args.txt').read_text() == (
+        'cd /there && python chargpt.py\n# resumed at iteration 500:\ncd /there && x\n# then, with the run above held '
+        f'here:\ncd {tmp_path} && python chargpt.py --trainer.resume=True\n')
+    (tmp_path / 'ckpt.pt').unlink()  # no run held (or the Trainer of an overwrite removed it): a record of its own
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
+    assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.resume=True\n'
+
+
 def test_config_json_and_checkpoints_hold_a_configs_paths_and_numpy_numbers_as_plain_values(tmp_path):
     # json.dumps refused both (a TypeError traceback at the run's start), and a checkpoint could not have been read
     C = CN(system=CN(work_dir=str(tmp_path)),
