@@ -141,8 +141,9 @@ def setup_logging(config, work_dir=None, resumed_at=None):
                         "--rdzv_endpoint)\n")
     earlier = os.path.join(work_dir, 'args.txt')
     # a script of minGPT's shape calls this before its Trainer refuses or resumes a run that work_dir holds: keep
-    # that run's commands (the Trainer of an overwrite=True run has removed its checkpoints by now)
-    held = any(os.path.exists(os.path.join(work_dir, name)) for name in ('ckpt.pt', 'model.pt'))
+    # that run's commands, unless this run replaces it (trainer.overwrite, whose Trainer removes its checkpoints)
+    replaces = getattr(getattr(config, 'trainer', None), 'overwrite', False)
+    held = not replaces and any(os.path.exists(os.path.join(work_dir, name)) for name in ('ckpt.pt', 'model.pt'))
     # the resume alone would not say how the run began; never through a link (a run folder got from elsewhere may
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
     if (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):

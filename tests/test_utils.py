@@ -255,6 +255,17 @@ def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp
     assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.resume=True\n'
 
 
+def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_anew(tmp_path, monkeypatch):
+    """The run held is replaced, so its commands are not this run's history: they were kept above the overwrite's
+    command, marked 'then, with the run above held here', of a run the Trainer then removed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'args.txt').write_text('cd /there && python chargpt.py\n')
+    save_checkpoint({'iter_num': 1000}, tmp_path / 'ckpt.pt')
+    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.overwrite=True'])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path)), trainer=CN(overwrite=True)))
+    assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.overwrite=True\n'
+
+
 def test_config_json_and_checkpoints_hold_a_configs_paths_and_numpy_numbers_as_plain_values(tmp_path):
     # json.dumps refused both (a TypeError traceback at the run's start), and a checkpoint could not have been read
     C = CN(system=CN(work_dir=str(tmp_path)),
