@@ -309,6 +309,7 @@ def test_a_model_without_configure_optimizers_is_told_how_to_add_one():
     trainer.run()
     assert trainer.iter_num == 2
 
+
 def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from(tmp_path, capsys):
     """An error stops training as Ctrl-C does (under torchrun: the lost connection the other ranks meet when one is
     killed). A run resumed from another folder's checkpoint names it until it saves its own (it said none was saved)."""
