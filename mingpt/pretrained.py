@@ -316,7 +316,9 @@ def tokenizer_of(checkpoint, path='this checkpoint'):
 def load_model_and_tokenizer(name):
     """(model in eval mode, tokenizer) from a checkpoint file a project wrote, with the tokenizer it records; or
     GPT-2 from a hub id or a Hugging Face directory, with the directory's vocab.json and merges.txt if it has them.
-    Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens."""
+    Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
+    past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
+    give the others, which have no text."""
     from mingpt.model import GPT
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
         raise FileNotFoundError(f"no checkpoint at {name}: train one first (e.g. python projects/chargpt.py writes "
@@ -339,4 +341,9 @@ def load_model_and_tokenizer(name):
     elif len(tokenizer) > n:
         raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "
                          "the two do not belong together")
+    elif len(tokenizer) < n:  # the output head, tied to the token embedding, keeps its first rows
+        print(f"(the model's {n} tokens are padded past its tokenizer's {len(tokenizer)}: keeping the first "
+              f"{len(tokenizer)})")
+        model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:len(tokenizer)])
+        model.config.vocab_size = len(tokenizer)
     return model, tokenizer  # from_checkpoint and from_pretrained both return it in eval mode

@@ -99,16 +99,9 @@ def check(config):
 
 def load(name, device, dtype):
     """(model, tokenizer) for a hub id, a Hugging Face directory, or a mingpt checkpoint file (its own tokenizer:
-    chargpt's characters or BPE vocabulary), on device in dtype. A vocabulary padded past the tokenizer's (nanoGPT
-    pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: the others have no text to print."""
+    chargpt's characters or BPE vocabulary), on device in dtype."""
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the generated text
         model, tokenizer = load_model_and_tokenizer(name)
-    n = len(tokenizer)
-    if n < model.config.vocab_size:  # the output head, tied to the token embedding, keeps its first n rows
-        print(f"(the model's {model.config.vocab_size} tokens are padded past its tokenizer's {n}: decoding from "
-              f"the first {n})", file=sys.stderr)
-        model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:n])
-        model.config.vocab_size = n
     return model.to(device, dtype), tokenizer
 
 

@@ -285,6 +285,27 @@ def test_chargpt_fine_tunes_gpt2_weights_with_gpt2s_tokenizer(tmp_path, monkeypa
     assert 0 < moved < 1e-2
 
 
+def test_chargpt_fine_tunes_a_padded_vocabulary_on_its_tokenizers_ids(tmp_path, capsys, monkeypatch):
+    """A Hugging Face folder with its tokenizer and nanoGPT's padded 50304 tokens: chargpt's samples drew the padded
+    ids (made the likeliest here) and stopped the run with 'cannot decode'; the head now keeps the tokenizer's ids."""
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=2, n_embd=16, vocab_size=50304, block_size=64))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight[50257:] *= 300
+    folder = model.save_pretrained(tmp_path / 'padded')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (folder / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    load_project('chargpt').main([f'--system.init={folder}', f'--system.work_dir={tmp_path / "run"}',
+                                  '--data.block_size=32', '--trainer.max_iters=1', '--trainer.batch_size=2',
+                                  '--trainer.eval_interval=1', '--trainer.eval_iters=1', '--sample.length=5',
+                                  '--trainer.quiet=True'])
+    assert "(the model's 50304 tokens are padded past its tokenizer's 50257: keeping the first 50257)" in \
+        capsys.readouterr().out
+    assert GPT.from_checkpoint(tmp_path / 'run' / 'model.pt')[0].config.vocab_size == 50257
+
+
 def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsys):
     chargpt = load_project('chargpt')
     small, large = tmp_path / 'small.txt', tmp_path / 'large.txt'
