@@ -327,6 +327,12 @@ class SentenceDataset(torch.utils.data.Dataset):
         return self.x[i], self.y[i]
 
 
+def note_cut(dataset, what, block_size):
+    """Says when sentences were cut: the classifier never reads their ends, which can turn a prediction."""
+    if dataset.cut:
+        print(f"note: {dataset.cut} {what} are longer than block_size {block_size} and were cut")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # building models and checkpoints
 
@@ -511,8 +517,7 @@ def finetune(config):
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = SentenceDataset(train_sentences, train_labels, tokenizer, config.classifier.suffix, block_size)
     dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)
-    if dev_set.cut:
-        print(f"note: {dev_set.cut} dev sentences are longer than block_size {block_size} and were cut")
+    note_cut(dev_set, 'dev sentences', block_size)
     # no val_dataset: the trainer would keep the model of lowest dev loss, and choosing a model by the set we report
     # on flatters it. model.pt is the latest (written every checkpoint_interval iterations and at the end).
     trainer = Trainer(config.trainer, model, train_set, run_config=config, must_match=['tokenizer', 'classifier'],
@@ -534,6 +539,7 @@ def run_evaluate(config):
     model, tokenizer, ckpt = load_classifier(config, device)
     sentences, labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], config.data.block_size)
+    note_cut(dataset, 'dev sentences', config.data.block_size)
     return evaluate(model, dataset, device, config.system.work_dir, checkpoint=str(config.system.checkpoint),
                     iter_num=ckpt.get('iter_num'))
 
@@ -543,6 +549,7 @@ def run_predict(config, sentences):
     model, tokenizer, ckpt = load_classifier(config, device)
     dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'],
                               config.data.block_size)
+    note_cut(dataset, 'sentences', config.data.block_size)
     for s, p in zip(sentences, predict_proba(model, dataset, device)):
         c = int(p.argmax())
         print(f"{LABELS[c]} ({p[c]:.3f})\t{s}")

@@ -652,6 +652,17 @@ def test_prediction_prints_the_likelier_label_and_keeps_the_models_mode(tmp_path
         assert capsys.readouterr().out.splitlines()[-2:] == want, args
 
 
+def test_prediction_says_when_a_sentence_was_cut_to_the_classifiers_context(tmp_path, capsys):
+    """A sentence longer than block_size is read only up to it: its end, 'but awful', was dropped unsaid."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film, but awful'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16)
+    checkpoint = f'--system.checkpoint={tmp_path / "model.pt"}'
+    sentiment.main(['predict', 'a fine film', checkpoint])
+    assert 'cut' not in capsys.readouterr().out
+    sentiment.main(['predict', 'a fine film, but awful', 'a fine film', checkpoint])
+    assert 'note: 1 sentences are longer than block_size 16 and were cut' in capsys.readouterr().out
+
+
 def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(tmp_path):
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=16))
