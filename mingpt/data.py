@@ -289,6 +289,11 @@ class CharTokenizer:
             raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are 0..{len(self) - 1}")
         return ''.join(self.chars[i] if i < len(self.chars) else '\ufffd' for i in ids)
 
+    def decode_bytes(self, ids):
+        """The text of ids as UTF-8 bytes, as a byte-level BPE's decode_bytes gives them (generate.py streams them,
+        the pictures label tokens with them)."""
+        return self.decode(ids).encode('utf-8')
+
 
 class CharDataset(torch.utils.data.Dataset):
     """Every block_size-long window of a text, as (x, y) character ids with y one step ahead of x."""

@@ -18,7 +18,6 @@ import os
 
 import torch
 
-from mingpt.bpe import Encoder
 from mingpt.model import sinusoidal_positions
 from mingpt.plot import attention_figure, positions_figure, readable, save
 from mingpt.pretrained import load_model_and_tokenizer
@@ -52,7 +51,7 @@ def draw_attention(model, tokenizer, P, name):
     layers = range(n_layer) if P.layer is None else [P.layer]
     heads = range(n_head) if P.head is None else [P.head]
     # a byte-level BPE token may be part of a character: its bytes, which readable() labels as such
-    tokens = [tokenizer.decode_bytes([i]) if isinstance(tokenizer, Encoder) else tokenizer.decode([i]) for i in ids]
+    tokens = [tokenizer.decode_bytes([i]) for i in ids]
     title = f'attention in {name}, {len(ids)} tokens: "{readable(P.prompt)}"'
     return attention_figure(maps[list(layers)][:, list(heads)], tokens, title, list(layers), list(heads))
 

@@ -120,12 +120,6 @@ def encode(tokenizer, text):
     return [start]
 
 
-def to_bytes(tokenizer, ids):
-    """The text of ids as UTF-8 bytes: a BPE token may end inside a character (an emoji is often 2-3 tokens), so a
-    stream decodes them with an incremental decoder, which holds such bytes back until the character is complete."""
-    return tokenizer.decode_bytes(ids) if is_bpe(tokenizer) else tokenizer.decode(ids).encode('utf-8')
-
-
 def left_padded(rows, device):
     """Id lists of different lengths as one batch (B, T), padded on the left, and its attention_mask (None if all
     rows have the same length)."""
@@ -155,7 +149,7 @@ def generate_batch(stream, rows, S, eos, device, on_token=None):
 def text_of(tokenizer, ids, eos):
     """The text of new ids, cut before eos."""
     ids = ids[:ids.index(eos)] if eos in ids else ids
-    return to_bytes(tokenizer, ids).decode('utf-8', errors='replace')
+    return tokenizer.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
 def streamed(tokenizer, eos):
@@ -165,7 +159,7 @@ def streamed(tokenizer, eos):
 
     def on_token(token):
         if token != eos:
-            sys.stdout.write(decoder.decode(to_bytes(tokenizer, [token])))
+            sys.stdout.write(decoder.decode(tokenizer.decode_bytes([token])))
             sys.stdout.flush()
     return on_token, lambda: sys.stdout.write(decoder.decode(b'', final=True) + '\n')
 

@@ -238,8 +238,7 @@ def token_label(vocab, i):
     """A token as a plot shows it: a special token by its name, any other as plot.readable shows it (a space as an
     open box, a BPE token's bytes that are part of a character escaped)."""
     name = next((s for s, j in vocab.special_ids.items() if j == i), None)
-    bpe = vocab.record['kind'] == 'bpe'
-    return name or readable(vocab.tokenizer.decode_bytes([i]) if bpe else vocab.decode([i]))
+    return name or readable(vocab.tokenizer.decode_bytes([i]))
 
 
 def draw_cross_attention(model, vocab, source, path):
