@@ -341,9 +341,8 @@ def load_model_and_tokenizer(name):
     elif len(tokenizer) > n:
         raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "
                          "the two do not belong together")
-    elif len(tokenizer) < n:  # the output head, tied to the token embedding, keeps its first rows
-        print(f"(the model's {n} tokens are padded past its tokenizer's {len(tokenizer)}: keeping the first "
-              f"{len(tokenizer)})")
-        model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:len(tokenizer)])
-        model.config.vocab_size = len(tokenizer)
+    elif (kept := len(tokenizer)) < n:  # the output head, tied to the token embedding, keeps its first rows
+        print(f"(the model's {n} tokens are padded past its tokenizer's {kept}: keeping the first {kept})")
+        model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:kept])
+        model.config.vocab_size = kept
     return model, tokenizer  # from_checkpoint and from_pretrained both return it in eval mode

@@ -105,7 +105,7 @@ def resolve_device(device='auto'):
     if kind in available and not available[kind]():
         raise ConfigError(f"device {device!r} is not available to this torch ({torch.__version__}, no {kind} "
                           "support or no such GPU): choose device 'auto' (the best one here) or 'cpu'")
-    gpus = torch.cuda.device_count()
+    gpus = torch.cuda.device_count() if kind == 'cuda' else 0
     if kind == 'cuda' and (torch.device(device).index or 0) >= gpus:  # else CUDA's 'invalid device ordinal', later
         raise ConfigError(f"device {device!r} is not one of this machine's {gpus} GPUs (cuda:0 to cuda:{gpus - 1}, "
                           "as CUDA_VISIBLE_DEVICES numbers them): choose one of them, or 'auto'")
