@@ -610,6 +610,10 @@ class CfgNode:
         literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
         and a key without its section where only one section has it. '--help' (or '-h'), wherever it stands,
         prints `usage` (a project's docstring), then the whole config with its defaults, and exits."""
+        # main('--x=1') or main(['--x', 1]) from a notebook: else read one character at a time, or an AttributeError
+        if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"options are a list of strings, such as ['--trainer.max_iters=50'], not {args!r}: "
+                              "split a command line with shlex.split, and write a number as text")
         if '--help' in args or '-h' in args:
             if usage:
                 print(usage.strip() + '\n')

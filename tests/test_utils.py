@@ -133,6 +133,18 @@ def test_help_prints_config_and_exits(capsys):
     assert "batch_size: 64" in out and "model_type: 'gpt-mini'" in out
 
 
+def test_options_given_as_one_string_or_with_a_number_are_refused_by_name():
+    """From a notebook, main('--trainer.max_iters=50') was read a character at a time ("cannot read argument '-'"),
+    and main(['--trainer.max_iters', 50]) failed with an AttributeError on the int."""
+    for args in ('--trainer.batch_size=50', ['--trainer.batch_size', 50]):
+        with pytest.raises(ConfigError, match=r"options are a list of strings, such as \['--trainer.max_iters=50'\], "
+                                              r"not .*shlex.split"):
+            make().merge_from_args(args)
+    config = make()
+    config.merge_from_args(('--trainer.batch_size', '50'))  # a tuple of strings is fine
+    assert config.trainer.batch_size == 50
+
+
 def test_a_bare_double_dash_is_not_an_option():
     with pytest.raises(ConfigError, match=r"cannot read argument '--': options are --section.key=value"):
         make().merge_from_args(['--', 'x'])
