@@ -233,7 +233,7 @@ def positions_figure(sinusoidal, learned=None, title=None):
     return fig
 
 
-def main(argv=None):
+def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-f kernel.json)
     p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves from metrics.jsonl files.')
     path = os.path.expanduser  # the shell leaves the ~ of --out=~/loss.png as it is, after the '='
     p.add_argument('metrics', nargs='+', type=path, help='metrics.jsonl files written by the trainer (one curve pair '

@@ -164,6 +164,14 @@ def test_a_figure_shows_itself_in_a_notebook():
     assert pickle.loads(pickle.dumps(fig))._repr_png_().startswith(b'\x89PNG')  # still a figure one can pickle
 
 
+def test_the_plot_command_reads_only_the_arguments_it_is_given(monkeypatch):
+    """plot.main() in a notebook parsed the kernel's sys.argv and stopped the cell with 'unrecognized arguments: -f',
+    an option nobody typed. Like every project's main, it takes its arguments as a list."""
+    monkeypatch.setattr(sys, 'argv', ['ipykernel_launcher.py', '-f', '/root/.local/share/jupyter/runtime/k.json'])
+    with pytest.raises(TypeError, match="argv"):
+        plot.main()
+
+
 def test_maps_and_tokens_must_agree():
     with pytest.raises(ValueError, match='do not fit 3 tokens'):
         plot.attention_figure(torch.rand(1, 1, 4, 4), ['a', 'b', 'c'])
