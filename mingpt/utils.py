@@ -521,6 +521,9 @@ class CfgNode:
     def __str__(self):
         return self._str_helper(0)
 
+    def __repr__(self):  # what a notebook cell ending with a config shows: the tree, not <CfgNode object at 0x...>
+        return str(self) or 'CfgNode()'
+
     def _str_helper(self, indent):
         parts = []
         for k, v in self.__dict__.items():

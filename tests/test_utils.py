@@ -35,6 +35,14 @@ def test_merge_from_args_parses_literals_and_keeps_strings():
     assert C.trainer.device == 'cuda:1' and C.model.n_layer == 4 and C.model.model_type is None
 
 
+def test_a_config_shows_its_tree_as_a_notebook_cell_value():
+    """A cell ending with `config` (or `config.trainer`) showed '<mingpt.utils.CfgNode object at 0x...>': IPython
+    shows an object's repr."""
+    C = make()
+    assert repr(C) == str(C) and repr(C.trainer).startswith('batch_size: 64\nlearning_rate: 0.0003\n')
+    assert repr(CN()) == 'CfgNode()'  # not an empty output
+
+
 def test_a_list_of_names_may_be_written_with_commas():
     C = CN(ablation=CN(variants=('gpt2', 'relu'), seeds=(1, 2)))
     C.merge_from_args(['--ablation.variants=gpt2', '--ablation.seeds=5'])
