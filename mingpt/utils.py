@@ -14,7 +14,7 @@ import threading
 import traceback
 import warnings
 import zipfile
-from contextlib import redirect_stdout
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +116,18 @@ def resolve_device(device='auto'):
     if torch.backends.mps.is_available():
         return 'mps'
     return 'cpu'
+
+
+@contextmanager
+def eval_mode(model):
+    """Within it, model is in eval mode (no dropout); after it, even after Ctrl-C, in the mode it was in: a model
+    loaded to be evaluated stays in eval mode, a model in training goes on training."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def other_rank():

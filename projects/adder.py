@@ -13,8 +13,8 @@ from torch.utils.data import Dataset
 
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, check_range, load_checkpoint, model_state, need_work_dir, refuse_ignored,
-                          run_cli, save_checkpoint, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, check_range, eval_mode, load_checkpoint, model_state, need_work_dir,
+                          refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
 
 
 def get_config():
@@ -90,20 +90,19 @@ def eval_split(model, dataset, device, batch_size=500):
     """(exact-match accuracy, the problems it got wrong as (a, b, the model's sum)): the model reads a and b and
     must write every digit of the sum (greedy decoding)."""
     nd = dataset.config.ndigit
-    model.eval()
     correct, mistakes = 0, []
     x = torch.stack([dataset[i][0] for i in range(len(dataset))]).to(device)
-    for chunk in x.split(batch_size):
-        out = model.generate(chunk[:, :2 * nd], nd + 1, do_sample=False)
-        place = 10 ** torch.arange(nd - 1, -1, -1, device=device)  # a and b are written most significant first
-        a = (chunk[:, :nd] * place).sum(1)
-        b = (chunk[:, nd:2 * nd] * place).sum(1)
-        pred = (out[:, 2 * nd:] * 10 ** torch.arange(nd + 1, device=device)).sum(1)  # digits come reversed
-        ok = pred == a + b
-        correct += ok.sum().item()
-        mistakes += [(ai, bi, pi) for ai, bi, pi, oki in zip(a.tolist(), b.tolist(), pred.tolist(), ok.tolist())
-                     if not oki]
-    model.train()
+    with eval_mode(model):
+        for chunk in x.split(batch_size):
+            out = model.generate(chunk[:, :2 * nd], nd + 1, do_sample=False)
+            place = 10 ** torch.arange(nd - 1, -1, -1, device=device)  # a and b are written most significant first
+            a = (chunk[:, :nd] * place).sum(1)
+            b = (chunk[:, nd:2 * nd] * place).sum(1)
+            pred = (out[:, 2 * nd:] * 10 ** torch.arange(nd + 1, device=device)).sum(1)  # digits come reversed
+            ok = pred == a + b
+            correct += ok.sum().item()
+            mistakes += [(ai, bi, pi) for ai, bi, pi, oki in zip(a.tolist(), b.tolist(), pred.tolist(), ok.tolist())
+                         if not oki]
     return correct / len(dataset), mistakes
 
 

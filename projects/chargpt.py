@@ -28,7 +28,8 @@ from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharToke
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, refuse_ignored, run_cli, set_from_data, set_seed
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, refuse_ignored, run_cli, set_from_data,
+                          set_seed)
 
 
 def get_config():
@@ -109,8 +110,8 @@ def prompt_ids(tokenizer, prompt, block_size):
 
 def sample(model, tokenizer, ids, length, device):
     idx = torch.tensor([ids], dtype=torch.long, device=device)
-    model.eval()
-    out = model.generate(idx, length, temperature=1.0, do_sample=True, top_k=10)
+    with eval_mode(model):
+        out = model.generate(idx, length, temperature=1.0, do_sample=True, top_k=10)
     print(tokenizer.decode(out[0].tolist()))
 
 
@@ -171,7 +172,6 @@ def main(argv):
         print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, val loss {trainer.val_loss:.4f}")
         if S.length:
             sample(model, tokenizer, ids, S.length, trainer.device)
-        model.train()
 
     trainer.set_callback('on_eval_end', eval_end_callback)
     trainer.run()

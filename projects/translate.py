@@ -27,8 +27,8 @@ from mingpt.data import CharTokenizer, read_text
 from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, model_state, need_work_dir, refuse_ignored,
-                          run_cli, save_checkpoint, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, model_state, need_work_dir,
+                          refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -201,13 +201,12 @@ class PairDataset(torch.utils.data.Dataset):
 
 def translate(model, vocab, sources, num_beams=1, batch_size=500):
     """The model's translations of a list of source sentences."""
-    model.eval()
     device = next(model.parameters()).device
     out = []
-    for start in range(0, len(sources), batch_size):
-        src = vocab.batch(sources[start:start + batch_size]).to(device)
-        out += [vocab.decode(ids) for ids in model.translate(src, num_beams=num_beams)]
-    model.train()
+    with eval_mode(model):
+        for start in range(0, len(sources), batch_size):
+            src = vocab.batch(sources[start:start + batch_size]).to(device)
+            out += [vocab.decode(ids) for ids in model.translate(src, num_beams=num_beams)]
     return out
 
 
@@ -244,12 +243,11 @@ def token_label(vocab, i):
 def draw_cross_attention(model, vocab, source, path):
     """A PNG of the last decoder layer's cross-attention (heads averaged) while the model writes its translation of
     source: one row per target token, one column per source token."""
-    model.eval()
     device = next(model.parameters()).device
     src = vocab.batch([source]).to(device)
-    tgt = torch.tensor([model.translate(src)[0] + [model.config.eos_token_id]], device=device)
+    with eval_mode(model):
+        tgt = torch.tensor([model.translate(src)[0] + [model.config.eos_token_id]], device=device)
     weights = model.cross_attention_maps(src, tgt)[-1][0].mean(0).cpu().numpy()  # (T, S)
-    model.train()
     src_labels, tgt_labels = ([token_label(vocab, i) for i in ids[0].tolist()] for ids in (src, tgt))
     try:  # at least 6 x 3 inches: a short sentence's cells leave no room for the title and the axis labels
         fig = new_figure(max(6.0, 0.3 * len(src_labels) + 2), max(3.0, 0.3 * len(tgt_labels) + 1.5))

@@ -82,6 +82,30 @@ def test_adder_eval_lists_the_mistakes_and_decodes_in_eval_mode_in_batches():
     assert mistakes == [(a, b, a + b + 1) for a, b in (divmod(i, 100) for i in ds.ixes.tolist())]
 
 
+def test_adder_eval_and_chargpt_sample_leave_the_model_in_its_mode_even_when_interrupted(capsys):
+    """eval_split ended with model.train(): a model loaded to be evaluated (eval mode) had its dropout turned on for
+    whatever a notebook did next with it; a Ctrl-C while it (or chargpt's sample) decoded left a model in training in
+    eval mode."""
+    adder, chargpt = load_project('adder'), load_project('chargpt')
+    ds = adder.AdditionDataset(adder.AdditionDataset.get_default_config(), 'test')
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=6))
+    model = GPT(config).eval()
+    adder.eval_split(model, ds, 'cpu')
+    chargpt.sample(model, data.CharTokenizer('0123456789'), [1, 2], 3, 'cpu')
+    assert not model.training
+    model.train()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    model.generate = interrupted
+    for evaluate in (lambda: adder.eval_split(model, ds, 'cpu'), lambda: chargpt.sample(model, None, [1], 3, 'cpu')):
+        with pytest.raises(KeyboardInterrupt):
+            evaluate()
+        assert model.training
+    capsys.readouterr()
+
+
 def test_adder_prints_each_checks_mistakes_under_its_own_line(tmp_path, capsys):
     """The mistakes of the model of iteration i follow the line 'iter i: ...', not the line of the check before."""
     load_project('adder').main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=2', '--eval.interval=1',

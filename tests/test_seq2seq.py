@@ -569,6 +569,23 @@ def test_translations_in_batches_are_the_ones_made_alone():
                                                                       for s in sources]
 
 
+def test_translating_leaves_the_model_in_its_mode_even_when_interrupted(monkeypatch):
+    """translate() ended with model.train(): a model loaded from a checkpoint (eval mode) had its dropout turned on
+    for whatever a notebook did next with it; a Ctrl-C while it decoded left a model in training in eval mode."""
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    translate.translate(model, vocab, ['abc'])
+    assert not model.training
+    model.train()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(model, 'translate', interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        translate.translate(model, vocab, ['abc'])
+    assert model.training
+
+
 def test_examples_show_the_wrong_translations_first(capsys):
     translate = load_project('translate')
     pairs = [('one', '1'), ('two', '2'), ('three', '3'), ('four', '4')]
@@ -601,7 +618,7 @@ def test_without_a_working_matplotlib_the_run_goes_on_without_its_picture(tmp_pa
     translate.draw_cross_attention(model, vocab, 'abc', tmp_path / 'a.png')
     assert capsys.readouterr().out == ("no cross-attention PNG: drawing needs matplotlib, which is installed but "
                                        "failed to import: numpy too old\n")
-    assert model.training and not (tmp_path / 'a.png').exists()
+    assert not model.training and not (tmp_path / 'a.png').exists()  # in eval mode, as it was
 
 
 @pytest.mark.parametrize('source', ['ab', 'dcbadcba'])
