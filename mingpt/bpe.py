@@ -56,6 +56,7 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 NO_PRETOKENIZER = '#version: 0.2 no pre-tokeniser: the whole text is one word'
 ENDOFTEXT = '<|endoftext|>'
 ENDOFTEXT_ID = 50256
+VOCAB_FILES = (('encoder.json', 'vocab.bpe'), ('vocab.json', 'merges.txt'))  # (encoder, merges): OpenAI's, HF's
 _SURROGATE = regex.compile('[\ud800-\udfff]')  # half of a UTF-16 pair: a str may hold one, UTF-8 cannot
 
 
@@ -322,10 +323,11 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
 
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
-    """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them; a relative
-    directory not found here is looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless
-    ./gpt2 holds an encoder.json). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/,
-    else the cache, else OpenAI's site (downloaded once, sha256-checked)."""
+    """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them), or a
+    Hugging Face folder's vocab.json and merges.txt (a relative directory not found here is looked for under
+    $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless ./gpt2 holds an encoder.json). Else GPT-2's
+    vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache, else OpenAI's site
+    (downloaded once, sha256-checked)."""
     if directory is not None:
         if encoder_path or vocab_path:
             raise ValueError("pass either directory or encoder_path/vocab_path, not both")
@@ -335,11 +337,14 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
         if Path(directory).is_file():  # e.g. its encoder.json
             raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
-        encoder_path, vocab_path = (Path(directory) / name for name in ('encoder.json', 'vocab.bpe'))
+        # Hugging Face names the same two files vocab.json and merges.txt
+        names = next((n for n in VOCAB_FILES if Path(directory, n[0]).is_file()), VOCAB_FILES[0])
+        encoder_path, vocab_path = (Path(directory) / name for name in names)
         for path in (encoder_path, vocab_path):
             if not path.is_file():
                 raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
-                                        f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
+                                        f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}` (a "
+                                        "Hugging Face folder holds the same files as vocab.json and merges.txt)")
     # offline, both files are needed; only Python takes their paths (generate.py, for one, has no option for them)
     local_copy = ("pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's tokenizer needs both "
                   "files, encoder.json and vocab.bpe)")

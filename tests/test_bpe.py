@@ -633,6 +633,19 @@ def test_the_directory_gpt2_is_gpt2s_vocabulary_beside_a_gpt2_folder_of_somethin
     assert len(get_encoder(directory='gpt2')) == 260
 
 
+def test_a_hugging_face_folders_vocab_json_and_merges_txt_give_tiktokens_ids(tmp_path, tiktoken_gpt2):
+    """HF names GPT-2's two files vocab.json and merges.txt: BPETokenizer(directory=) of such a folder advised
+    training a vocabulary into it."""
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    text = data_dir('text', 'gutenberg', '2600-0.txt').read_text(encoding='utf-8')[:100_000] + '<|endoftext|>!'
+    tok = BPETokenizer(directory=tmp_path, allowed_special=True)
+    assert tok(text)[0].tolist() == tiktoken_gpt2.encode(text, allowed_special='all')
+    (tmp_path / 'merges.txt').unlink()
+    with pytest.raises(FileNotFoundError, match=r"merges.txt does not exist.*Hugging Face folder holds the same"):
+        get_encoder(directory=tmp_path)
+
+
 def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
     bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
     with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
