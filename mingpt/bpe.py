@@ -56,7 +56,9 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 NO_PRETOKENIZER = '#version: 0.2 no pre-tokeniser: the whole text is one word'
 ENDOFTEXT = '<|endoftext|>'
 ENDOFTEXT_ID = 50256
-VOCAB_FILES = (('encoder.json', 'vocab.bpe'), ('vocab.json', 'merges.txt'))  # (encoder, merges): OpenAI's, HF's
+# a folder's vocabulary, in the order read: OpenAI's two files (as Encoder.save writes them), Hugging Face's
+# tokenizer.json (transformers 5 writes only it; it holds the tokens added to GPT-2's), HF's two files
+VOCAB_FILES = (('encoder.json', 'vocab.bpe'), ('tokenizer.json',), ('vocab.json', 'merges.txt'))
 _SURROGATE = regex.compile('[\ud800-\udfff]')  # half of a UTF-16 pair: a str may hold one, UTF-8 cannot
 
 
@@ -322,12 +324,35 @@ def _read_vocab_files(encoder_path, vocab_path, stamps):
     return encoder, merges, None if lines[0] == NO_PRETOKENIZER else GPT2_PATTERN
 
 
+def find_vocabulary(directory):
+    """The names of the vocabulary files in directory that get_encoder(directory=) reads (see VOCAB_FILES), or None."""
+    return next((names for names in VOCAB_FILES if Path(directory, names[0]).is_file()), None)
+
+
+def read_tokenizer_json(path):
+    """An Encoder from a Hugging Face tokenizer.json of GPT-2's kind: a byte-level BPE with GPT-2's regex. The tokens
+    added after the vocabulary (tokenizer.add_tokens, before model.resize_token_embeddings) are special tokens here."""
+    try:
+        hf = json.loads(Path(path).read_text(encoding='utf-8'))
+        model, pre = hf['model'], hf['pre_tokenizer'] or {}
+        regex_on = pre.get('use_regex', True)  # older files have no use_regex: it defaults to True
+        if (model['type'], hf['normalizer'], pre.get('type'), regex_on, pre.get('add_prefix_space')) != \
+                ('BPE', None, 'ByteLevel', True, False):
+            raise ValueError(f"it is not a byte-level BPE with GPT-2's pre-tokeniser (model {model['type']!r}, "
+                             f"normalizer {hf['normalizer']!r}, pre_tokenizer {hf['pre_tokenizer']!r})")
+        encoder = {**model['vocab'], **{t['content']: t['id'] for t in hf['added_tokens']}}
+        merges = [m.split(' ') if isinstance(m, str) else m for m in model['merges']]  # 'a b' in older files
+        return Encoder(encoder, merges)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {e}") from None
+
+
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them), or a
-    Hugging Face folder's vocab.json and merges.txt (a relative directory not found here is looked for under
-    $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless ./gpt2 holds an encoder.json). Else GPT-2's
-    vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache, else OpenAI's site
-    (downloaded once, sha256-checked)."""
+    Hugging Face folder's tokenizer.json, or its vocab.json and merges.txt (a relative directory not found here is
+    looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless ./gpt2 holds an
+    encoder.json). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache,
+    else OpenAI's site (downloaded once, sha256-checked)."""
     if directory is not None:
         if encoder_path or vocab_path:
             raise ValueError("pass either directory or encoder_path/vocab_path, not both")
@@ -337,8 +362,9 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
         if Path(directory).is_file():  # e.g. its encoder.json
             raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
-        # Hugging Face names the same two files vocab.json and merges.txt
-        names = next((n for n in VOCAB_FILES if Path(directory, n[0]).is_file()), VOCAB_FILES[0])
+        names = find_vocabulary(directory) or VOCAB_FILES[0]
+        if names == ('tokenizer.json',):
+            return read_tokenizer_json(Path(directory, names[0]))
         encoder_path, vocab_path = (Path(directory) / name for name in names)
         for path in (encoder_path, vocab_path):
             if not path.is_file():

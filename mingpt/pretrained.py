@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, get_encoder
+from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.data import CharTokenizer, fetch
 from mingpt.utils import atomic_write, refuse_compressed, refuse_non_tensors, unpickling_refused
 
@@ -315,7 +315,8 @@ def tokenizer_of(checkpoint, path='this checkpoint'):
 
 def load_model_and_tokenizer(name):
     """(model in eval mode, tokenizer) from a checkpoint file a project wrote, with the tokenizer it records; or
-    GPT-2 from a hub id or a Hugging Face directory, with the directory's vocab.json and merges.txt if it has them.
+    GPT-2 from a hub id or a Hugging Face directory, with the directory's tokenizer if it has one (tokenizer.json, or
+    vocab.json and merges.txt).
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
     give the others, which have no text."""
@@ -328,15 +329,16 @@ def load_model_and_tokenizer(name):
         tokenizer = tokenizer_of(checkpoint, name)
     else:
         model, tokenizer = GPT.from_pretrained(name), None
-        vocab = Path(name) / 'vocab.json'  # a Hugging Face directory may bring its tokenizer, in GPT-2's format
-        if vocab.is_file() and (Path(name) / 'config.json').is_file():
-            tokenizer = get_encoder(vocab, Path(name) / 'merges.txt')
+        # a Hugging Face directory may bring its tokenizer (tokenizer.json or vocab.json and merges.txt); absolute,
+        # as get_encoder takes the directory 'gpt2' for GPT-2's vocabulary, not a ./gpt2 model's own
+        if (Path(name) / 'config.json').is_file() and find_vocabulary(name):
+            tokenizer = get_encoder(directory=Path(name).absolute())
     n = model.config.vocab_size
     if tokenizer is None:
         if n != ENDOFTEXT_ID + 1:  # sampling could give ids GPT-2's tokenizer cannot read (checked before its fetch)
             raise ValueError(f"{name} records no tokenizer and its vocabulary of {n} tokens is not GPT-2's "
                              f"{ENDOFTEXT_ID + 1}: give a chargpt checkpoint (it records its tokenizer) or a Hugging "
-                             "Face directory with its vocab.json and merges.txt")
+                             "Face directory with its tokenizer.json, or vocab.json and merges.txt")
         tokenizer = get_encoder()
     elif len(tokenizer) > n:
         raise ValueError(f"{name} has a vocabulary of {n} tokens, fewer than the {len(tokenizer)} of its tokenizer: "

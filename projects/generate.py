@@ -1,7 +1,7 @@
 """
-Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory (with its own vocab.json
-and merges.txt if it has them), or a checkpoint that projects/chargpt.py saved (then with its own vocabulary:
-characters or a byte-level BPE).
+Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory (with its own tokenizer
+if it has one: tokenizer.json, or vocab.json and merges.txt), or a checkpoint that projects/chargpt.py saved (then
+with its own vocabulary: characters or a byte-level BPE).
 
     python projects/generate.py --prompt "The meaning of life is"
     python projects/generate.py --model=gpt2-medium --prompt "Once upon a time" --top_p=0.9 --num_samples=3

@@ -1,5 +1,6 @@
 """projects/generate.py end to end (a subprocess, as a user runs it) on small checkpoints made here: a Hugging
 Face GPT-2 directory with random weights, and a character-level mingpt checkpoint."""
+import json
 import os
 import re
 import subprocess
@@ -11,8 +12,10 @@ import pytest
 import torch
 from conftest import data_dir, load_project
 
+from mingpt import bpe
 from mingpt.bpe import get_encoder
 from mingpt.model import GPT
+from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search
 from mingpt.utils import model_state, save_checkpoint
 
@@ -336,6 +339,44 @@ def test_a_vocabulary_padded_past_the_tokenizers_decodes_only_the_tokenizers_ids
     for options in (['--max_new_tokens=20'], ['--max_new_tokens=5', '--num_beams=2'], ['--show_next=3']):
         g.main([f'--model={tmp_path}', f'--prompt={PROMPT}', *options])
         assert PROMPT in capsys.readouterr().out
+
+
+def test_a_folder_transformers_5_saved_with_added_tokens_samples_hfs_greedy_tokens(g, capsys, tmp_path, monkeypatch):
+    """transformers 5 saves a tokenizer as tokenizer.json alone: such a folder with tokens added (and the embedding
+    resized to 50259) was refused for want of vocab.json; one of GPT-2's size would have read GPT-2's tokenizer."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    tok.add_tokens(['<|user|>'])
+    tok.add_special_tokens({'pad_token': '<|pad|>'})
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64))
+    hf.resize_token_embeddings(len(tok))
+    with torch.no_grad():
+        hf.transformer.wte.weight[50257:].normal_(std=2)  # so that greedy decoding writes the added tokens
+    folder = tmp_path / 'tuned'
+    hf.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    assert not (folder / 'vocab.json').exists() and (folder / 'tokenizer.json').exists()
+    prompt = 'Hello <|user|> my name is<|pad|>'
+    ids = torch.tensor([tok(prompt)['input_ids']])
+    want = hf.eval().generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)[0, ids.size(1):]
+    assert set(want.tolist()) & {50257, 50258}
+    capsys.readouterr()
+    g.main([f'--model={folder}', f'--prompt={prompt}', '--max_new_tokens=12', '--greedy', '--stop_at_eos=False'])
+    assert capsys.readouterr().out == prompt + tok.decode(want) + '\n'
+    monkeypatch.chdir(tmp_path)  # a model folder named like the hub id: its own tokenizer, not GPT-2's (fetched)
+    folder.rename(tmp_path / 'gpt2')
+    monkeypatch.setattr(bpe, 'fetch', lambda *a, **kw: pytest.fail("GPT-2's vocabulary was fetched"))
+    assert len(load_model_and_tokenizer('gpt2')[1]) == 50259
+    (tmp_path / 'gpt2').rename(folder)
+    config = json.loads((folder / 'tokenizer.json').read_text())
+    config['pre_tokenizer']['add_prefix_space'] = True  # another pre-tokeniser than GPT-2's is refused by name
+    (folder / 'tokenizer.json').write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"tokenizer.json as GPT-2's kind of tokenizer: it is not a byte-level BPE"):
+        g.main([f'--model={folder}', f'--prompt={prompt}'])
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
