@@ -288,14 +288,24 @@ class Encoder:
         """Text of a list of ids; bytes that are not valid UTF-8 become U+FFFD, as in GPT-2."""
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
-    def save(self, directory):
+    def save(self, directory, hugging_face=False):
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
-        header line, which other GPT-2 readers skip."""
+        header line, which other GPT-2 readers skip. hugging_face=True writes what transformers' GPT2Tokenizer (and
+        AutoTokenizer, beside GPT.save_pretrained's config.json) reads: the two files as vocab.json and merges.txt,
+        and the special tokens in tokenizer_config.json."""
+        if hugging_face and not self.pat:
+            raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "
+                             "trained without a pre-tokeniser would give other ids there")
         directory = Path(directory)
         header = '#version: 0.2' if self.pat else NO_PRETOKENIZER
         merges = '\n'.join([header] + [f'{a} {b}' for a, b in self.bpe_merges]) + '\n'
-        for name, body in (('encoder.json', json.dumps(self.encoder)), ('vocab.bpe', merges)):
+        names = VOCAB_FILES[-1] if hugging_face else VOCAB_FILES[0]
+        files = dict(zip(names, (json.dumps(self.encoder), merges)))
+        if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
+            specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
+            files['tokenizer_config.json'] = json.dumps({'added_tokens_decoder': specials})
+        for name, body in files.items():
             atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
         return directory
 
@@ -423,6 +433,11 @@ class BPETokenizer:
         if return_lengths:
             return out, torch.tensor(lengths, dtype=torch.long)
         return out
+
+    def save_pretrained(self, directory):
+        """Write the vocabulary into `directory` as Hugging Face names it (vocab.json and merges.txt): beside a
+        model's GPT.save_pretrained, transformers' AutoTokenizer and generate.py --model read it from there."""
+        return self.encoder.save(directory, hugging_face=True)
 
     def decode(self, ids):
         """ids: a 1-D tensor or list of ints -> str; a 2-D tensor or list of lists -> list of str."""

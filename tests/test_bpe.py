@@ -646,6 +646,35 @@ def test_a_hugging_face_folders_vocab_json_and_merges_txt_give_tiktokens_ids(tmp
         get_encoder(directory=tmp_path)
 
 
+def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_config(tmp_path, tiktoken_gpt2):
+    """GPT.save_pretrained writes config.json and the weights only: AutoTokenizer read that folder as a tokenizer of
+    no tokens ('Hello' gave []). BPETokenizer.save_pretrained adds the vocabulary, special tokens included: GPT-2's
+    (tiktoken's ids) and one trained here with a special token of its own."""
+    transformers = pytest.importorskip('transformers')
+    from mingpt.model import GPT
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:100_000]
+    own = bpe.train_bpe(text[:50_000], 400, special_tokens=('<|endoftext|>', '<|sep|>'))
+    for name, vocabulary in (('gpt2', None), ('own', own)):
+        folder = tmp_path / name
+        C = GPT.get_default_config()
+        C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=50257 if vocabulary is None else 400, block_size=8))
+        GPT(C).save_pretrained(folder)
+        tok = BPETokenizer()
+        if vocabulary is not None:
+            tok.encoder = vocabulary
+        tok.save_pretrained(folder)
+        theirs = transformers.AutoTokenizer.from_pretrained(folder)
+        sample = text[60_000:] + '<|endoftext|>x<|sep|>'
+        want = tok.encoder.encode(sample, allowed_special=True)
+        assert theirs(sample)['input_ids'] == want and theirs.decode(want) == sample and len(theirs) == len(tok.encoder)
+        assert get_encoder(directory=folder).encode(sample, allowed_special=True) == want
+        if vocabulary is None:
+            assert want == tiktoken_gpt2.encode(sample, allowed_special='all')
+    assert want[-3:] == [398, ord('x'), 399]
+    with pytest.raises(ValueError, match="trained without a pre-tokeniser"):
+        bpe.train_bpe(text[:5000], 300, pretokenize=False).save(tmp_path / 'raw', hugging_face=True)
+
+
 def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
     bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
     with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
