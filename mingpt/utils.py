@@ -408,18 +408,23 @@ def rebuild_model(cls, path, map_location='cpu'):
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
+    model = None
     try:
         model = cls(checked_config(cls, checkpoint, weights, path))
         model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
-        reason = ' '.join(str(e).split())[:200]
+        names = model is not None and names_differ(model.state_dict(), weights)
+        reason = names or ' '.join(str(e).split())[:200]  # torch's message lists every layer's names, and is cut
         saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say
         if saved not in (None, cls.__name__):
             raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project "
                              "that wrote it") from None
         if saved:  # the right class, but not one this code builds (saved by a changed model.py?)
+            anyway = ("; to start from its weights anyway, load those that match into this code's model: "
+                      f"model.load_state_dict(torch.load({str(path)!r})['model'], strict=False) (the rest keep their "
+                      "initial values)")
             raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
-                             "saved by another version of the model's code") from None
+                             f"saved by another version of the model's code{anyway if names else ''}") from None
         raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
                          "as sentiment's classifier, is read by the project that wrote it") from None
     saved = checkpoint.get('model_class')
@@ -428,6 +433,17 @@ def rebuild_model(cls, path, map_location='cpu'):
         warnings.warn(f"{path} holds a {saved}, rebuilt here from its weights as a {cls.__name__}, which runs none of "
                       f"{saved}'s own code: {saved}.from_checkpoint(path) rebuilds the {saved}", stacklevel=3)
     return model.eval(), checkpoint
+
+
+def names_differ(expected, weights):
+    """How the names of weights (a state dict) differ from those of expected (the model's), each layer's names once
+    (h.*); '' where they are the same."""
+    def brief(names):
+        names = sorted({re.sub(r'\.h\.\d+\.', '.h.*.', n) for n in names})
+        return ', '.join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else '')
+    parts = (('missing from its weights', expected.keys() - weights.keys()),
+             ('in its weights, not in this model', weights.keys() - expected.keys()))
+    return '; '.join(f"{what}: {brief(names)}" for what, names in parts if names)
 
 
 def check_model_config(cls, config):

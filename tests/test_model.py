@@ -643,3 +643,33 @@ def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
     torch.testing.assert_close(x.grad, (~dropped).float() / 0.9)  # the gradient passes where the value did
     d.eval()
     assert d(x) is x
+
+
+def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_how_to_load_them(tmp_path, monkeypatch):
+    """A student's model.py with a gate on each residual branch (a new parameter per block) and RMSNorm for the first
+    layer norm (no bias) cannot load a checkpoint saved before: torch's message, cut at 200 characters, named a few
+    of each layer's names and stopped mid-name, with no way on."""
+    from mingpt.model import Block
+    from mingpt.utils import model_state, save_checkpoint
+    old = model()
+    save_checkpoint(model_state(old), tmp_path / 'old.pt')
+    block_init = Block.__init__
+
+    def changed_init(self, config):
+        block_init(self, config)
+        self.gate = torch.nn.Parameter(torch.ones(()))
+        self.ln_1 = torch.nn.RMSNorm(config.n_embd)
+
+    monkeypatch.setattr(Block, '__init__', changed_init)
+    path = str(tmp_path / 'old.pt')
+    with pytest.raises(ValueError) as e:
+        GPT.from_checkpoint(path)
+    assert str(e.value) == (
+        f"{path} holds a GPT that this code cannot rebuild (missing from its weights: transformer.h.*.gate; in its "
+        "weights, not in this model: transformer.h.*.ln_1.bias): it was saved by another version of the model's code; "
+        "to start from its weights anyway, load those that match into this code's model: "
+        f"model.load_state_dict(torch.load({path!r})['model'], strict=False) (the rest keep their initial values)")
+    new = GPT(config())
+    new.load_state_dict(torch.load(path)['model'], strict=False)  # the way it names
+    assert torch.equal(new.transformer.h[1].ln_1.weight, old.transformer.h[1].ln_1.weight)
+    assert new.transformer.h[1].gate.item() == 1.0
