@@ -411,6 +411,7 @@ def rebuild_model(cls, path, map_location='cpu'):
     model = None
     try:
         model = cls(checked_config(cls, checkpoint, weights, path))
+        refuse_untied(model, weights)
         model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
         names = model is not None and names_differ(model.state_dict(), weights)
@@ -444,6 +445,19 @@ def names_differ(expected, weights):
     parts = (('missing from its weights', expected.keys() - weights.keys()),
              ('in its weights, not in this model', weights.keys() - expected.keys()))
     return '; '.join(f"{what}: {brief(names)}" for what, names in parts if names)
+
+
+def refuse_untied(model, weights):
+    """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
+    embedding and output head: load_state_dict would keep the one it copies last, with no word."""
+    names = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        names.setdefault(id(tensor), []).append(name)
+    for tied in names.values():
+        saved = [weights[name] for name in tied if name in weights]
+        if any(not torch.equal(saved[0], w) for w in saved[1:]):
+            raise ConfigError(f"its {' and '.join(tied)} differ, where this model ties them into one tensor (untied "
+                              "after it was built? untie this model the same way, then load_state_dict)")
 
 
 def check_model_config(cls, config):

@@ -673,3 +673,19 @@ def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_ho
     new.load_state_dict(torch.load(path)['model'], strict=False)  # the way it names
     assert torch.equal(new.transformer.h[1].ln_1.weight, old.transformer.h[1].ln_1.weight)
     assert new.transformer.h[1].gate.item() == 1.0
+
+
+def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedding(tmp_path):
+    """A student who freezes the token embedding but trains the output head unties them (the head a parameter of its
+    own). from_checkpoint built the tied GPT and loaded both into its one matrix: the embedding became the head's
+    weights, with no word."""
+    from mingpt.utils import model_state, save_checkpoint
+    m = model()
+    m.lm_head.weight = torch.nn.Parameter(m.lm_head.weight.detach() + 1)
+    save_checkpoint(model_state(m), tmp_path / 'untied.pt')
+    with pytest.raises(ValueError, match=r"untied.pt holds a GPT that this code cannot rebuild \(its "
+                                         r"transformer.wte.weight and lm_head.weight differ, where this model ties "
+                                         r"them into one tensor \(untied after it was built\? untie this model"):
+        GPT.from_checkpoint(tmp_path / 'untied.pt')
+    save_checkpoint(model_state(model()), tmp_path / 'tied.pt')  # the same values under both names: loaded
+    assert torch.equal(GPT.from_checkpoint(tmp_path / 'tied.pt')[0].transformer.wte.weight, model().lm_head.weight)
