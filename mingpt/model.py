@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, rebuild_model
+from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, rebuild_model
 
 
 # ---- positional encoding ----
@@ -134,15 +134,13 @@ class CausalSelfAttention(nn.Module):
 def kept_weights(model, attns, forward):
     """The attention weights that each of attns (CausalSelfAttention modules of model) computes during forward(),
     with model in eval mode (no dropout) whichever mode it is in: for attention maps."""
-    was_training = model.training
     try:
-        model.eval()
         for a in attns:
             a.keep_weights = True
-        forward()
+        with eval_mode(model):
+            forward()
         return [a.weights for a in attns]
     finally:
-        model.train(was_training)
         for a in attns:
             a.keep_weights, a.weights = False, None
 
@@ -251,7 +249,7 @@ class GPT(nn.Module):
         self.block_size = config.block_size
         self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # tied: the output head reads tokens like the input does
+        self.transformer.wte.weight = self.lm_head.weight  # tied (one tensor): the head reads tokens as the input does
 
         # GPT-2's initialisation: N(0, 0.02), and residual projections scaled by 1/sqrt(2 * n_layer) so the
         # residual stream's variance does not grow with depth
@@ -420,7 +418,8 @@ class GPT(nn.Module):
 
     def configure_optimizers(self, train_config):
         """AdamW with weight decay on the 2-D weights, matmuls' and embeddings' (as nanoGPT; minGPT spares the
-        embeddings), not on biases or layer norm gains. It reads only self.parameters(), so any module can use it:
+        embeddings), not on biases, layer norm gains or any other parameter of fewer than 2 dimensions; frozen
+        parameters (requires_grad=False) are left out. It reads only self.parameters(), so any module can use it:
         GPT.configure_optimizers(classifier, train_config)."""
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
