@@ -508,6 +508,13 @@ class Trainer:
                                   f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
                                   f"model was trained with other data, tokenizer or options{options}; resume with what "
                                   f"it was trained with{command}, or start a new run in another work_dir")
+        there, here = ((run.get('system') or {}).get('seed') for run in runs)
+        if self.run_config is not None and None not in (there, here) and there != here:
+            # a resume goes on from the checkpoint's random states, not from a seed: the files keep the run's seed
+            self.run_config.system.seed = self.checkpoint_extras['config']['system']['seed'] = there
+            if self.rank == 0:
+                print(f"note: {path}'s run was started with system.seed={there} and a resume goes on with its random "
+                      f"numbers, so system.seed={here} changes nothing; the run's files keep {there}")
         config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
         if isinstance(config, CN):
             now = config.to_dict()

@@ -374,6 +374,30 @@ def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
     assert "other trainer options (max_iters=2 there, 4 here)" in capsys.readouterr().out
 
 
+def test_a_resume_with_another_seed_keeps_the_runs_seed_in_its_files(tmp_path, capsys):
+    """A resume goes on with the checkpoint's weights, batches and random states, whatever system.seed says: a
+    resume that gave --system.seed=1 (or left out the first command's seed) trained on as before, but model.pt,
+    ckpt.pt and config.json then recorded a seed the model was never trained with."""
+    def run(seed, **overrides):
+        set_seed(seed)
+        tc = Trainer.get_default_config()
+        tc.merge_from_dict({'max_iters': 2, 'batch_size': 8, 'quiet': True, 'checkpoint_interval': 2, **overrides})
+        trainer = Trainer(tc, tiny_gpt(), tokens(1000, seed=0), val_dataset=tokens(500, seed=1),
+                          run_config=CN(system=CN(seed=seed, work_dir=str(tmp_path))))
+        trainer.run()
+        return trainer
+
+    run(3407)
+    capsys.readouterr()
+    resumed = run(1, resume=True, max_iters=3)
+    assert ("ckpt.pt's run was started with system.seed=3407 and a resume goes on with its random numbers, so "
+            "system.seed=1 changes nothing; the run's files keep 3407") in capsys.readouterr().out
+    assert resumed.run_config.system.seed == 3407
+    for name in ('ckpt.pt', 'model.pt'):
+        assert load_checkpoint(tmp_path / name)['config']['system']['seed'] == 3407
+    assert json.loads((tmp_path / 'config.json').read_text())['system']['seed'] == 3407
+
+
 def test_resume_refuses_other_frozen_parameters(tmp_path):
     """The optimizer's state is matched to the parameters by their order alone: frozen block 1 instead of block 0
     (the same shapes) took block 0's Adam moments without a word, and nothing frozen failed with torch's 'loaded
