@@ -95,7 +95,8 @@ class Trainer:
         C.dtype = 'float32'
         C.tf32 = False  # CUDA: float32 matmuls on TF32 tensor cores
         C.compile = False  # torch.compile the model
-        # evaluation, when a val_dataset is given: mean loss over eval_iters batches every eval_interval iterations
+        # evaluation, when a val_dataset is given: every eval_interval iterations, the mean loss over eval_iters
+        # batches of windows drawn with a fixed seed (the same at every evaluation): a sample, not the whole val set
         C.eval_interval = 500
         C.eval_iters = 20
         # files: metrics.jsonl, model.pt (best val loss, else latest) and ckpt.pt (all state, to resume) go here;
