@@ -110,7 +110,7 @@ def get_config(stage='finetune'):
         C.trainer.warmup_iters = 100
         C.trainer.eval_interval = C.trainer.checkpoint_interval = 250
     if stage in ('evaluate', 'predict'):
-        C.data.block_size = None  # the classifier's own: sentences are cut as in its fine-tuning
+        C.data.block_size = C.data.tokenizer = None  # the classifier's own: sentences are read as in its fine-tuning
     C.predict = CN()
     C.predict.text = None  # predict: a sentence (or give the sentences after the stage on the command line)
     return C
@@ -404,13 +404,13 @@ def saved_vocabulary(ckpt, path):
     return Vocabulary(kind, tokens)
 
 
-def check_shape_asked(model, shape, init):
-    """--system.init brings its own model: a size asked for on the command line (--model.model_type or n_layer,
-    n_head, n_embd) that it does not have would be ignored, so it is refused."""
+def check_shape_asked(model, shape, init, note=' (only the dropouts apply)'):
+    """--system.init (or the classifier evaluated) brings its own model: a size asked for on the command line
+    (--model.model_type or n_layer, n_head, n_embd) that it does not have would be ignored, so it is refused."""
     preset = model.model_type if model.model_type != get_config().model.model_type else None  # not the default
     asked = {**GPT.PRESETS.get(preset, {}), **{k: v for k, v in model.to_dict().items()
                                                 if k in ('n_layer', 'n_head', 'n_embd') and v is not None}}
-    refuse_other(asked, shape, 'model', init, ' (only the dropouts apply)')
+    refuse_other(asked, shape, 'model', init, note)
 
 
 def refuse_other(asked, saved, section, source, note=''):
@@ -424,8 +424,8 @@ def refuse_other(asked, saved, section, source, note=''):
 
 def load_classifier(config, device):
     """(classifier, tokenizer, checkpoint) of config.system.checkpoint, built by make_classifier from the options it
-    was fine-tuned with (--classifier.* options that differ are refused); config.data.block_size becomes the one
-    it was fine-tuned with."""
+    was fine-tuned with (--classifier.* options, model sizes and a data.tokenizer that differ are refused);
+    config.data.block_size and tokenizer become the ones it was fine-tuned with."""
     path = config.system.checkpoint
     ckpt = load_checkpoint(path, map_location='cpu')
     if not isinstance(ckpt.get('classifier'), dict):  # the options it was fine-tuned with
@@ -436,14 +436,15 @@ def load_classifier(config, device):
     C.merge_from_dict(ckpt['classifier'])
     refuse_other({k: v for k, v in config.classifier.to_dict().items() if v != default[k]}, C, 'classifier', path)
     shape, _, tokenizer = saved_gpt(ckpt, path)
+    check_shape_asked(config.model, shape, path, note='')
     model = make_classifier(C, GPT(shape), tokenizer)
     model.load_state_dict(ckpt['model'])
     try:  # the block_size it was fine-tuned with: it cut the sentences so
         trained = min(int(ckpt['config']['data']['block_size']), model.gpt.block_size)
     except (KeyError, TypeError, ValueError):  # a run record older than that, or damaged: the model's context
         trained = model.gpt.block_size
-    set_from_data(config.data, 'data', fix='the classifier cuts sentences as in its fine-tuning', source=path,
-                  block_size=trained)
+    set_from_data(config.data, 'data', fix='the classifier reads sentences as in its fine-tuning', source=path,
+                  block_size=trained, tokenizer=tokenizer.kind)
     return model.to(device).eval(), tokenizer, ckpt
 
 

@@ -346,7 +346,7 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert f"dev accuracy: {report['accuracy']:.4f}" in out
     with pytest.raises(ConfigError, match=r"data.block_size=32 cannot be chosen here: .*model.pt sets it \(to 12\); "
-                                          r"leave it out, and the classifier cuts sentences as in its fine-tuning"):
+                                          r"leave it out, and the classifier reads sentences as in its fine-tuning"):
         sentiment.main(evaluate + ['--data.block_size=32'])
     # '--key value' options, after the sentences or between them
     sentiment.main(['predict', 'a gorgeous film .', 'dull and lifeless .', '--system.checkpoint',
@@ -557,6 +557,28 @@ def test_evaluate_refuses_classifier_options_the_checkpoint_does_not_have(tmp_pa
     with pytest.raises(ConfigError, match=r"model.pt brings its own classifier, so classifier.suffix=' .' \(it has "
                                           r"'<\|endoftext\|>'\) cannot be chosen; leave --classifier.\* out"):
         sentiment.load_classifier(config, 'cpu')
+
+
+def test_evaluate_refuses_a_tokenizer_or_size_the_checkpoint_does_not_have(tmp_path):
+    """evaluate --data.tokenizer=char or --model.n_layer=5 printed the checkpoint's own accuracy, the option ignored
+    without a word (block_size and the classifier options were refused)."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    for stage in ('evaluate', 'predict'):
+        config = sentiment.get_config(stage)
+        config.system.checkpoint = tmp_path / 'model.pt'
+        config.data.tokenizer = 'char'  # its own: fine
+        sentiment.load_classifier(config, 'cpu')
+        config.data.tokenizer = 'bpe'
+        with pytest.raises(ConfigError, match=r"data.tokenizer='bpe' cannot be chosen here: .*model.pt sets it \(to "
+                                              r"'char'\); leave it out, and the classifier reads sentences as in"):
+            sentiment.load_classifier(config, 'cpu')
+        config = sentiment.get_config(stage)
+        config.system.checkpoint = tmp_path / 'model.pt'
+        config.model.n_layer = 5
+        with pytest.raises(ConfigError, match=r"model.pt brings its own model, so model.n_layer=5 \(it has 2\) cannot "
+                                              r"be chosen; leave --model.\* out$"):
+            sentiment.load_classifier(config, 'cpu')
 
 
 def test_a_long_sentence_keeps_its_start_and_the_suffix():
