@@ -503,6 +503,8 @@ def test_eval_metrics_and_files(tmp_path):
     # model.pt: the best model by val loss, readable by GPT.from_checkpoint with the project's extras
     model, ckpt = GPT.from_checkpoint(tmp_path / 'model.pt')
     assert ckpt['val_loss'] == min(v for _, v in evals) and ckpt['vocab'][0] == 'a'
+    # as the README says: checkpoints count the steps done, metrics.jsonl's iter the steps from 0
+    assert next(r['val_loss'] for r in records if r['iter'] == ckpt['iter_num'] - 1) == ckpt['val_loss']
     assert trainer.evaluate() == pytest.approx(trainer.evaluate())  # the same windows each time
     assert not (tmp_path / 'ckpt.pt').exists()  # checkpoint_interval is off by default
 
