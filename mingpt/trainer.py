@@ -33,8 +33,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_range, load_checkpoint,
-                          model_state, remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_range, eval_mode,
+                          load_checkpoint, model_state, remove_stale_temps, resolve_device, save_checkpoint,
+                          setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -620,19 +621,17 @@ class Trainer:
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
-        was_training = self.model.training
-        self.model.eval()
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
-        for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
-            x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
-            with self.autocast:
-                loss = model(x, y)[1]
-            total[0] += loss.to(dtype) * len(chunk)
-            total[1] += len(chunk)
+        with eval_mode(self.model):
+            for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
+                x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
+                with self.autocast:
+                    loss = model(x, y)[1]
+                total[0] += loss.to(dtype) * len(chunk)
+                total[1] += len(chunk)
         if self.world_size > 1:
             dist.all_reduce(total)
-        self.model.train(was_training)
         return (total[0] / total[1]).item()
 
     # ----------------------------------------------------------------------------------------------------------

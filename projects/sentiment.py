@@ -47,8 +47,8 @@ from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, checked_config, load_checkpoint,
-                          refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, checked_config, eval_mode,
+                          load_checkpoint, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -177,13 +177,11 @@ class GPTClassifier(nn.Module):
 @torch.no_grad()
 def predict_proba(model, dataset, device, batch_size=256):
     """Class probabilities (N, n_classes) for every example of a SentenceDataset."""
-    was_training = model.training
-    model.eval()
     probs = []
-    for i in range(0, len(dataset), batch_size):
-        logits, _ = model(dataset.x[i:i + batch_size].to(device))
-        probs.append(F.softmax(logits.float(), dim=-1).cpu())
-    model.train(was_training)
+    with eval_mode(model):
+        for i in range(0, len(dataset), batch_size):
+            logits, _ = model(dataset.x[i:i + batch_size].to(device))
+            probs.append(F.softmax(logits.float(), dim=-1).cpu())
     return torch.cat(probs)
 
 
