@@ -754,7 +754,7 @@ BPETokenizer(directory=OUT)), then prints bytes per token on FILE for this vocab
 example: python -m mingpt.bpe train input.txt --vocab-size 5000 --out my_tokenizer --curve vocab.png"""
 
 
-def main(argv=None):
+def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-f kernel.json)
     parser = argparse.ArgumentParser(prog='python -m mingpt.bpe', description='Byte-level BPE vocabularies.')
     commands = parser.add_subparsers(dest='command', required=True)
     train = commands.add_parser('train', help='learn a vocabulary from a text file, save it in GPT-2 format',
@@ -776,8 +776,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == 'encode':
         return _show_encoding(get_encoder(directory=args.vocab) if args.vocab else get_encoder(), args.text)
-    from mingpt.plot import new_figure  # the command line's pictures; the tokenizer itself needs no plotting
+    from mingpt.plot import image_format, new_figure  # the command line's pictures; the tokenizer needs no plotting
     fig = new_figure(7, 4.5) if args.curve else None  # fail before training if matplotlib is missing
+    if args.curve:
+        try:
+            image_format(fig, args.curve)  # and if it cannot write the picture's format
+        except ValueError as e:
+            parser.error(f'--curve: {e}')
     try:
         text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
     except OSError as e:

@@ -51,10 +51,18 @@ def png_bytes(fig):
     return buffer.getvalue()
 
 
-def save(fig, path, dpi=100):
-    """Write fig to path, atomically, in the format its suffix names (.png, .pdf, .svg...; PNG without one);
-    returns path."""
+def image_format(fig, path):
+    """The format that path's suffix names (.png, .pdf, .svg...; PNG without one), refused by name if matplotlib
+    cannot write it: a command checks it before its long work, not at the end."""
     fmt = os.path.splitext(path)[1][1:].lower() or 'png'
+    if fmt not in fig.canvas.get_supported_filetypes():
+        raise ValueError(f"cannot draw {path}: matplotlib does not write .{fmt} files; name a .png, .pdf or .svg")
+    return fmt
+
+
+def save(fig, path, dpi=100):
+    """Write fig to path, atomically, in the format its suffix names (image_format); returns path."""
+    fmt = image_format(fig, path)
     atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi))
     return path
 

@@ -290,6 +290,25 @@ def test_command_line_names_the_encoding_of_a_file_that_is_not_utf8(tmp_path, ca
     assert not (tmp_path / 'tok').exists()
 
 
+def test_command_line_refuses_a_curve_format_matplotlib_cannot_write_before_training(tmp_path, capsys):
+    """--curve vocab.jpeg2 trained the vocabulary and wrote it, then failed in matplotlib at the picture."""
+    pytest.importorskip('matplotlib')
+    (tmp_path / 'c.txt').write_text('would a woodchuck chuck wood ' * 3, encoding='utf-8')
+    with pytest.raises(SystemExit) as exit:
+        bpe.main(['train', str(tmp_path / 'c.txt'), '--vocab-size', '270', '--out', str(tmp_path / 'tok'),
+                  '--curve', str(tmp_path / 'vocab.jpeg2')])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and 'does not write .jpeg2 files; name a .png, .pdf or .svg' in err, err
+    assert not (tmp_path / 'tok').exists()  # refused before training
+
+
+def test_the_command_reads_only_the_arguments_it_is_given(monkeypatch):
+    """bpe.main() in a notebook parsed the kernel's sys.argv ('-f kernel.json'). Like every main, it takes a list."""
+    monkeypatch.setattr(sys, 'argv', ['ipykernel_launcher.py', '-f', '/root/.local/share/jupyter/runtime/k.json'])
+    with pytest.raises(TypeError, match='argv'):
+        bpe.main()
+
+
 def test_command_line_trains_shows_and_saves(tmp_path):
     corpus = tmp_path / 'woodchuck.txt'
     corpus.write_bytes(b'would a woodchuck chuck wood\r\n' * 3)  # CRLF: read as bytes, not translated
