@@ -293,7 +293,8 @@ class Encoder:
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
         header line, which other GPT-2 readers skip. hugging_face=True writes what transformers' GPT2Tokenizer (and
         AutoTokenizer, beside GPT.save_pretrained's config.json) reads: the two files as vocab.json and merges.txt,
-        and the special tokens in tokenizer_config.json."""
+        and the special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
+        vocab.bpe) there are removed, as readers take them first."""
         if hugging_face and not self.pat:
             raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "
                              "trained without a pre-tokeniser would give other ids there")
@@ -307,6 +308,9 @@ class Encoder:
             files['tokenizer_config.json'] = json.dumps({'added_tokens_decoder': specials})
         for name, body in files.items():
             atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
+        if hugging_face:  # else AutoTokenizer and get_encoder would still read the older tokenizer
+            for name in VOCAB_FILES[0] + VOCAB_FILES[1]:
+                (directory / name).unlink(missing_ok=True)
         return directory
 
 

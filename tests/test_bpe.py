@@ -675,6 +675,32 @@ def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_confi
         bpe.train_bpe(text[:5000], 300, pretokenize=False).save(tmp_path / 'raw', hugging_face=True)
 
 
+def test_save_pretrained_over_an_older_tokenizer_is_what_both_readers_then_read(tmp_path):
+    """A folder holding transformers' tokenizer.json of GPT-2 (and mingpt's encoder.json of another vocabulary):
+    save_pretrained of a new vocabulary wrote vocab.json and merges.txt beside them, and AutoTokenizer and get_encoder
+    still read the older tokenizer.json (GPT-2's ids), so a model of 300 tokens got a tokenizer of 50257."""
+    transformers = pytest.importorskip('transformers')
+    from mingpt.model import GPT
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    folder = tmp_path / 'model'
+    transformers.GPT2Tokenizer.from_pretrained(tmp_path).save_pretrained(folder)
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:60_000]
+    bpe.train_bpe(text[:5000], 280).save(folder)
+    assert (folder / 'tokenizer.json').exists() and (folder / 'encoder.json').exists()
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=8))
+    GPT(C).save_pretrained(folder)
+    tok = BPETokenizer()
+    tok.encoder = bpe.train_bpe(text[:50_000], 300)
+    tok.save_pretrained(folder)
+    sample = text[50_000:]
+    want = tok.encoder.encode(sample)
+    assert get_encoder(directory=folder).encode(sample) == want
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)
+    assert theirs(sample)['input_ids'] == want and len(theirs) == 300
+
+
 def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
     bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
     with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
