@@ -305,7 +305,10 @@ class Encoder:
         files = dict(zip(names, (json.dumps(self.encoder), merges)))
         if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
             specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
-            files['tokenizer_config.json'] = json.dumps({'added_tokens_decoder': specials})
+            config = {'added_tokens_decoder': specials}
+            if ENDOFTEXT not in self.special_tokens:  # else HF adds it to the vocabulary, as GPT-2's bos/eos/unk
+                config.update(bos_token=None, eos_token=None, unk_token=None)
+            files['tokenizer_config.json'] = json.dumps(config)
         for name, body in files.items():
             atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
         if hugging_face:  # else AutoTokenizer and get_encoder would still read the older tokenizer

@@ -675,6 +675,23 @@ def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_confi
         bpe.train_bpe(text[:5000], 300, pretokenize=False).save(tmp_path / 'raw', hugging_face=True)
 
 
+def test_save_pretrained_of_a_vocabulary_without_endoftext_adds_no_token_in_autotokenizer(tmp_path):
+    """GPT2Tokenizer takes <|endoftext|> as its bos, eos and unk token by default: for a vocabulary of 300 tokens
+    without it, AutoTokenizer added it as token 300 (a model of 300 tokens has no such id) and encoded the text
+    '<|endoftext|>' as that one id."""
+    transformers = pytest.importorskip('transformers')
+    from mingpt.model import GPT
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:60_000]
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=8))
+    GPT(C).save_pretrained(tmp_path)
+    own = bpe.train_bpe(text[:50_000], 300, special_tokens=('<|sep|>',))
+    own.save(tmp_path, hugging_face=True)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    sample = text[50_000:] + '<|endoftext|><|sep|>'
+    assert len(theirs) == 300 and theirs(sample)['input_ids'] == own.encode(sample, allowed_special=True)
+
+
 def test_save_pretrained_over_an_older_tokenizer_is_what_both_readers_then_read(tmp_path):
     """A folder holding transformers' tokenizer.json of GPT-2 (and mingpt's encoder.json of another vocabulary):
     save_pretrained of a new vocabulary wrote vocab.json and merges.txt beside them, and AutoTokenizer and get_encoder
