@@ -361,7 +361,8 @@ def read_tokenizer_json(path):
         merges = [m.split(' ') if isinstance(m, str) else m for m in model['merges']]  # 'a b' in older files
         return Encoder(encoder, merges)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-        raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {e}") from None
+        reason = f"it has no {e} entry" if isinstance(e, KeyError) else e  # a KeyError says only the key
+        raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {reason}") from None
 
 
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):

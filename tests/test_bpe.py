@@ -646,6 +646,21 @@ def test_a_hugging_face_folders_vocab_json_and_merges_txt_give_tiktokens_ids(tmp
         get_encoder(directory=tmp_path)
 
 
+def test_a_tokenizer_json_without_an_entry_names_the_entry_it_lacks(tmp_path):
+    """A tokenizer.json written by hand or cut short was refused as 'cannot read ... tokenizer: 'merges'', the bare
+    text of a KeyError."""
+    vocab = json.loads(data_dir('gpt2', 'encoder.json').read_text(encoding='utf-8'))
+    merges = data_dir('gpt2', 'vocab.bpe').read_text(encoding='utf-8').splitlines()[1:]
+    hf = {'normalizer': None, 'pre_tokenizer': {'type': 'ByteLevel', 'add_prefix_space': False}, 'added_tokens': [],
+          'model': {'type': 'BPE', 'vocab': vocab, 'merges': merges}}
+    (tmp_path / 'tokenizer.json').write_text(json.dumps(hf), encoding='utf-8')
+    assert get_encoder(directory=tmp_path).encode('Hello world') == [15496, 995]
+    del hf['model']['merges']
+    (tmp_path / 'tokenizer.json').write_text(json.dumps(hf), encoding='utf-8')
+    with pytest.raises(ValueError, match=r"tokenizer.json as GPT-2's kind of tokenizer: it has no 'merges' entry$"):
+        get_encoder(directory=tmp_path)
+
+
 def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_config(tmp_path, tiktoken_gpt2):
     """GPT.save_pretrained writes config.json and the weights only: AutoTokenizer read that folder as a tokenizer of
     no tokens ('Hello' gave []). BPETokenizer.save_pretrained adds the vocabulary, special tokens included: GPT-2's
