@@ -348,7 +348,8 @@ def find_vocabulary(directory):
 
 def read_tokenizer_json(path):
     """An Encoder from a Hugging Face tokenizer.json of GPT-2's kind: a byte-level BPE with GPT-2's regex. The tokens
-    added after the vocabulary (tokenizer.add_tokens, before model.resize_token_embeddings) are special tokens here."""
+    added after the vocabulary (tokenizer.add_tokens, before model.resize_token_embeddings) are special tokens here;
+    those that HF finds in text otherwise (lstrip...) are refused."""
     try:
         hf = json.loads(Path(path).read_text(encoding='utf-8'))
         model, pre = hf['model'], hf['pre_tokenizer'] or {}
@@ -359,7 +360,15 @@ def read_tokenizer_json(path):
                              f"normalizer {hf['normalizer']!r}, pre_tokenizer {hf['pre_tokenizer']!r})")
         encoder = {**model['vocab'], **{t['content']: t['id'] for t in hf['added_tokens']}}
         merges = [m.split(' ') if isinstance(m, str) else m for m in model['merges']]  # 'a b' in older files
-        return Encoder(encoder, merges)
+        encoder = Encoder(encoder, merges)
+        # HF finds an added token where its text stands, as mingpt finds a special token, except for these
+        odd = [t['content'] for t in hf['added_tokens'] if t['content'] in encoder.ordinary
+               or any(t.get(flag) for flag in ('lstrip', 'rstrip', 'single_word'))]
+        if odd:
+            raise ValueError(f"its added tokens {odd[:5]} are matched in text in ways mingpt does not follow (lstrip, "
+                             "rstrip, single_word, or an ordinary token added again), so its ids would differ from "
+                             "transformers'; save the tokenizer without them, or use transformers' tokenizer")
+        return encoder
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         reason = f"it has no {e} entry" if isinstance(e, KeyError) else e  # a KeyError says only the key
         raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {reason}") from None

@@ -661,6 +661,26 @@ def test_a_tokenizer_json_without_an_entry_names_the_entry_it_lacks(tmp_path):
         get_encoder(directory=tmp_path)
 
 
+@pytest.mark.parametrize('added', ['<l>', '<r>', 'hello'])
+def test_added_tokens_that_hugging_face_matches_otherwise_are_refused_not_read_as_other_ids(tmp_path, added):
+    """transformers strips the spaces before an lstrip token ('a <l> b' is [64, 50257, 275]) and after an rstrip
+    one, and finds 'hello' added again (it is in GPT-2's vocabulary) within words too ('say hello' gives 220, 31373):
+    read as special tokens, tokenizer.json gave other ids, [64, 220, 50257, 275] and 23748, with no word."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    hf = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    hf.add_tokens(['<plain>'])  # found where it stands, as a special token is: read
+    hf.save_pretrained(tmp_path / 'plain')
+    text = 'a <plain> b, say hello'
+    assert get_encoder(directory=tmp_path / 'plain').encode(text, allowed_special=True) == hf.encode(text)
+    hf.add_tokens([transformers.AddedToken(added, lstrip=added == '<l>', rstrip=added == '<r>')])
+    hf.save_pretrained(tmp_path / 'plain')
+    with pytest.raises(ValueError, match=rf"its added tokens \['{added}'\] are matched in text in ways mingpt does "
+                                         r"not follow \(lstrip, rstrip, single_word, or an ordinary token added"):
+        get_encoder(directory=tmp_path / 'plain')
+
+
 def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_config(tmp_path, tiktoken_gpt2):
     """GPT.save_pretrained writes config.json and the weights only: AutoTokenizer read that folder as a tokenizer of
     no tokens ('Hello' gave []). BPETokenizer.save_pretrained adds the vocabulary, special tokens included: GPT-2's
