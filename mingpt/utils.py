@@ -411,7 +411,7 @@ def rebuild_model(cls, path, map_location='cpu'):
     model = None
     try:
         model = cls(checked_config(cls, checkpoint, weights, path))
-        refuse_untied(model, weights)
+        refuse_untied(model, weights, path)
         model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
         names = model is not None and names_differ(model.state_dict(), weights)
@@ -424,8 +424,9 @@ def rebuild_model(cls, path, map_location='cpu'):
             anyway = ("; to start from its weights anyway, load those that match into this code's model: "
                       f"model.load_state_dict(torch.load({str(path)!r})['model'], strict=False) (the rest keep their "
                       "initial values)")
+            loadable = names and 'of another shape' not in names  # strict=False still refuses other shapes
             raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
-                             f"saved by another version of the model's code{anyway if names else ''}") from None
+                             f"saved by another version of the model's code{anyway if loadable else ''}") from None
         raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
                          "as sentiment's classifier, is read by the project that wrote it") from None
     saved = checkpoint.get('model_class')
@@ -437,17 +438,18 @@ def rebuild_model(cls, path, map_location='cpu'):
 
 
 def names_differ(expected, weights):
-    """How the names of weights (a state dict) differ from those of expected (the model's), each layer's names once
-    (h.*); '' where they are the same."""
+    """How the names and shapes of weights (a state dict) differ from those of expected (the model's), each layer's
+    names once (h.*); '' where they are the same."""
     def brief(names):
         names = sorted({re.sub(r'\.h\.\d+\.', '.h.*.', n) for n in names})
         return ', '.join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else '')
+    reshaped = {n for n in expected.keys() & weights.keys() if expected[n].shape != weights[n].shape}
     parts = (('missing from its weights', expected.keys() - weights.keys()),
-             ('in its weights, not in this model', weights.keys() - expected.keys()))
+             ('in its weights, not in this model', weights.keys() - expected.keys()), ('of another shape', reshaped))
     return '; '.join(f"{what}: {brief(names)}" for what, names in parts if names)
 
 
-def refuse_untied(model, weights):
+def refuse_untied(model, weights, path):
     """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
     embedding and output head: load_state_dict would keep the one it copies last, with no word."""
     names = {}
@@ -456,8 +458,10 @@ def refuse_untied(model, weights):
     for tied in names.values():
         saved = [weights[name] for name in tied if name in weights]
         if any(not torch.equal(saved[0], w) for w in saved[1:]):
-            raise ConfigError(f"its {' and '.join(tied)} differ, where this model ties them into one tensor (untied "
-                              "after it was built? untie this model the same way, then load_state_dict)")
+            raise ValueError(f"{path}'s {' and '.join(tied)} differ, where {type(model).__name__} ties them into one "
+                             "tensor: it was saved from a model untied after it was built; build one from "
+                             "checkpoint['model_config'], untie it the same way, then "
+                             "load_state_dict(checkpoint['model'])")
 
 
 def check_model_config(cls, config):

@@ -674,6 +674,20 @@ def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_ho
     assert torch.equal(new.transformer.h[1].ln_1.weight, old.transformer.h[1].ln_1.weight)
     assert new.transformer.h[1].gate.item() == 1.0
 
+    def wider_init(self, config):  # the gate and an MLP of 8x: strict=False would fail on the shapes
+        changed_init(self, config)
+        self.mlp.c_fc = torch.nn.Linear(config.n_embd, 8 * config.n_embd)
+        self.mlp.c_proj = torch.nn.Linear(8 * config.n_embd, config.n_embd)
+
+    monkeypatch.setattr(Block, '__init__', wider_init)
+    with pytest.raises(ValueError) as e:
+        GPT.from_checkpoint(path)
+    assert str(e.value) == (
+        f"{path} holds a GPT that this code cannot rebuild (missing from its weights: transformer.h.*.gate; in its "
+        "weights, not in this model: transformer.h.*.ln_1.bias; of another shape: transformer.h.*.mlp.c_fc.bias, "
+        "transformer.h.*.mlp.c_fc.weight, transformer.h.*.mlp.c_proj.weight): it was saved by another version of the "
+        "model's code")
+
 
 def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedding(tmp_path):
     """A student who freezes the token embedding but trains the output head unties them (the head a parameter of its
@@ -683,9 +697,11 @@ def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedd
     m = model()
     m.lm_head.weight = torch.nn.Parameter(m.lm_head.weight.detach() + 1)
     save_checkpoint(model_state(m), tmp_path / 'untied.pt')
-    with pytest.raises(ValueError, match=r"untied.pt holds a GPT that this code cannot rebuild \(its "
-                                         r"transformer.wte.weight and lm_head.weight differ, where this model ties "
-                                         r"them into one tensor \(untied after it was built\? untie this model"):
+    with pytest.raises(ValueError) as e:
         GPT.from_checkpoint(tmp_path / 'untied.pt')
+    assert str(e.value) == (  # the same code, untied at run time: not "saved by another version of the model's code"
+        f"{tmp_path / 'untied.pt'}'s transformer.wte.weight and lm_head.weight differ, where GPT ties them into one "
+        "tensor: it was saved from a model untied after it was built; build one from checkpoint['model_config'], "
+        "untie it the same way, then load_state_dict(checkpoint['model'])")
     save_checkpoint(model_state(model()), tmp_path / 'tied.pt')  # the same values under both names: loaded
     assert torch.equal(GPT.from_checkpoint(tmp_path / 'tied.pt')[0].transformer.wte.weight, model().lm_head.weight)
