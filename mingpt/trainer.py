@@ -34,8 +34,8 @@ from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_range, eval_mode,
-                          load_checkpoint, model_state, remove_stale_temps, resolve_device, save_checkpoint,
-                          setup_logging)
+                          escape_what_stdout_cannot_encode, load_checkpoint, model_state, remove_stale_temps,
+                          resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -270,6 +270,7 @@ class Trainer:
         elif self.world_size > 1:  # a new run, or a rank the checkpoint's run did not have
             torch.manual_seed(self.sampler_seed + self.rank)  # a different dropout mask on each rank
         self._start_files(resumed=ckpt is not None)
+        escape_what_stdout_cannot_encode()  # a script's own, as run_cli does: a callback's sample must not stop the run
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
         self.model.train()

@@ -182,6 +182,13 @@ class Terminated(KeyboardInterrupt):
     both stop alike: a Trainer says which checkpoint to go on from."""
 
 
+def escape_what_stdout_cannot_encode():
+    """A Windows file or pipe takes only its code page's characters (cp1252): print the others as escapes, as stderr
+    does, rather than raise a codec error that stops the run (at a sample in training, in generated text)."""
+    if sys.stdout is not None and sys.stdout is sys.__stdout__:  # the process's own (not a notebook's or pytest's)
+        sys.stdout.reconfigure(errors='backslashreplace')
+
+
 def _terminate(signum, frame):
     raise Terminated()
 
@@ -196,10 +203,7 @@ def run_cli(main, argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
-    if sys.stdout is not None and sys.stdout is sys.__stdout__:  # the process's own (not a notebook's or pytest's)
-        # a Windows file or pipe takes only its code page's characters (cp1252): the others as escapes, as stderr
-        # does, rather than a codec error that stops the run (at a sample in training, in generated text)
-        sys.stdout.reconfigure(errors='backslashreplace')
+    escape_what_stdout_cannot_encode()
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     quiet = other_rank() and not debug

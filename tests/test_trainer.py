@@ -1,7 +1,10 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
 import io
+import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -417,3 +420,18 @@ def test_a_line_start_never_finished_is_not_lost(monkeypatch):
     trainer.add_callback('on_batch_end', lambda t: print('no newline, no flush', end=''))
     trainer.run()
     assert 'no newline, no flush' in screen.getvalue()
+
+
+def test_a_sample_the_console_cannot_encode_does_not_stop_a_script_of_ones_own():
+    """A student's script (no run_cli) on a Windows pipe or file (cp1252): a callback printing a character outside
+    the code page stopped the run with a codec error, and the training with it. It prints as an escape instead."""
+    code = ("from mingpt.model import GPT; from mingpt.trainer import Trainer; from mingpt.data import TokenDataset\n"
+            "C = GPT.get_default_config(); C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 7, 8\n"
+            "T = Trainer.get_default_config(); T.max_iters, T.batch_size, T.quiet = 2, 4, True\n"
+            "trainer = Trainer(T, GPT(C), TokenDataset(list(range(7)) * 4, 8, 7))\n"
+            "trainer.add_callback('on_batch_end', lambda t: print(t.iter_num, 'caf\\xe9 \\u2192'))\n"
+            "trainer.run()\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), PYTHONIOENCODING='cp1252')
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr.decode('cp1252', 'replace')
+    assert out.stdout.splitlines()[-2:] == [b'0 caf\xe9 \\u2192', b'1 caf\xe9 \\u2192']
