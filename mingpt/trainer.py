@@ -33,9 +33,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_range, eval_mode,
-                          escape_what_stdout_cannot_encode, load_checkpoint, model_state, remove_stale_temps,
-                          resolve_device, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_loads_back, check_range,
+                          eval_mode, escape_what_stdout_cannot_encode, load_checkpoint, model_state,
+                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -139,6 +139,7 @@ class Trainer:
         clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))
         if clash:
             raise ValueError(f"checkpoint_extras may not use the trainer's own keys {clash}; rename them")
+        check_loads_back(self.checkpoint_extras)
         # torchrun tells each process its place through the environment
         self.world_size = int(os.environ.get('WORLD_SIZE', 1))
         self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0

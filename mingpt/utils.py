@@ -1,6 +1,7 @@
 """Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding, the device, run files,
 atomic writes and checkpoints, and the command-line wrapper every project runs under (run_cli)."""
 import ast
+import io
 import json
 import math
 import os
@@ -347,11 +348,31 @@ def refuse_compressed(path):
                          "unpack to a thousand times its size")
 
 
+PICKLED_GLOBAL = re.compile(r'GLOBAL ([\w.]+)')  # how torch.load(weights_only=True) names an object it refuses
+
+
+def check_loads_back(extras):
+    """Refuse, naming its key, an extra of every checkpoint that torch.save cannot write (a lambda, an open file) or
+    load_checkpoint would not read back (a numpy array): now, not at the first save, perhaps after all the training."""
+    for key, value in extras.items():
+        buffer = io.BytesIO()
+        try:
+            torch.save(value, buffer)
+            buffer.seek(0)
+            torch.load(buffer, weights_only=True)
+        except Exception as e:
+            found = PICKLED_GLOBAL.search(str(e))
+            why = f"it holds a Python object, {found[1]}" if found else f"{type(e).__name__}: {e}"
+            raise ValueError(f"checkpoint_extras[{key!r}] cannot be saved in a checkpoint that loads back ({why}); "
+                             "keep to tensors and plain data (numbers, strings, lists, dicts; a numpy array as "
+                             ".tolist())") from None
+
+
 def unpickling_refused(path, error, expected):
     """A ValueError saying why and what to do, where torch.load(path, weights_only=True) refused a Python object
     (its error names it, e.g. posix.system) beside what the file is `expected` to hold; None for an error of another
     kind, such as a truncated file."""
-    found = re.search(r'GLOBAL ([\w.]+)', str(error))
+    found = PICKLED_GLOBAL.search(str(error))
     if found:
         return ValueError(f"{path} was not loaded: it holds a Python object ({found[1]}) besides {expected}, and "
                           "unpickling it would run code of the file's choosing. If you trust whoever made it, load it "

@@ -435,3 +435,11 @@ def test_a_sample_the_console_cannot_encode_does_not_stop_a_script_of_ones_own()
     out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, timeout=300)
     assert out.returncode == 0, out.stderr.decode('cp1252', 'replace')
     assert out.stdout.splitlines()[-2:] == [b'0 caf\xe9 \\u2192', b'1 caf\xe9 \\u2192']
+
+
+@pytest.mark.parametrize('extra, named', [(lambda s: s, 'PicklingError'), (np.arange(3), 'numpy')])
+def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_before_training(extra, named):
+    """A lambda failed at the first save, which without a val set or checkpoint_interval is model.pt's at the end:
+    all the training lost. A numpy array was saved, and from_checkpoint then refused the model.pt it made."""
+    with pytest.raises(ValueError, match=rf"checkpoint_extras\['tokenize'\] cannot be saved .*{named}"):
+        Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
