@@ -27,7 +27,13 @@ TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca
 
 
 def cache_dir():
-    return Path(os.environ.get('MINGPT_CACHE_DIR') or Path.home() / '.cache' / 'mingpt').expanduser()
+    if os.environ.get('MINGPT_CACHE_DIR'):
+        return Path(os.environ['MINGPT_CACHE_DIR']).expanduser()
+    try:
+        return Path.home() / '.cache' / 'mingpt'
+    except RuntimeError:  # no HOME and no user entry, as in a container run under an arbitrary user id
+        raise RuntimeError("cannot find the home folder, where the download cache goes (~/.cache/mingpt): set "
+                           "MINGPT_CACHE_DIR to a folder that can be written") from None
 
 
 def sha256_of(path):

@@ -374,6 +374,20 @@ def test_a_cache_that_cannot_hold_the_download_says_so_and_how_to_go_on(tmp_path
         data.download('https://example.org/f.bin', tmp_path / 'file' / 'f.bin', quiet=True)
 
 
+def test_no_home_folder_says_to_set_mingpt_cache_dir(monkeypatch):
+    """Without HOME and a user entry (a container's arbitrary user id) every data file's search, an offline one from
+    $MINGPT_DATA_DIR too, stopped with Python's 'Could not determine home directory.', naming no way on."""
+    monkeypatch.delenv('HOME', raising=False)
+    monkeypatch.delenv('MINGPT_CACHE_DIR', raising=False)
+    pwd = pytest.importorskip('pwd')  # POSIX's user entries (Windows falls back on USERPROFILE)
+
+    def no_user(uid):
+        raise KeyError(uid)
+    monkeypatch.setattr(pwd, 'getpwuid', no_user)
+    with pytest.raises(RuntimeError, match=r"cannot find the home folder.*: set MINGPT_CACHE_DIR"):
+        data.data_roots()
+
+
 def test_a_resumed_download_when_the_part_is_complete_or_the_server_ignores_the_range(tmp_path, monkeypatch):
     body = bytes(range(256)) * 4
     dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
