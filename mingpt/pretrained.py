@@ -205,7 +205,9 @@ def save_gpt2(model, save_directory):
     # GPT-2's vocabulary: <|endoftext|> begins and ends texts; another vocabulary has no such token we know of
     eot = ENDOFTEXT_ID if c.vocab_size > ENDOFTEXT_ID else None
     hf.update(bos_token_id=eot, eos_token_id=eot)
-    tensors = {k: (v.t() if k.endswith(HF_CONV1D) else v).detach().cpu().contiguous()
+    # views of the model's own tensors: write_safetensors copies each (transposed, to the CPU) only as it writes it,
+    # where copying them all first held a second copy of the four Conv1D matrices, most of the model
+    tensors = {k: v.t() if k.endswith(HF_CONV1D) else v
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)

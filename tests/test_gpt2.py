@@ -95,6 +95,24 @@ def test_save_pretrained_round_trip(tmp_path):
     assert load_file(folder / 'model.safetensors').keys() == load_file(tmp_path / 'hf' / 'model.safetensors').keys()
 
 
+def test_save_pretrained_holds_no_copy_of_the_weights_while_writing(tmp_path, monkeypatch):
+    """The writer gets the model's own tensors (the Conv1D ones as transposed views), not copies made first: at
+    gpt2-medium size the copies held 1.15 GB beside the model's 1.4 GB."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
+    model = GPT(C)
+    written = {}
+
+    def write(tensors, path, metadata):
+        written.update(tensors)
+        open(path, 'wb').close()
+    monkeypatch.setattr(pretrained, 'write_safetensors', write)
+    model.save_pretrained(tmp_path)
+    ours = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    assert len(written) == len(pretrained.gpt2_weight_names(C.n_layer))
+    assert all(t.untyped_storage().data_ptr() in ours for t in written.values())
+
+
 def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
     """Our safetensors code reads what Hugging Face's library writes, and writes what it reads: every dtype we map,
     odd shapes (a scalar, an empty tensor), and the metadata."""
