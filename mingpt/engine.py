@@ -27,7 +27,7 @@ SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of
 class StaticKVCache:
     """One layer's keys and values in buffers of a fixed length, written at slot `at` (a (1,) tensor that all
     layers share): the shapes never change, so neither does the compiled step. `len`: the prompt's length once it
-    is filled in, 0 before."""
+    is written (by the model's cached forward, in prefill), 0 before."""
 
     def __init__(self, batch_size, n_head, length, head_dim, at, device, dtype):
         # zeros, not empty: a hidden slot gets attention weight 0, and 0 times a NaN left in memory is NaN
@@ -36,11 +36,6 @@ class StaticKVCache:
         self.at, self.len = at, 0
         for buffer in (self.k, self.v):
             torch._dynamo.mark_static_address(buffer)  # a CUDA graph reads them in place instead of copying them
-
-    def fill(self, prompt_cache):
-        """Copy the prompt's keys and values (from GPT.new_caches' KVCache) into the first slots."""
-        self.len = T = prompt_cache.len
-        self.k[:, :, :T], self.v[:, :, :T] = prompt_cache.k[:, :, :T], prompt_cache.v[:, :, :T]
 
     def append(self, k, v):
         """Write the new token's key and value (B, nh, 1, hd) at slot `at`; return the whole buffers (B, nh, S, hd)."""
@@ -129,12 +124,15 @@ class Engine:
         return self.step(self.model, token, caches, self.keep, self.n_pad)
 
     def prefill(self, idx, caches, attention_mask):
-        """The prompt (B, T) through the model's own cached forward; its keys and values then fill the buffers."""
+        """The prompt (B, T) through the model's own cached forward, its KVCaches writing the keys and values straight
+        into the buffers' first T slots: caches of their own held a second copy of them, to be copied over."""
         B, T = idx.shape
         prompt_caches = self.model.new_caches(B, T)
-        logits = self.model.next_token_logits(idx, prompt_caches, attention_mask)
         for cache, prompt_cache in zip(caches, prompt_caches):
-            cache.fill(prompt_cache)
+            prompt_cache.k, prompt_cache.v = cache.k, cache.v
+        logits = self.model.next_token_logits(idx, prompt_caches, attention_mask)
+        for cache in caches:
+            cache.len = T
         self.keep = torch.ones(B, caches[0].k.size(2), dtype=torch.bool, device=idx.device)
         self.n_pad = torch.zeros(B, 1, dtype=torch.long, device=idx.device)
         if attention_mask is not None:
