@@ -131,9 +131,9 @@ class Trainer:
         self.run_config = run_config
         self.checkpoint_extras = dict(checkpoint_extras or {})
         if run_config is not None:
-            self.checkpoint_extras.setdefault('config', run_config.to_dict())
             if config.work_dir is None and hasattr(getattr(run_config, 'system', None), 'work_dir'):
-                config.work_dir = run_config.system.work_dir
+                config.work_dir = run_config.system.work_dir  # first: run_config.trainer is config, as projects pass it
+            self.checkpoint_extras.setdefault('config', run_config.to_dict())
         self.must_match = tuple(must_match)
         self.callbacks = defaultdict(list)
         clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))

@@ -558,6 +558,18 @@ def test_a_model_compiled_before_the_trainer_trains_compiled_and_saves_a_plain_g
     train(tmp_path, max_iters=3, resume=True)  # a plain model goes on from it
 
 
+def test_checkpoints_record_the_work_dir_the_run_config_gave(tmp_path):
+    """A project passes its config as run_config, with the trainer's section inside it: model.pt's record said
+    trainer.work_dir None, where config.json said the folder the run was written to."""
+    tc = Trainer.get_default_config()
+    tc.merge_from_dict(dict(max_iters=2, batch_size=4, quiet=True))
+    run = CN(system=CN(work_dir=str(tmp_path / 'run')), trainer=tc)
+    Trainer(tc, tiny_gpt(), tokens(), run_config=run).run()
+    saved = torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']
+    assert json.loads(json.dumps(saved)) == json.load(open(tmp_path / 'run' / 'config.json'))  # betas: a tuple
+    assert saved['trainer']['work_dir'] == str(tmp_path / 'run')
+
+
 def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_path):
     from mingpt.utils import CfgNode as CN
     run_config = CN(system=CN(work_dir=str(tmp_path / 'run')), note=CN(text='hello'))
