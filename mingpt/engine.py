@@ -19,7 +19,7 @@ import types
 
 import torch
 
-from mingpt.model import GPT
+from mingpt.model import GPT, KVCache
 
 SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of similar lengths share one compile
 
@@ -42,6 +42,14 @@ class StaticKVCache:
         self.k.index_copy_(2, self.at, k.to(self.k.dtype))  # under autocast k and v come in bf16/fp16
         self.v.index_copy_(2, self.at, v.to(self.v.dtype))
         return self.k, self.v
+
+
+class PromptCache(KVCache):
+    """The model's KVCache over a StaticKVCache's buffers, with none of its own: the prompt's cached forward writes
+    its keys and values straight into the buffers' first slots."""
+
+    def __init__(self, cache):
+        self.k, self.v, self.len = cache.k, cache.v, 0
 
 
 def decode_step(model, token, caches, keep, n_pad):
@@ -127,10 +135,7 @@ class Engine:
         """The prompt (B, T) through the model's own cached forward, its KVCaches writing the keys and values straight
         into the buffers' first T slots: caches of their own held a second copy of them, to be copied over."""
         B, T = idx.shape
-        prompt_caches = self.model.new_caches(B, T)
-        for cache, prompt_cache in zip(caches, prompt_caches):
-            prompt_cache.k, prompt_cache.v = cache.k, cache.v
-        logits = self.model.next_token_logits(idx, prompt_caches, attention_mask)
+        logits = self.model.next_token_logits(idx, [PromptCache(cache) for cache in caches], attention_mask)
         for cache in caches:
             cache.len = T
         self.keep = torch.ones(B, caches[0].k.size(2), dtype=torch.bool, device=idx.device)

@@ -83,15 +83,19 @@ def test_caches_follow_the_models_dtype():
 
 def test_the_prompts_keys_and_values_go_straight_into_the_buffers(monkeypatch):
     """The prompt's cached forward writes into the engine's buffers: caches of their own held a second copy of its
-    keys and values, copied over after (at gpt2's size, 270 MB for 4 prompts of 960 tokens)."""
+    keys and values, copied over after (at gpt2's size, 270 MB for 4 prompts of 960 tokens). Nor are caches of the
+    prompt's size made and dropped: on CUDA their never-written torch.empty memory still counted at the peak."""
     m = model(scale=8, block_size=32)
     idx, mask = padded([[1, 2, 3, 4, 5], [6, 7]], 'left', pad=3)
     engine = Engine(m)
-    written = []
-    append = KVCache.append
+    written, made = [], []
+    append, init = KVCache.append, KVCache.__init__
     monkeypatch.setattr(KVCache, 'append', lambda cache, k, v: written.append(cache.k.data_ptr()) or
                         append(cache, k, v))
-    assert torch.equal(engine.generate(idx, 6, attention_mask=mask), m.generate(idx, 6, attention_mask=mask))
+    monkeypatch.setattr(KVCache, '__init__', lambda cache, *args: made.append(args) or init(cache, *args))
+    out = engine.generate(idx, 6, attention_mask=mask)
+    assert made == []  # the model's new_caches allocates buffers
+    assert torch.equal(out, m.generate(idx, 6, attention_mask=mask))
     buffers = {cache.k.data_ptr() for cache in engine.caches}
     assert len(buffers) == m.config.n_layer and set(written[:m.config.n_layer]) == buffers  # the engine's prompt
 
