@@ -484,9 +484,10 @@ def refuse_untied(model, weights, path):
         saved = [weights[name] for name in tied if name in weights]
         if any(not torch.equal(saved[0], w) for w in saved[1:]):
             raise ValueError(f"{path}'s {' and '.join(tied)} differ, where {type(model).__name__} ties them into one "
-                             "tensor: it was saved from a model untied after it was built; build one from "
-                             "checkpoint['model_config'], untie it the same way, then "
-                             "load_state_dict(checkpoint['model'])")
+                             "tensor: it was saved from a model untied after it was built. Build that model and load "
+                             f"it: checkpoint = torch.load({str(path)!r}); model = {type(model).__name__}(mingpt.utils."
+                             "CfgNode(**checkpoint['model_config'])); untie it the same way; "
+                             "model.load_state_dict(checkpoint['model'])")
 
 
 def check_model_config(cls, config):

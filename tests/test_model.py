@@ -699,9 +699,18 @@ def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedd
     save_checkpoint(model_state(m), tmp_path / 'untied.pt')
     with pytest.raises(ValueError) as e:
         GPT.from_checkpoint(tmp_path / 'untied.pt')
+    path = str(tmp_path / 'untied.pt')
     assert str(e.value) == (  # the same code, untied at run time: not "saved by another version of the model's code"
-        f"{tmp_path / 'untied.pt'}'s transformer.wte.weight and lm_head.weight differ, where GPT ties them into one "
-        "tensor: it was saved from a model untied after it was built; build one from checkpoint['model_config'], "
-        "untie it the same way, then load_state_dict(checkpoint['model'])")
+        f"{path}'s transformer.wte.weight and lm_head.weight differ, where GPT ties them into one tensor: it was saved "
+        f"from a model untied after it was built. Build that model and load it: checkpoint = torch.load({path!r}); "
+        "model = GPT(mingpt.utils.CfgNode(**checkpoint['model_config'])); untie it the same way; "
+        "model.load_state_dict(checkpoint['model'])")
+    import mingpt.utils  # the message's way, followed (it named a `checkpoint` that the reader did not have)
+    checkpoint = torch.load(path)
+    loaded = GPT(mingpt.utils.CfgNode(**checkpoint['model_config']))
+    loaded.lm_head.weight = torch.nn.Parameter(loaded.lm_head.weight.detach().clone())
+    loaded.load_state_dict(checkpoint['model'])
+    assert torch.equal(loaded.transformer.wte.weight, m.transformer.wte.weight)
+    assert torch.equal(loaded.lm_head.weight, m.lm_head.weight)
     save_checkpoint(model_state(model()), tmp_path / 'tied.pt')  # the same values under both names: loaded
     assert torch.equal(GPT.from_checkpoint(tmp_path / 'tied.pt')[0].transformer.wte.weight, model().lm_head.weight)
