@@ -662,11 +662,15 @@ def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_ho
 
     monkeypatch.setattr(Block, '__init__', changed_init)
     path = str(tmp_path / 'old.pt')
-    with pytest.raises(ValueError) as e:
-        GPT.from_checkpoint(path)
-    assert str(e.value) == (
-        f"{path} holds a GPT that this code cannot rebuild (missing from its weights: transformer.h.*.gate; in its "
-        "weights, not in this model: transformer.h.*.ln_1.bias): it was saved by another version of the model's code; "
+
+    def refusal():
+        with pytest.raises(ValueError) as e:
+            GPT.from_checkpoint(path)
+        return str(e.value)
+    names = (f"{path} holds a GPT that this code cannot rebuild (missing from its weights: transformer.h.*.gate; in "
+             "its weights, not in this model: transformer.h.*.ln_1.bias")
+    assert refusal() == names + (
+        "): it was saved by another version of the model's code; "
         "to start from its weights anyway, load those that match into this code's model: "
         f"model.load_state_dict(torch.load({path!r})['model'], strict=False) (the rest keep their initial values)")
     new = GPT(config())
@@ -680,11 +684,8 @@ def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_ho
         self.mlp.c_proj = torch.nn.Linear(8 * config.n_embd, config.n_embd)
 
     monkeypatch.setattr(Block, '__init__', wider_init)
-    with pytest.raises(ValueError) as e:
-        GPT.from_checkpoint(path)
-    assert str(e.value) == (
-        f"{path} holds a GPT that this code cannot rebuild (missing from its weights: transformer.h.*.gate; in its "
-        "weights, not in this model: transformer.h.*.ln_1.bias; of another shape: transformer.h.*.mlp.c_fc.bias, "
+    assert refusal() == names + (
+        "; of another shape: transformer.h.*.mlp.c_fc.bias, "
         "transformer.h.*.mlp.c_fc.weight, transformer.h.*.mlp.c_proj.weight): it was saved by another version of the "
         "model's code")
 
