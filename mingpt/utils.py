@@ -439,8 +439,9 @@ def rebuild_model(cls, path, map_location='cpu'):
         refuse_untied(model, weights, path)
         model.load_state_dict(weights)
     except (ConfigError, RuntimeError) as e:
-        names = model is not None and names_differ(model.state_dict(), weights)
-        reason = names or ' '.join(str(e).split())[:200]  # torch's message lists every layer's names, and is cut
+        differ = weight_differences(model.state_dict(), weights) if model is not None else {}
+        reason = ('; '.join(f"{what}: {layer_names(names)}" for what, names in differ.items())
+                  or ' '.join(str(e).split())[:200])  # torch's message lists every layer's names, and is cut
         saved = checkpoint.get('model_class')  # checkpoints older than model_state do not say
         if saved not in (None, cls.__name__):
             raise ValueError(f"{path} holds a {saved}, not a {cls.__name__}: a checkpoint is read by the project "
@@ -449,7 +450,7 @@ def rebuild_model(cls, path, map_location='cpu'):
             anyway = ("; to start from its weights anyway, load those that match into this code's model: "
                       f"model.load_state_dict(torch.load({str(path)!r})['model'], strict=False) (the rest keep their "
                       "initial values)")
-            loadable = names and 'of another shape' not in names  # strict=False still refuses other shapes
+            loadable = differ and 'of another shape' not in differ  # strict=False still refuses other shapes
             raise ValueError(f"{path} holds a {cls.__name__} that this code cannot rebuild ({reason}): it was "
                              f"saved by another version of the model's code{anyway if loadable else ''}") from None
         raise ValueError(f"{path} does not hold a {cls.__name__} ({reason}): a checkpoint of another model, such "
@@ -462,16 +463,20 @@ def rebuild_model(cls, path, map_location='cpu'):
     return model.eval(), checkpoint
 
 
-def names_differ(expected, weights):
-    """How the names and shapes of weights (a state dict) differ from those of expected (the model's), each layer's
-    names once (h.*); '' where they are the same."""
-    def brief(names):
-        names = sorted({re.sub(r'\.h\.\d+\.', '.h.*.', n) for n in names})
-        return ', '.join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else '')
-    reshaped = {n for n in expected.keys() & weights.keys() if expected[n].shape != weights[n].shape}
-    parts = (('missing from its weights', expected.keys() - weights.keys()),
-             ('in its weights, not in this model', weights.keys() - expected.keys()), ('of another shape', reshaped))
-    return '; '.join(f"{what}: {brief(names)}" for what, names in parts if names)
+def weight_differences(expected, weights):
+    """How the names and shapes of weights (a state dict) differ from those of expected (the model's): each kind of
+    difference that occurs ('missing from its weights', 'in its weights, not in this model', 'of another shape')
+    with its names."""
+    kinds = {'missing from its weights': expected.keys() - weights.keys(),
+             'in its weights, not in this model': weights.keys() - expected.keys(),
+             'of another shape': {n for n in expected.keys() & weights.keys() if expected[n].shape != weights[n].shape}}
+    return {what: names for what, names in kinds.items() if names}
+
+
+def layer_names(names):
+    """Parameter names for a message, each layer's once (h.*) and at most six."""
+    names = sorted({re.sub(r'\.h\.\d+\.', '.h.*.', n) for n in names})
+    return ', '.join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else '')
 
 
 def refuse_untied(model, weights, path):
