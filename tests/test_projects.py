@@ -9,6 +9,7 @@ from mingpt import data
 from mingpt.model import GPT
 from mingpt.utils import ConfigError, save_checkpoint
 
+
 def test_adder_encoding_by_hand():
     adder = load_project('adder')
     C = adder.AdditionDataset.get_default_config()
@@ -22,6 +23,8 @@ def test_adder_encoding_by_hand():
     test = adder.AdditionDataset(C, 'test')
     assert len(test) == 500 and len(ds) == 9500
     assert not set(test.ixes.tolist()) & set(ds.ixes.tolist())  # held-out problems are never trained on
+    # the 500 held-out problems in memory of their own: a view of the whole permutation would hold 10^8 at 4 digits
+    assert test.ixes.untyped_storage().nbytes() == 500 * test.ixes.element_size()
 
 
 def test_adder_eval_scores_a_perfect_and_a_wrong_model():
@@ -130,7 +133,8 @@ def test_adder_evaluates_every_interval_and_at_the_end_and_keeps_the_first_best(
     adder.main([f'--system.work_dir={tmp_path / "none"}', '--trainer.max_iters=1', '--trainer.quiet=True',
                 '--trainer.batch_size=8'])
     assert torch.load(tmp_path / 'none' / 'best.pt', weights_only=True)['test_accuracy'] == 0.0  # none right: saved
-    for option, message in (('--data.ndigit=5', 'data.ndigit=5 is out of range: it must be an integer >= 1 and <= 4'),
+    for option, message in (('--data.ndigit=5', r'data.ndigit=5 is out of range: it must be an integer <= 4, because '
+                                                r'the dataset lists every one of the \(10\^ndigit\)\^2 problems'),
                             ('--eval.mistakes=-1', 'eval.mistakes=-1 is out of range: it must be an integer >= 0')):
         with pytest.raises(ConfigError, match=message):
             adder.main([f'--system.work_dir={tmp_path / "other"}', option])
