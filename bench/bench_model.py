@@ -123,8 +123,8 @@ def cpu_name():
         return platform.processor() or platform.machine()
 
 
-def spread(xs):
-    return f"{min(xs):,.0f}-{max(xs):,.0f}" if len(xs) > 1 else ''
+def spread(xs, fmt=',.0f'):
+    return f"{min(xs):{fmt}}-{max(xs):{fmt}}" if len(xs) > 1 else ''
 
 
 def main():
