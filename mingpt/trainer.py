@@ -190,7 +190,9 @@ class Trainer:
 
     def trigger_callbacks(self, onevent: str):
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
-        callbacks run on rank 0 only: they print and save, and the other ranks hold the same model."""
+        callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback ends
+        the run after this step (early stopping) with trainer.config.max_iters = trainer.steps_done: the end's
+        ckpt.pt and model.pt are written as at any end (in one process: under DDP the other ranks would not know)."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
@@ -334,6 +336,7 @@ class Trainer:
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         self._bar.update(1)
+        last = c.max_iters is not None and self.steps_done >= c.max_iters  # again: a callback may have lowered it
         checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
         if checkpoint:
             self.save_checkpoint()

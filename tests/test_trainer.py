@@ -443,3 +443,17 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
     all the training lost. A numpy array was saved, and from_checkpoint then refused the model.pt it made."""
     with pytest.raises(ValueError, match=rf"checkpoint_extras\['tokenize'\] cannot be saved .*{named}"):
         Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
+
+
+def test_a_callback_that_lowers_max_iters_stops_the_run_with_the_ends_files(tmp_path):
+    """Early stopping, as trigger_callbacks says: the end's checkpoint and model were not written (the step was not
+    known to be the last when it began), so the run lost its last 2 steps (ckpt.pt at 8) or its model.pt entirely."""
+    def stop(t):
+        if t.steps_done == 10:
+            t.config.max_iters = t.steps_done
+
+    for kw, name in ((dict(checkpoint_interval=4), 'ckpt.pt'), ({}, 'model.pt')):
+        trainer = make_trainer(work_dir=str(tmp_path / name), **kw)
+        trainer.add_callback('on_batch_end', stop)
+        trainer.run()
+        assert trainer.iter_num == 10 and load_checkpoint(tmp_path / name / name)['iter_num'] == 10
