@@ -477,8 +477,13 @@ class Trainer:
             raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
                              f"{e}") from None
         self.optimizer.load_state_dict(ckpt['optimizer'])
-        for group in self.optimizer.param_groups:  # this run's learning rate, not the one saved (schedules reset it)
-            group['lr'] = self.config.learning_rate
+        # the rate saved goes on in a run without a schedule (a callback may be steering it) at the same learning_rate;
+        # else this run's learning_rate (a resume may lower it; a schedule sets every step's anyway)
+        saved = ckpt.get('trainer_config') or {}
+        steered = saved.get('lr_schedule') == 'constant' and not saved.get('warmup_iters')
+        if not steered or saved.get('learning_rate') != c.learning_rate:
+            for group in self.optimizer.param_groups:
+                group['lr'] = c.learning_rate
         if ckpt['scaler'] and self.scaler.is_enabled():
             self.scaler.load_state_dict(ckpt['scaler'])
         self.best_val_loss = ckpt.get('best_val_loss', float('inf'))

@@ -457,3 +457,27 @@ def test_a_callback_that_lowers_max_iters_stops_the_run_with_the_ends_files(tmp_
         trainer.add_callback('on_batch_end', stop)
         trainer.run()
         assert trainer.iter_num == 10 and load_checkpoint(tmp_path / name / name)['iter_num'] == 10
+
+
+def test_a_learning_rate_a_callback_steers_goes_on_exactly_after_a_resume(tmp_path):
+    """The resume reset the optimizer to learning_rate, so the step after it ran at 3e-3, not the callback's 1.5e-3;
+    a resume given another learning_rate, or from a run with a schedule, still trains at learning_rate."""
+    def decay(t):  # the next step's rate, as a minGPT user would set it
+        for group in t.optimizer.param_groups:
+            group['lr'] = 3e-3 * 0.5 ** (t.steps_done // 2)
+
+    def lrs(**kw):
+        trainer = make_trainer(checkpoint_interval=3, **kw)
+        trainer.add_callback('on_batch_end', decay)
+        seen = []
+        trainer.add_callback('on_batch_end', lambda t: seen.append(t.lr))
+        trainer.run()
+        return seen
+
+    straight = lrs(max_iters=6)
+    assert straight == pytest.approx([3e-3, 3e-3, 1.5e-3, 1.5e-3, 7.5e-4, 7.5e-4])
+    assert lrs(max_iters=3, work_dir=str(tmp_path)) + lrs(max_iters=6, work_dir=str(tmp_path), resume=True) == straight
+    assert lrs(max_iters=7, work_dir=str(tmp_path), resume=True, learning_rate=1e-3)[0] == 1e-3
+    warm = str(tmp_path / 'warmup')  # stopped in a warmup and resumed without one: learning_rate, not the warmup's
+    make_trainer(max_iters=2, warmup_iters=10, checkpoint_interval=2, work_dir=warm).run()
+    assert lrs(max_iters=3, work_dir=warm, resume=True) == [3e-3]
