@@ -181,11 +181,11 @@ class Trainer:
         self._eval_model = self.model  # run() sets the compiled one, when compiling
 
     def add_callback(self, onevent: str, callback):
-        warn_unknown_event(onevent)
+        check_callback(onevent, callback)
         self.callbacks[onevent].append(callback)
 
     def set_callback(self, onevent: str, callback):
-        warn_unknown_event(onevent)
+        check_callback(onevent, callback)
         self.callbacks[onevent] = [callback]
 
     def trigger_callbacks(self, onevent: str):
@@ -741,8 +741,13 @@ def leave_group():
         dist.destroy_process_group()
 
 
-def warn_unknown_event(onevent):
-    """A callback for an event the loop never triggers would never run: say so (a subclass may trigger its own)."""
+def check_callback(onevent, callback):
+    """A callback that cannot be called is refused now, not at the end of the first step. One for an event the loop
+    never triggers would never run: say so (a subclass may trigger its own)."""
+    if not callable(callback):
+        raise TypeError(f"a callback is a function of the trainer, e.g. def on_batch_end(trainer): ..., but "
+                        f"{callback!r:.60} cannot be called: give the event's name, then the function itself (not "
+                        "what calling it returns)")
     if onevent not in EVENTS:
         warnings.warn(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
                       f"only if your own code calls trigger_callbacks({onevent!r})", stacklevel=3)

@@ -259,6 +259,18 @@ def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept()
     assert calls == [2]
 
 
+def test_a_callback_that_cannot_be_called_is_refused_when_added():
+    """The result of calling it, or the two arguments swapped: the run stopped after its first step (a GPT-2
+    fine-tune's loading and step, say) with "'NoneType' object is not callable"."""
+    trainer = make_trainer(max_iters=2)
+    for args in (('on_batch_end', None), (print, 'on_batch_end')):  # None: what calling a plain function returns
+        for add in (trainer.add_callback, trainer.set_callback):
+            with pytest.raises(TypeError, match=r"a callback is a function of the trainer, .* cannot be called: give "
+                                                r"the event's name, then the function itself"):
+                add(*args)
+    assert not trainer.callbacks
+
+
 def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refused_before_training():
     trainer = make_trainer()
     trainer.config.max_iter = 3  # a typo: max_iters stays None, and the loop would never end
