@@ -406,6 +406,12 @@ class Trainer:
                               f"times the number of processes ({self.world_size})")
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
             raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
+        if c.lr_schedule == 'cosine' and c.lr_decay_iters is not None and c.lr_decay_iters <= c.warmup_iters:
+            raise ConfigError(f"trainer.lr_decay_iters ({c.lr_decay_iters}) must be above warmup_iters "
+                              f"({c.warmup_iters}): the cosine decays between them (else it drops to min_lr at once)")
+        if c.lr_schedule == 'cosine' and c.min_lr is not None and c.min_lr > c.learning_rate:
+            raise ConfigError(f"trainer.min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the cosine "
+                              "decays from learning_rate down to min_lr; lower min_lr or raise learning_rate")
         if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
             raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
                               "or give resume the checkpoint's path")

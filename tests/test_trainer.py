@@ -493,3 +493,12 @@ def test_a_learning_rate_a_callback_steers_goes_on_exactly_after_a_resume(tmp_pa
     warm = str(tmp_path / 'warmup')  # stopped in a warmup and resumed without one: learning_rate, not the warmup's
     make_trainer(max_iters=2, warmup_iters=10, checkpoint_interval=2, work_dir=warm).run()
     assert lrs(max_iters=3, work_dir=warm, resume=True) == [3e-3]
+
+
+@pytest.mark.parametrize('kw, refused', [
+    (dict(warmup_iters=10, lr_decay_iters=5), r"trainer.lr_decay_iters \(5\) must be above warmup_iters \(10\)"),
+    (dict(min_lr=1e-2), r"trainer.min_lr \(0.01\) is above learning_rate \(0.003\): the cosine decays from")])
+def test_a_cosine_that_would_not_decay_is_refused(kw, refused):
+    """It ran: a decay ending inside the warmup dropped to min_lr at the step after it, a min_lr above the peak rose."""
+    with pytest.raises(ConfigError, match=refused):
+        make_trainer(lr_schedule='cosine', **kw).run()
