@@ -259,6 +259,7 @@ class Trainer:
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
         self.sampler_seed = int(torch.randint(2 ** 31 - 1, (1,)))
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
+        self.lr = None  # none set by this run yet (an earlier run()'s last would read as a callback's)
         self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
         ckpt = self._resume() if c.resume else None
         self._train_model = self._wrap(self.model)
@@ -614,6 +615,10 @@ class Trainer:
     def _set_lr(self, it):
         c = self.config
         if c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
+            if self.lr is not None and any(group['lr'] != self.lr for group in self.optimizer.param_groups):
+                warnings.warn(f"a callback set the learning rate, which lr_schedule={c.lr_schedule!r} with "
+                              f"warmup_iters={c.warmup_iters} sets at every step: to steer it from a callback, give "
+                              "lr_schedule='constant' and warmup_iters=0")
             for group in self.optimizer.param_groups:
                 group['lr'] = self.get_lr(it)
         return self.optimizer.param_groups[0]['lr']

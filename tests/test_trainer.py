@@ -502,3 +502,21 @@ def test_a_cosine_that_would_not_decay_is_refused(kw, refused):
     """It ran: a decay ending inside the warmup dropped to min_lr at the step after it, a min_lr above the peak rose."""
     with pytest.raises(ConfigError, match=refused):
         make_trainer(lr_schedule='cosine', **kw).run()
+
+
+def test_a_callback_setting_the_learning_rate_under_a_built_in_schedule_is_warned_that_it_is_overwritten():
+    """The schedule replaced the callback's rate at the next step, silently."""
+    def lower(t):
+        for group in t.optimizer.param_groups:
+            group['lr'] = 1e-5
+
+    trainer = make_trainer(max_iters=3, lr_schedule='cosine')
+    seen = []
+    trainer.add_callback('on_batch_end', lambda t: seen.append(t.lr))
+    trainer.run()  # the schedule alone, run() twice: no warning
+    trainer.add_callback('on_batch_end', lower)
+    with pytest.warns(UserWarning, match=r"a callback set the learning rate, which lr_schedule='cosine' with "
+                                         r"warmup_iters=0 sets at every step: to steer it from a callback, give "
+                                         r"lr_schedule='constant' and warmup_iters=0"):
+        trainer.run()
+    assert seen[3:] == seen[:3] == [trainer.get_lr(i) for i in range(3)]
