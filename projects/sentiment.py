@@ -300,7 +300,8 @@ def book_paragraphs(text, lowercase=True):
 
 
 class SentenceDataset(torch.utils.data.Dataset):
-    """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label."""
+    """Classifier examples: a sentence's ids and the suffix, right-padded with -1 to block_size, and its label. The
+    sentence is stripped, as read_sst2 strips SST-2's: a space before the suffix would be a token of its own."""
 
     def __init__(self, sentences, labels, tokenizer, suffix, block_size):
         suffix_ids = tokenizer.encode(suffix)
@@ -312,7 +313,7 @@ class SentenceDataset(torch.utils.data.Dataset):
         self.x = torch.full((len(sentences), block_size), -1, dtype=torch.long)
         self.cut = 0  # how many sentences were longer than block_size allows, and were cut
         for n, s in enumerate(sentences):
-            ids = tokenizer.encode(' ' + s)
+            ids = tokenizer.encode(' ' + s.strip())
             self.cut += len(ids) > room
             ids = ids[:room] + suffix_ids
             self.x[n, :len(ids)] = torch.tensor(ids)

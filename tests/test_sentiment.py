@@ -591,6 +591,13 @@ def test_a_long_sentence_keeps_its_start_and_the_suffix():
         sentiment.SentenceDataset(['ab'], [1], tokenizer, '<|endoftext|>', block_size=1)
 
 
+def test_a_sentence_is_read_as_stripped_as_sst2s():
+    # predict's sentences (a copy of a dev line keeps its trailing space) must read as read_sst2's stripped ones
+    tokenizer = sentiment.Vocabulary.build('char', ['a film .'])
+    data = sentiment.SentenceDataset([' a film . \n', 'a film .'], [1, 1], tokenizer, '<|endoftext|>', block_size=16)
+    assert data.x[0].tolist() == data.x[1].tolist()
+
+
 def test_label_words_must_be_known_single_tokens():
     data_dir('gpt2', 'encoder.json')
     tokenizer = sentiment.Vocabulary.build('bpe', ['a bad film'])
