@@ -12,8 +12,8 @@ The stage comes first on the command line (or as --system.stage=...); each write
                                                          # then on the SST-2 training sentences
     python projects/sentiment.py finetune --system.init=out/sentiment/pretrain/model.pt
     python projects/sentiment.py finetune --system.work_dir=out/sentiment/scratch   # the same classifier, from scratch
-    python projects/sentiment.py finetune --system.init=gpt2 --system.work_dir=out/sentiment/gpt2
-                                                         # GPT-2 (a hub id or a Hugging Face directory)
+    python projects/sentiment.py finetune --system.init=gpt2 --trainer.learning_rate=3e-5 \
+        --system.work_dir=out/sentiment/gpt2             # GPT-2 (a hub id or a Hugging Face directory)
     python projects/sentiment.py evaluate                      # dev accuracy of out/sentiment/finetune/model.pt
     python projects/sentiment.py evaluate --system.work_dir=out/sentiment/gpt2   # of that run's model.pt
     python projects/sentiment.py predict "a gorgeous , witty , seductive movie ."

@@ -4,6 +4,7 @@ import json
 import math
 import re
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -596,6 +597,16 @@ def test_a_sentence_is_read_as_stripped_as_sst2s():
     tokenizer = sentiment.Vocabulary.build('char', ['a film .'])
     data = sentiment.SentenceDataset([' a film . \n', 'a film .'], [1, 1], tokenizer, '<|endoftext|>', block_size=16)
     assert data.x[0].tolist() == data.x[1].tolist()
+
+
+def test_the_docstrings_gpt2_recipe_is_the_readmes():
+    # the docstring's copy of the README's recipe lacked the README's learning rate for GPT-2 (3e-5, not 1e-3)
+    readme = (Path(__file__).resolve().parent.parent / 'README.md').read_text()
+
+    def gpt2_recipe(text):
+        line = re.search(r'finetune (--system\.init=gpt2 .*?)(#|$)', text.replace('\\\n', ' '), re.M).group(1)
+        return sorted(line.split())
+    assert gpt2_recipe(sentiment.__doc__) == gpt2_recipe(readme)
 
 
 def test_label_words_must_be_known_single_tokens():
