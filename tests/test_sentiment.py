@@ -203,6 +203,15 @@ def test_pretrain_without_test_split_offline_uses_the_dev_sentences(tmp_path, mo
     assert "no SST-2 test.tsv: the LM's val loss is on the dev sentences" in capsys.readouterr().out
 
 
+def test_a_text_too_short_for_one_window_is_named_with_its_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    args = ['pretrain', f'--data.sst2_dir={data_dir("sentiment", "sst2")}', '--trainer.max_iters=1'] + TINY
+    with pytest.raises(ValueError, match=r"^the val text, SST-2's test sentences \(data.dev_limit=1\): the token"):
+        sentiment.main(args + [f'--system.work_dir={tmp_path / "a"}', '--data.dev_limit=1'])
+    with pytest.raises(ValueError, match=r"^the pretraining text, SST-2 train \(data.train_limit=1\): the token"):
+        sentiment.main(args + [f'--system.work_dir={tmp_path / "b"}', '--data.train_limit=1'])
+
+
 def test_the_readmes_book_is_downloaded_from_its_pinned_copy(tmp_path, monkeypatch):
     sst2, book = data_dir('sentiment', 'sst2'), data_dir('text', 'gutenberg', '2600-0.txt')
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
