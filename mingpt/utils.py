@@ -287,6 +287,7 @@ def remove_stale_temps(directory):
 def model_state(model):
     """The part of a checkpoint that from_checkpoint rebuilds a model from: the class's name (so that another
     model's checkpoint is named as such), its config and its weights."""
+    model = getattr(model, '_orig_mod', model)  # torch.compile's wrapper: save the GPT inside, under its own names
     state = {'model_class': type(model).__name__, 'model': model.state_dict()}
     if isinstance(getattr(model, 'config', None), CfgNode):
         state['model_config'] = model.config.to_dict()

@@ -455,6 +455,19 @@ def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_befor
         cls.from_checkpoint(tmp_path / 'bad.pt')
 
 
+def test_a_compiled_models_state_is_saved_as_the_model_inside(tmp_path):
+    """model_state(torch.compile(model)) recorded an OptimizedModule with '_orig_mod.' names, which from_checkpoint
+    refused as another project's model."""
+    from mingpt.model import GPT
+    model = small_model(GPT)
+    state = model_state(torch.compile(model))
+    assert state['model_class'] == 'GPT' and state['model'].keys() == model.state_dict().keys()
+    save_checkpoint(state, tmp_path / 'm.pt')
+    again, _ = GPT.from_checkpoint(tmp_path / 'm.pt')
+    x = torch.randint(11, (2, 6))
+    torch.testing.assert_close(again(x)[0], model.eval()(x)[0], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize('name, value', [('lm_head.weight', 5), ('transformer.h.0.ln_1.weight', 'x')])
 def test_a_checkpoint_with_plain_data_for_a_weight_names_it(tmp_path, name, value):
     from mingpt.model import GPT
