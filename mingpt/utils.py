@@ -332,8 +332,27 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); {hf}")
+        raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); "
+                         f"{foreign_checkpoint_advice(checkpoint, hf)}")
     return checkpoint
+
+
+def foreign_checkpoint_advice(checkpoint, hf):
+    """The way on from a torch.save file without the mingpt marker, by what it holds; hf is the advice for Hugging
+    Face weights."""
+    compiled = "names that start with '_orig_mod.' are a compiled model's: remove that prefix"
+    if isinstance(checkpoint, dict) and {'model', 'model_args'} <= checkpoint.keys():
+        return ("it is a nanoGPT checkpoint (model_args, iter_num), which mingpt does not read. Its weights have "
+                "mingpt's names: build a GPT with model_type=None and the n_layer, n_head, n_embd, vocab_size and "
+                f"block_size of its model_args, then model.load_state_dict(checkpoint['model']) ({compiled}; "
+                "bias=False leaves out weights that mingpt has; nanoGPT's GELU is exact, mingpt's the tanh "
+                "approximation, so the outputs differ slightly)")
+    if isinstance(checkpoint, dict) and checkpoint and all(isinstance(w, torch.Tensor) for w in checkpoint.values()):
+        return (f"it holds only weights (a state_dict), not the config to build their model from; {hf}; for weights "
+                f"of your own, build their model, then model.load_state_dict(torch.load(path)) ({compiled}). To save "
+                "a model that from_checkpoint rebuilds: mingpt.utils.save_checkpoint(mingpt.utils.model_state(model), "
+                "path)")
+    return hf
 
 
 def refuse_compressed(path):

@@ -372,6 +372,36 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
+@pytest.mark.parametrize('prefix', ['', '_orig_mod.'])
+def test_a_nanogpt_checkpoint_or_a_bare_state_dict_is_named_with_the_way_on(tmp_path, prefix):
+    """Both were refused with advice for Hugging Face weights only. The advice given is followed here: the weights
+    load, and give the saved model's logits."""
+    from mingpt.model import GPT
+    model = small_model(GPT).eval()
+    weights = {prefix + k: v for k, v in model.state_dict().items()}
+    args = dict(n_layer=2, n_head=2, n_embd=8, block_size=6, bias=True, vocab_size=11, dropout=0.0)
+    torch.save({'model': weights, 'model_args': args, 'optimizer': {}, 'iter_num': 5, 'best_val_loss': 1.0,
+                'config': {'batch_size': 12}}, tmp_path / 'ckpt.pt')
+    with pytest.raises(ValueError, match=r"ckpt.pt is not a mingpt checkpoint \(no 'mingpt-checkpoint-1' marker\); it "
+                                         r"is a nanoGPT checkpoint \(model_args, iter_num\), which mingpt does not "
+                                         r"read\. Its weights have mingpt's names: build a GPT"):
+        GPT.from_checkpoint(tmp_path / 'ckpt.pt')
+    config = GPT.get_default_config()
+    config.merge_from_dict({k: args[k] for k in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size')})
+    loaded = GPT(config).eval()
+    saved = torch.load(tmp_path / 'ckpt.pt')['model']
+    loaded.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in saved.items()})
+    x = torch.randint(11, (2, 6))
+    torch.testing.assert_close(loaded(x)[0], model(x)[0], rtol=0, atol=0)
+    torch.save(weights, tmp_path / 'weights.pt')
+    with pytest.raises(ValueError, match=r"weights.pt is not a mingpt checkpoint .*; it holds only weights \(a "
+                                         r"state_dict\), not the config to build their model from; for Hugging Face "
+                                         r"GPT-2 weights .*; for weights of your own, build their model, then "
+                                         r"model.load_state_dict\(torch.load\(path\)\) \(names that start with "
+                                         r"'_orig_mod.' are a compiled model's"):
+        GPT.from_checkpoint(tmp_path / 'weights.pt')
+
+
 def test_a_folder_given_for_a_checkpoint_names_the_checkpoints_in_it(tmp_path):
     """A run's folder (--sample.checkpoint=out/translate) was 'truncated, corrupt, or another program's file'."""
     save_checkpoint({'model': {}}, tmp_path / 'run' / 'model.pt')
