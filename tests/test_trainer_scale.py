@@ -741,6 +741,12 @@ def test_token_dataset_memmap(tmp_path):
         TokenDataset(torch.tensor([0, 1, 5, 3]), 2, vocab_size=5)
     with pytest.raises(ValueError, match="token ids must be integers, not float64"):
         TokenDataset(np.array([0.5, 1, 2, 3]), 2)
+    # in a file, when a window holding them is read (the model's IndexError, a device-side assert on a GPU)
+    bad_file = TokenDataset(TokenDataset.write(tmp_path / 'bad.bin', [0, 1, 2, 70, 3]), 2, vocab_size=65)
+    assert bad_file[0][0].tolist() == [0, 1]
+    with pytest.raises(ValueError, match=r"bad.bin holds token id 70 \(in window 1\), outside the vocabulary "
+                                         r"\(vocab_size=65: ids 0..64\); pass the right vocab_size or fix the file"):
+        bad_file[1]
     (tmp_path / 'empty.bin').write_bytes(b'')
     with pytest.raises(ValueError, match=r"empty.bin is empty or has an odd number of bytes"):
         TokenDataset(tmp_path / 'empty.bin', 2)
