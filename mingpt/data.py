@@ -391,8 +391,8 @@ class TokenDataset(torch.utils.data.Dataset):
             raise IndexError(f"window {idx} out of range for {len(self)} windows")
         chunk = torch.from_numpy(self.tokens[idx:idx + self.block_size + 1].astype(np.int64))
         # a file's ids are checked as its windows are read (a pass up front would read a whole large corpus): else
-        # the model meets an id past its vocabulary, a device-side assert on a GPU
-        if self.vocab_size is not None and chunk.max() >= self.vocab_size:
+        # the model meets an id past its vocabulary, a device-side assert on a GPU (ids in memory were checked at once)
+        if self.path is not None and self.vocab_size is not None and chunk.max() >= self.vocab_size:
             raise ValueError(f"{self.path} holds token id {chunk.max().item()} (in window {idx}), outside the "
                              f"vocabulary (vocab_size={self.vocab_size}: ids 0..{self.vocab_size - 1}); pass the "
                              "right vocab_size or fix the file")
