@@ -332,12 +332,14 @@ class Trainer:
                     self._save_model()  # model.pt holds the best model so far
                 self.trigger_callbacks('on_eval_end')
             self.trigger_callbacks('on_batch_end')
+        last = c.max_iters is not None and self.steps_done >= c.max_iters  # again: a callback may have lowered it
+        if record is None and last:  # the last step is logged at any end (its time includes the callbacks')
+            record = self._measure(t0)
         if record is not None:
             self._write_metrics(record)
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         self._bar.update(1)
-        last = c.max_iters is not None and self.steps_done >= c.max_iters  # again: a callback may have lowered it
         checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
         if checkpoint:
             self.save_checkpoint()

@@ -1,5 +1,6 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
 import io
+import json
 import os
 import re
 import subprocess
@@ -459,16 +460,19 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
 
 def test_a_callback_that_lowers_max_iters_stops_the_run_with_the_ends_files(tmp_path):
     """Early stopping, as trigger_callbacks says: the end's checkpoint and model were not written (the step was not
-    known to be the last when it began), so the run lost its last 2 steps (ckpt.pt at 8) or its model.pt entirely."""
+    known to be the last when it began), so the run lost its last 2 steps (ckpt.pt at 8) or its model.pt entirely;
+    with log_interval=4, metrics.jsonl lacked the last step's line (iteration 9), which any other end writes."""
     def stop(t):
         if t.steps_done == 10:
             t.config.max_iters = t.steps_done
 
     for kw, name in ((dict(checkpoint_interval=4), 'ckpt.pt'), ({}, 'model.pt')):
-        trainer = make_trainer(work_dir=str(tmp_path / name), **kw)
+        trainer = make_trainer(work_dir=str(tmp_path / name), log_interval=4, **kw)
         trainer.add_callback('on_batch_end', stop)
         trainer.run()
         assert trainer.iter_num == 10 and load_checkpoint(tmp_path / name / name)['iter_num'] == 10
+        logged = [json.loads(line)['iter'] for line in (tmp_path / name / 'metrics.jsonl').read_text().splitlines()]
+        assert logged == [0, 4, 8, 9]
 
 
 def test_a_learning_rate_a_callback_steers_goes_on_exactly_after_a_resume(tmp_path):
