@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 
 class ConfigError(ValueError):
@@ -287,7 +288,10 @@ def remove_stale_temps(directory):
 def model_state(model):
     """The part of a checkpoint that from_checkpoint rebuilds a model from: the class's name (so that another
     model's checkpoint is named as such), its config and its weights."""
-    model = getattr(model, '_orig_mod', model)  # torch.compile's wrapper: save the GPT inside, under its own names
+    # torch.compile's wrapper and DDP's, in either order (nanoGPT's DDP(torch.compile(model))): save the model inside,
+    # under its own names
+    while hasattr(model, '_orig_mod') or isinstance(model, DistributedDataParallel):
+        model = model.module if isinstance(model, DistributedDataParallel) else model._orig_mod
     state = {'model_class': type(model).__name__, 'model': model.state_dict()}
     if isinstance(getattr(model, 'config', None), CfgNode):
         state['model_config'] = model.config.to_dict()

@@ -485,11 +485,21 @@ def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_befor
         cls.from_checkpoint(tmp_path / 'bad.pt')
 
 
-def test_a_compiled_models_state_is_saved_as_the_model_inside(tmp_path):
-    """model_state(torch.compile(model)) recorded an OptimizedModule with '_orig_mod.' names, which from_checkpoint
+def test_a_compiled_or_ddp_wrapped_models_state_is_saved_as_the_model_inside(tmp_path):
+    """model_state(torch.compile(model)) recorded an OptimizedModule with '_orig_mod.' names, and one wrapped in DDP
+    (nanoGPT's DDP(torch.compile(model))) a DistributedDataParallel with 'module.' names, which from_checkpoint
     refused as another project's model."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
     from mingpt.model import GPT
     model = small_model(GPT)
+    dist.init_process_group('gloo', init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for wrapped in (DDP(torch.compile(model)), torch.compile(DDP(model))):
+            state = model_state(wrapped)
+            assert state['model_class'] == 'GPT' and state['model'].keys() == model.state_dict().keys()
+    finally:
+        dist.destroy_process_group()
     state = model_state(torch.compile(model))
     assert state['model_class'] == 'GPT' and state['model'].keys() == model.state_dict().keys()
     save_checkpoint(state, tmp_path / 'm.pt')
