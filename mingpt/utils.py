@@ -349,8 +349,8 @@ def foreign_checkpoint_advice(checkpoint, hf):
         return ("it is a nanoGPT checkpoint (model_args, iter_num), which mingpt does not read. Its weights have "
                 "mingpt's names: build a GPT with model_type=None and the n_layer, n_head, n_embd, vocab_size and "
                 f"block_size of its model_args, then model.load_state_dict(checkpoint['model']) ({compiled}; "
-                "bias=False leaves out weights that mingpt has; nanoGPT's GELU is exact, mingpt's the tanh "
-                "approximation, so the outputs differ slightly)")
+                "its bias=False leaves out mingpt's biases: load with strict=False, which keeps them at their initial "
+                "zeros; nanoGPT's GELU is exact, mingpt's the tanh approximation, so the outputs differ slightly)")
     if isinstance(checkpoint, dict) and checkpoint and all(isinstance(w, torch.Tensor) for w in checkpoint.values()):
         return (f"it holds only weights (a state_dict), not the config to build their model from; {hf}; for weights "
                 f"of your own, build their model, then model.load_state_dict(torch.load(path)) ({compiled}). To save "

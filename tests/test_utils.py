@@ -393,6 +393,13 @@ def test_a_nanogpt_checkpoint_or_a_bare_state_dict_is_named_with_the_way_on(tmp_
     loaded.load_state_dict({k.removeprefix('_orig_mod.'): v for k, v in saved.items()})
     x = torch.randint(11, (2, 6))
     torch.testing.assert_close(loaded(x)[0], model(x)[0], rtol=0, atol=0)
+    # bias=False: its model is this one with zero biases (as GPT's start), which strict=False leaves as they are
+    with pytest.raises(ValueError, match=r"its bias=False leaves out mingpt's biases: load with strict=False, which "
+                                         r"keeps them at their initial zeros"):
+        GPT.from_checkpoint(tmp_path / 'ckpt.pt')
+    fresh = GPT(config).eval()
+    fresh.load_state_dict({k: v for k, v in model.state_dict().items() if not k.endswith('.bias')}, strict=False)
+    torch.testing.assert_close(fresh(x)[0], model(x)[0], rtol=0, atol=0)
     torch.save(weights, tmp_path / 'weights.pt')
     with pytest.raises(ValueError, match=r"weights.pt is not a mingpt checkpoint .*; it holds only weights \(a "
                                          r"state_dict\), not the config to build their model from; for Hugging Face "
