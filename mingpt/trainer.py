@@ -192,14 +192,21 @@ class Trainer:
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback ends
         the run after this step (early stopping) with trainer.config.max_iters = trainer.steps_done: the end's
-        ckpt.pt and model.pt are written as at any end (in one process: under DDP the other ranks would not know)."""
+        ckpt.pt and model.pt are written as at any end (in one process: under DDP it is refused, as the other ranks
+        would not know)."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
+        max_iters = self.config.max_iters
         with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
             for callback in callbacks:
                 callback(self)
+        if self.world_size > 1 and self.config.max_iters != max_iters:  # else the run would hang, not stop
+            raise RuntimeError(f"a callback changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters}) "
+                               f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} "
+                               "rank(s) would go on training and wait for this one forever. Stop a run early in one "
+                               "process, or give max_iters before the run")
         self.model.train()  # a callback that sampled in eval mode must not leave dropout off for the steps after it
 
     # ----------------------------------------------------------------------------------------------------------

@@ -458,6 +458,18 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
         Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
 
 
+def test_a_callback_that_lowers_max_iters_under_ddp_is_refused_instead_of_hanging_the_other_ranks():
+    """Callbacks run on rank 0 only: the other ranks never learnt of the new max_iters and waited at the next step's
+    all-reduce forever. Rank 0 now stops with the reason (torchrun then ends the others)."""
+    trainer = make_trainer()
+    trainer.world_size = 2  # as torchrun's WORLD_SIZE sets it; this is rank 0, which runs the callbacks
+    trainer.steps_done = 10
+    trainer.add_callback('on_batch_end', lambda t: setattr(t.config, 'max_iters', t.steps_done))
+    with pytest.raises(RuntimeError, match=r"a callback changed trainer.config.max_iters \(\d+ -> 10\) under DDP, "
+                                           r"where callbacks run on rank 0 only: the other 1 rank\(s\) would go on"):
+        trainer.trigger_callbacks('on_batch_end')
+
+
 def test_a_callback_that_lowers_max_iters_stops_the_run_with_the_ends_files(tmp_path):
     """Early stopping, as trigger_callbacks says: the end's checkpoint and model were not written (the step was not
     known to be the last when it began), so the run lost its last 2 steps (ckpt.pt at 8) or its model.pt entirely;
