@@ -340,8 +340,8 @@ class Trainer:
                 self.trigger_callbacks('on_eval_end')
             self.trigger_callbacks('on_batch_end')
         last = c.max_iters is not None and self.steps_done >= c.max_iters  # again: a callback may have lowered it
-        if record is None and last:  # the last step is logged at any end (its time includes the callbacks')
-            record = self._measure(t0)
+        if record is None and last:  # the last step is logged at any end; its time was counted above, as unlogged
+            record = self._measure(time.time())
         if record is not None:
             self._write_metrics(record)
             if not self._bar.disable:

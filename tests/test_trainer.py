@@ -6,11 +6,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+from mingpt import trainer as trainer_module
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import ConfigError, load_checkpoint
@@ -456,6 +458,20 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
     all the training lost. A numpy array was saved, and from_checkpoint then refused the model.pt it made."""
     with pytest.raises(ValueError, match=rf"checkpoint_extras\['tokenize'\] cannot be saved .*{named}"):
         Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
+
+
+def test_the_line_an_early_stop_writes_counts_its_steps_time_once(monkeypatch, tmp_path):
+    """tokens_per_s on a clock that advances 1 s per forward pass: every line is batch_size x block_size = 128 tokens
+    per second. The line an early stop writes after an unlogged step counted that step's second twice (64)."""
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(trainer_module, 'time', SimpleNamespace(time=lambda: clock.now))
+    trainer = make_trainer(work_dir=str(tmp_path), log_interval=4)
+    trainer.model.register_forward_pre_hook(lambda *_: setattr(clock, 'now', clock.now + 1.0))
+    trainer.add_callback('on_batch_end', lambda t: t.steps_done == 10 and setattr(t.config, 'max_iters', 10))
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [line['iter'] for line in lines] == [0, 4, 8, 9]
+    assert [line['tokens_per_s'] for line in lines] == [128.0] * 4
 
 
 def test_a_callback_that_lowers_max_iters_under_ddp_is_refused_instead_of_hanging_the_other_ranks():
