@@ -453,13 +453,13 @@ def load_classifier(config, device):
 def pretrain(config):
     D = config.data
     sentences, _ = read_sst2('train', D.sst2_dir, D.train_limit)
-    try:  # the LM's val text: GLUE's test sentences (unlabelled, never scored here), else the dev sentences
-        val_sentences, _ = read_sst2('test', D.sst2_dir, D.dev_limit)
-        val_text = f"the val text, SST-2's test sentences (data.dev_limit={D.dev_limit})"
+    val_split = 'test'  # the LM's val text: GLUE's test sentences (unlabelled, never scored here), else the dev ones
+    try:
+        val_sentences, _ = read_sst2(val_split, D.sst2_dir, D.dev_limit)
     except (FileNotFoundError, RuntimeError):  # RuntimeError: GLUE's zip could not be downloaded
         print("no SST-2 test.tsv: the LM's val loss is on the dev sentences (their text only, not their labels)")
-        val_sentences, _ = read_sst2('dev', D.sst2_dir, D.dev_limit)
-        val_text = f"the val text, SST-2's dev sentences (data.dev_limit={D.dev_limit})"
+        val_split = 'dev'
+        val_sentences, _ = read_sst2(val_split, D.sst2_dir, D.dev_limit)
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         url, sha256 = BOOKS.get(D.text, (None, None))
@@ -489,7 +489,8 @@ def pretrain(config):
         except ValueError as e:
             raise ValueError(f"{what}: {e}") from None
     train_set = windows(ids, f"the pretraining text, {D.text or f'SST-2 train (data.train_limit={D.train_limit})'}")
-    val_set = windows(tokenizer.encode(one_text(val_sentences)), val_text)
+    val_set = windows(tokenizer.encode(one_text(val_sentences)),
+                      f"the val text, SST-2's {val_split} sentences (data.dev_limit={D.dev_limit})")
     # a resume must see the same text and tokenizer
     extras = {'data': {k: getattr(D, k) for k in ('text', 'lowercase', 'train_limit')}, 'tokenizer': tokenizer.state()}
     trainer = Trainer(config.trainer, gpt, train_set, val_dataset=val_set, run_config=config,
