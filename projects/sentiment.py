@@ -186,7 +186,7 @@ def predict_proba(model, dataset, device, batch_size=256):
 
 
 def evaluate(model, dataset, device, work_dir, **extra):
-    """Dev accuracy, per-class precision and recall and the confusion matrix: printed, and written to eval.json."""
+    """Dev accuracy, per-class precision, recall and F1 and the confusion matrix: printed, and written to eval.json."""
     probs = predict_proba(model, dataset, device)
     pred = probs.argmax(dim=-1)
     loss = -probs[torch.arange(len(pred)), dataset.y].clamp(min=1e-12).log().mean().item()
@@ -196,9 +196,9 @@ def evaluate(model, dataset, device, work_dir, **extra):
     accuracy = confusion.diag().sum().item() / len(pred)
     report = {'accuracy': accuracy, 'loss': loss, 'n': len(pred), **extra, 'labels': list(LABELS), 'classes': {}}
     for c, name in enumerate(LABELS):
-        tp = confusion[c, c].item()
-        report['classes'][name] = {'precision': tp / max(confusion[:, c].sum().item(), 1),
-                                   'recall': tp / max(confusion[c].sum().item(), 1)}
+        tp, predicted, true = confusion[c, c].item(), confusion[:, c].sum().item(), confusion[c].sum().item()
+        report['classes'][name] = {'precision': tp / max(predicted, 1), 'recall': tp / max(true, 1),
+                                   'f1': 2 * tp / max(predicted + true, 1)}  # 2PR / (P + R), 0 when tp is 0
     report['confusion_matrix'] = confusion.tolist()
     print(f"dev accuracy: {accuracy:.4f} (dev loss {loss:.4f})")
     atomic_write(os.path.join(work_dir, 'eval.json'), lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2)))

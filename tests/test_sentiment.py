@@ -89,8 +89,10 @@ def test_evaluation_report_by_hand(tmp_path):
     report = sentiment.evaluate(Fixed(), Examples([[0], [1], [1], [1], [0]], [0, 0, 0, 1, 1]), 'cpu', tmp_path)
     assert report['confusion_matrix'] == [[1, 2], [1, 1]]  # rows: the true label; columns: the prediction
     assert report['accuracy'] == pytest.approx(2 / 5)
-    assert report['classes'] == {'negative': {'precision': pytest.approx(1 / 2), 'recall': pytest.approx(1 / 3)},
-                                 'positive': {'precision': pytest.approx(1 / 3), 'recall': pytest.approx(1 / 2)}}
+    # F1 = 2TP / (2TP + FP + FN): negative 2 / (2 + 1 + 2), positive 2 / (2 + 2 + 1)
+    assert report['classes'] == {
+        'negative': {'precision': pytest.approx(1 / 2), 'recall': pytest.approx(1 / 3), 'f1': pytest.approx(2 / 5)},
+        'positive': {'precision': pytest.approx(1 / 3), 'recall': pytest.approx(1 / 2), 'f1': pytest.approx(2 / 5)}}
     assert report['loss'] == pytest.approx(-(2 * math.log(0.8) + 3 * math.log(0.2)) / 5)
     assert json.loads((tmp_path / 'eval.json').read_text())['confusion_matrix'] == [[1, 2], [1, 1]]
 
@@ -347,7 +349,7 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
     assert sum(map(sum, report['confusion_matrix'])) == 40 and not (tmp_path / 'out').exists()
-    assert set(report['classes']['positive']) == {'precision', 'recall'}
+    assert set(report['classes']['positive']) == {'precision', 'recall', 'f1'}
     assert report['iter_num'] == torch.load(fine / 'model.pt', weights_only=True)['iter_num'] == 4
     # evaluate and predict from the saved classifier: sentences are cut as in its fine-tuning
     evaluate = ['evaluate', f'--system.checkpoint={fine / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}',
