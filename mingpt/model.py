@@ -316,10 +316,12 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
         return logits, loss
 
-    def attention_maps(self, idx):
+    def attention_maps(self, idx, attention_mask=None):
         """Attention weights of every layer for idx, a list of (B, n_head, T, T) tensors (for plots and teaching).
-        They are the model's in eval mode, without dropout, whichever mode it is in."""
-        return kept_weights(self, [block.attn for block in self.transformer.h], lambda: self.hidden_states(idx))
+        They are the model's in eval mode, without dropout, whichever mode it is in. attention_mask (B, T), 1 on
+        real tokens and 0 on padding, as in hidden_states: no real token's weight falls on padding."""
+        return kept_weights(self, [block.attn for block in self.transformer.h],
+                            lambda: self.hidden_states(idx, attention_mask=attention_mask))
 
     # ---- generation ----
 

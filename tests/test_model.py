@@ -411,6 +411,16 @@ def test_attention_maps_are_causal_distributions():
     assert all(block.attn.weights is None for block in m.transformer.h)  # nothing kept around
 
 
+def test_attention_maps_of_a_padded_batch_are_each_rows_alone():
+    """A left-padded row's maps, at its real tokens, are the maps of the row alone; padding gets no weight."""
+    m, idx = model(), torch.randint(0, 11, (2, 8))
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1] * 8])
+    for padded, alone, full in zip(m.attention_maps(idx, mask), m.attention_maps(idx[:1, 3:]), m.attention_maps(idx)):
+        torch.testing.assert_close(padded[0, :, 3:, 3:], alone[0])
+        assert (padded[0, :, 3:, :3] == 0).all()
+        torch.testing.assert_close(padded[1], full[1])
+
+
 def test_attention_maps_leave_dropout_out_and_the_mode_alone():
     m = model(embd_pdrop=0.5, resid_pdrop=0.5, attn_pdrop=0.5).train()
     idx = torch.randint(0, 11, (2, 8))
