@@ -192,21 +192,25 @@ class Trainer:
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback ends
         the run after this step (early stopping) with trainer.config.max_iters = trainer.steps_done: the end's
-        ckpt.pt and model.pt are written as at any end (in one process: under DDP it is refused, as the other ranks
-        would not know)."""
+        ckpt.pt and model.pt are written as at any end. Under DDP a callback may not stop the run or set the learning
+        rate: the other ranks would not know, so it is refused."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
-        max_iters = self.config.max_iters
+        max_iters, lrs = self.config.max_iters, self._lrs()
         with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
             for callback in callbacks:
                 callback(self)
+        others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
         if self.world_size > 1 and self.config.max_iters != max_iters:  # else the run would hang, not stop
             raise RuntimeError(f"a callback changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters}) "
-                               f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} "
-                               "rank(s) would go on training and wait for this one forever. Stop a run early in one "
+                               f"{others} would go on training and wait for this one forever. Stop a run early in one "
                                "process, or give max_iters before the run")
+        if self.world_size > 1 and self._lrs() != lrs:  # else each rank would step at its own rate, silently
+            raise RuntimeError(f"a callback changed the learning rate ({lrs} -> {self._lrs()}) {others} would keep "
+                               "theirs, and the replicas would drift apart. Steer the rate in one process, or give "
+                               "its schedule before the run (trainer.lr_schedule, warmup_iters, min_lr)")
         self.model.train()  # a callback that sampled in eval mode must not leave dropout off for the steps after it
 
     # ----------------------------------------------------------------------------------------------------------
@@ -620,6 +624,9 @@ class Trainer:
         decay_iters = c.lr_decay_iters if c.lr_decay_iters is not None else c.max_iters
         progress = min(1.0, (it - c.warmup_iters) / max(1, decay_iters - c.warmup_iters))
         return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (c.learning_rate - min_lr)
+
+    def _lrs(self):
+        return None if self.optimizer is None else [group['lr'] for group in self.optimizer.param_groups]
 
     def _set_lr(self, it):
         c = self.config

@@ -486,6 +486,21 @@ def test_a_callback_that_lowers_max_iters_under_ddp_is_refused_instead_of_hangin
         trainer.trigger_callbacks('on_batch_end')
 
 
+def test_a_callback_that_steers_the_learning_rate_under_ddp_is_refused_instead_of_splitting_the_replicas():
+    """Under the constant schedule a callback's rate is kept, but on rank 0 only: each rank stepped at its own rate and
+    the replicas, which DDP never compares, drifted apart in silence. Rank 0 now stops with the reason."""
+    trainer = make_trainer()
+    trainer.world_size = 2
+    trainer.optimizer = trainer.model.configure_optimizers(trainer.config)  # as run() makes it, at 3e-3
+    trainer.trigger_callbacks('on_batch_end')  # no callback: nothing to refuse
+    trainer.add_callback('on_batch_end', lambda t: None)
+    trainer.trigger_callbacks('on_batch_end')  # a callback that leaves the rate alone runs as before
+    trainer.add_callback('on_batch_end', lambda t: [g.update(lr=1e-4) for g in t.optimizer.param_groups])
+    with pytest.raises(RuntimeError, match=r"a callback changed the learning rate \(\[0.003, 0.003\] -> "
+                                           r"\[0.0001, 0.0001\]\) under DDP, where callbacks run on rank 0 only"):
+        trainer.trigger_callbacks('on_batch_end')
+
+
 def test_a_callback_that_lowers_max_iters_stops_the_run_with_the_ends_files(tmp_path):
     """Early stopping, as trigger_callbacks says: the end's checkpoint and model were not written (the step was not
     known to be the last when it began), so the run lost its last 2 steps (ckpt.pt at 8) or its model.pt entirely;
