@@ -469,6 +469,10 @@ class KVCache:
     def append(self, k, v):
         """Store the new keys/values (B, nh, T, hd) and return all of them so far."""
         end = self.len + k.size(2)
+        if end > self.k.size(2) or k.size(0) != self.k.size(0):  # else a shape error deep inside attention
+            raise ValueError(f"this KV cache holds {self.k.size(0)} rows of up to {self.k.size(2)} tokens and has "
+                             f"{self.len}; {k.size(2)} more of {k.size(0)} rows do not fit: make the caches with "
+                             "new_caches(batch_size, max_len) for the whole sequence")
         self.k[:, :, self.len:end] = k
         self.v[:, :, self.len:end] = v
         self.len = end

@@ -401,6 +401,19 @@ def test_explicit_equals_sdpa_with_a_cache(new):
                                    atol=1e-5, rtol=1e-5)
 
 
+def test_tokens_past_a_caches_length_or_of_another_batch_are_refused_by_name():
+    """Caches for 4 tokens take 3, then not 3 more (block_size 8 would allow them); caches for 2 rows take no 1-row
+    batch. Both were shape errors from inside attention."""
+    m = model()
+    caches = m.new_caches(1, 4)
+    m.hidden_states(torch.zeros(1, 3, dtype=torch.long), caches)
+    with pytest.raises(ValueError, match=r"holds 1 rows of up to 4 tokens and has 3; 3 more of 1 rows do not fit: "
+                                         r"make the caches with new_caches\(batch_size, max_len\)"):
+        m.hidden_states(torch.zeros(1, 3, dtype=torch.long), caches)
+    with pytest.raises(ValueError, match=r"holds 2 rows of up to 8 tokens and has 0; 3 more of 1 rows do not fit"):
+        m.hidden_states(torch.zeros(1, 3, dtype=torch.long), m.new_caches(2))
+
+
 def test_attention_maps_are_causal_distributions():
     m = model()
     maps = m.attention_maps(torch.randint(0, 11, (2, 8)))
