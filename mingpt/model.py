@@ -340,6 +340,8 @@ class GPT(nn.Module):
             fix = {1: ' (a single prompt is idx[None])', 2: ' (e.g. start from a newline or start-of-text token)'}
             raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
                              f"{tuple(idx.shape)}{fix.get(idx.dim(), '')}")
+        if idx.size(0) == 0:  # the range check below cannot take the min of no ids
+            raise ValueError(f"the prompt is a batch of no rows, shape {tuple(idx.shape)}: give at least one prompt")
         if idx.size(1) > self.block_size:
             raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
                              f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")

@@ -176,6 +176,9 @@ def test_a_prompt_without_its_batch_dimension_or_its_tokens_says_which():
         model().generate(torch.zeros(1, 0, dtype=torch.long), 1)
     with pytest.raises(ValueError, match=r"got shape \(1, 1, 3\)$"):
         model().generate(torch.zeros(1, 1, 3, dtype=torch.long), 1)
+    with pytest.raises(ValueError, match=r"^the prompt is a batch of no rows, shape \(0, 3\): give at least one "
+                                         r"prompt$"):
+        model().generate(torch.zeros(0, 3, dtype=torch.long), 1)  # was min()'s error on an empty tensor
 
 
 @pytest.mark.parametrize('bad', [11, -1])
