@@ -367,6 +367,9 @@ class GPT(nn.Module):
             seq, caches = seq[:, -self.block_size:], None
             attention_mask = None if attention_mask is None else attention_mask[:, -self.block_size:]
         seen = caches[0].len if caches else 0
+        if seq.size(1) <= seen:  # else an index error on the hidden states of no new tokens
+            raise ValueError(f"the caches have seen {seen} tokens and seq has {seq.size(1)}: pass the whole sequence "
+                             "so far, ending in the tokens the caches have not seen (e.g. the token just chosen)")
         return self.lm_head(self.hidden_states(seq[:, seen:], caches, attention_mask)[:, -1])
 
     @torch.no_grad()

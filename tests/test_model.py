@@ -470,6 +470,18 @@ def test_cached_greedy_equals_forward_loop(prompt_len, new, variant):
     torch.testing.assert_close(m.generate(idx, new), argmax_loop(m, idx, new), rtol=0, atol=0)
 
 
+def test_next_token_logits_asked_again_without_a_new_token_says_what_to_pass():
+    """A loop of one's own that forgets to append the chosen token: it was an IndexError on no hidden states."""
+    m, seq = model(), torch.tensor([[1, 2, 3]])
+    caches = m.new_caches(1)
+    m.next_token_logits(seq, caches)
+    with pytest.raises(ValueError, match=r"^the caches have seen 3 tokens and seq has 3: pass the whole sequence so "
+                                         r"far, ending in the tokens the caches have not seen"):
+        m.next_token_logits(seq, caches)
+    torch.testing.assert_close(m.next_token_logits(torch.tensor([[1, 2, 3, 4]]), caches),
+                               m(torch.tensor([[1, 2, 3, 4]]))[0][:, -1], atol=1e-6, rtol=1e-6)
+
+
 def test_stream_yields_same_tokens_as_generate():
     m = model()
     idx = torch.randint(0, 11, (2, 3))
