@@ -233,6 +233,9 @@ class Transformer(nn.Module):
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
+        if not (src != c.pad_token_id).any(dim=1).all():  # its encoder states would be NaN or arbitrary
+            raise ValueError(f"a source row holds only padding (pad_token_id={c.pad_token_id}): give each source at "
+                             "least one token, such as EOS")
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
             rows = self.greedy(memory, memory_mask, max_new_tokens)

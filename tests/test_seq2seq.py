@@ -150,6 +150,15 @@ def test_translate_writes_up_to_block_size_tokens():
     assert len(tiny(block_size=1).translate(torch.tensor([[EOS]]))[0]) <= 1
 
 
+def test_a_source_of_only_padding_is_refused_by_name():
+    """Its encoder states were NaN with attn_impl='explicit' (every key masked) and arbitrary with SDPA."""
+    model = tiny(attn_impl='explicit')
+    for src in (torch.tensor([[5, 6, EOS], [PAD, PAD, PAD]]), torch.tensor([[PAD, PAD]]), torch.zeros(1, 0).long()):
+        with pytest.raises(ValueError, match=r"a source row holds only padding \(pad_token_id=0\)"):
+            model.translate(src, max_new_tokens=4)
+    assert model.translate(torch.tensor([[EOS, PAD]]), max_new_tokens=4)  # EOS alone is a source
+
+
 def test_encoder_keys_values_are_computed_once_and_reused():
     model = tiny()
     memory, mask = model.encode(sentences([5, 3]))
