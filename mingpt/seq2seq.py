@@ -2,7 +2,8 @@
 
 The encoder reads the source sentence with self-attention that sees both directions. The decoder writes the target
 one token at a time: masked (causal) self-attention over the target so far, then cross-attention (queries from the
-decoder, keys and values from the encoder's output), then the MLP; each sub-layer inside "Add & Norm". The
+decoder, keys and values from the encoder's output), then the MLP; each sub-layer inside "Add & Norm". The padding
+mask (key_padding_mask) keeps the encoder's self-attention and the cross-attention off the source's padding. The
 generator head turns the decoder's last hidden state into next-token logits. Training is teacher forcing: the
 decoder reads BOS followed by the target and predicts the target followed by EOS, all positions at once.
 

@@ -349,6 +349,15 @@ def test_cross_attention_maps_leave_dropout_out_and_the_mode_alone():
     assert first[0].shape == (2, 2, tgt.size(1), src.size(1))
 
 
+def test_the_module_docstring_names_each_part_of_the_lecture():
+    """A newcomer finds each part by the lecture's word in one place: the docstring of mingpt/seq2seq.py."""
+    import mingpt.seq2seq
+    doc = mingpt.seq2seq.__doc__.replace('\n', ' ')
+    for word in ('encoder', 'decoder', 'cross-attention', 'padding mask', 'masked (causal) self-attention',
+                 'teacher forcing', 'greedy', 'beam search'):
+        assert word in doc.lower(), word
+
+
 def test_trim_padding_keeps_every_real_token():
     ids = torch.tensor([[3, 4, 0, 0, 0], [5, 0, 6, 2, 0]])  # a pad inside a row, and one column of padding only
     assert trim_padding(ids, 0).tolist() == [[3, 4, 0, 0], [5, 0, 6, 2]]
