@@ -68,7 +68,8 @@ class Engine:
     """GPT's own generation loop (GPT.generate_stream and GPT.generate, the same code) over this engine's
     new_caches and next_token_logits: fixed-size buffers and one decode step per token. compile: False (eager),
     True (torch.compile: on CUDA with CUDA graphs, on CPU with max-autotune and the weights frozen in), or a dict
-    of torch.compile's options (dict(backend='aot_eager'))."""
+    of torch.compile's options (dict(backend='aot_eager')). One generation at a time: a stream started over
+    another stops the older one (they would share the buffers)."""
 
     def __init__(self, model, compile=False):
         cls = type(getattr(model, '_orig_mod', model))  # torch.compile(model)'s wrapper has no such methods of its own
@@ -90,7 +91,7 @@ class Engine:
             if not cuda and options.get('backend', 'inductor') == 'inductor':
                 self.step = functools.partial(run_frozen, self.step)
                 self.frozen_weights = weight_versions(model)
-        self.caches = []
+        self.caches = self.generating = []
         self.keep = self.n_pad = None  # the prompt's padding, set by prefill
 
     generate_stream = GPT.generate_stream
@@ -113,12 +114,16 @@ class Engine:
                 self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
         for cache in self.caches:
             cache.len = 0
-        return self.caches
+        self.generating = list(self.caches)  # a list of its own per generation: the stream it serves is known by it
+        return self.generating
 
     def next_token_logits(self, seq, caches, attention_mask=None):
         """GPT.next_token_logits for seq (B, T), the whole sequence so far: the prompt goes through the model and
         fills the buffers, then each new token through one decode step. Past the buffers (only at block_size) the
         model's sliding window takes over."""
+        if caches is not self.generating:  # the buffers, and the prompt's padding, are another generation's now
+            raise RuntimeError("this Engine has started another generation since this one: an Engine serves one "
+                               "generation at a time; give each stream its own Engine(model, ...)")
         T, S = seq.size(1), caches[0].k.size(2)
         if T > S:
             return self.model.next_token_logits(seq, None, attention_mask)

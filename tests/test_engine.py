@@ -40,6 +40,21 @@ def test_eager_engine_equals_generate(prompt_len, new, kw):
     assert torch.equal(engine.generate(other, new), m.generate(other, new))
 
 
+def test_a_generation_started_over_another_stops_the_older_one_instead_of_giving_it_wrong_tokens():
+    """Both streams wrote into the engine's one set of buffers: the first went on from the second's keys and values
+    and gave other tokens than model.generate, in silence. It now stops with the reason; the newer one is right."""
+    m = model(scale=8)
+    engine = Engine(m)
+    a, b = torch.randint(0, 11, (2, 3)), torch.randint(0, 11, (2, 3))
+    first = engine.generate_stream(a, 4)
+    next(first)
+    assert torch.equal(engine.generate(b, 4), m.generate(b, 4))
+    with pytest.raises(RuntimeError, match="this Engine has started another generation since this one: an Engine "
+                                           "serves one generation at a time"):
+        next(first)
+    assert torch.equal(engine.generate(a, 4), m.generate(a, 4))  # a generation after the other is served as before
+
+
 def test_a_subclass_with_its_own_hidden_states_is_refused_and_one_with_its_own_blocks_served():
     """decode_step repeats GPT's layer loop: a subclass's own hidden_states ran at the prompt only, and the engine
     gave other tokens than model.generate without a word. Its own blocks and embed the step does call."""
