@@ -294,6 +294,9 @@ class GPT(nn.Module):
         if attention_mask is None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)
         else:
+            if attention_mask.shape != (idx.size(0), start + T):  # one 0/1 for every token, cached ones too
+                raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; for {idx.size(0)} rows of "
+                                 f"{start} cached and {T} new tokens it must be {(idx.size(0), start + T)}")
             pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T); any 0/1 dtype
             mask = padded_causal_mask(attention_mask, T)
         try:

@@ -417,6 +417,19 @@ def test_tokens_past_a_caches_length_or_of_another_batch_are_refused_by_name():
         m.hidden_states(torch.zeros(1, 3, dtype=torch.long), m.new_caches(2))
 
 
+def test_an_attention_mask_of_the_wrong_length_is_named():
+    """With caches the mask covers the cached tokens and the new ones: a mask of the new ones only failed with
+    a size mismatch from inside the masks' arithmetic ('The size of tensor a (5) must match ... b (3)')."""
+    m, idx = model(), torch.randint(0, 11, (2, 5))
+    caches = m.new_caches(2)
+    m.hidden_states(idx[:, :2], caches, torch.ones(2, 2))
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 3\); for 2 rows of 2 cached and 3 new "
+                                         r"tokens it must be \(2, 5\)"):
+        m.hidden_states(idx[:, 2:], caches, torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(5,\)"):
+        m.hidden_states(idx, attention_mask=torch.ones(5))
+
+
 def test_attention_maps_are_causal_distributions():
     m = model()
     maps = m.attention_maps(torch.randint(0, 11, (2, 8)))
