@@ -15,7 +15,8 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.data import CharTokenizer, fetch
-from mingpt.utils import atomic_write, refuse_compressed, refuse_non_tensors, unpickling_refused
+from mingpt.utils import (atomic_write, load_weights, parameters_on_meta, refuse_compressed, refuse_non_tensors,
+                          unpickling_refused)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -32,14 +33,16 @@ def gpt2_weight_names(n_layer):
             | {f'transformer.h.{i}.{k}' for i in range(n_layer) for k in block})
 
 
-def load_gpt2(cls, name_or_path):
-    """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory; sizes from config.json.
-    Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial values, with a warning."""
+def load_gpt2(cls, name_or_path, dtype=torch.float32):
+    """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory, its parameters in dtype;
+    sizes from config.json. Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial
+    values, with a warning. The weights are held once: read, then made the model's own as they are converted."""
     config_path, weights_path = _hf_files(name_or_path)
     config = _config_from_hf(cls.get_default_config(), config_path)
     weights = _read_hf_weights(weights_path)
     _check_hf_sizes(config, weights, weights_path)  # before the model of config.json's sizes is built
-    model = cls(config)
+    with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
+        model = cls(config).to(dtype)
     _load_hf_weights(model, weights, weights_path)
     return model.eval()
 
@@ -139,41 +142,39 @@ def _check_hf_sizes(C, weights, path):
 
 
 def _load_hf_weights(model, weights, path):
-    """Copy a Hugging Face GPT-2 state dict (read from path) into model. Accepts the hub's base-model keys
-    ('h.0.attn...', with the attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied:
-    usually omitted, sometimes stored instead of wte)."""
-    ours = model.state_dict()
+    """Load a Hugging Face GPT-2 state dict (read from path) into model, built inside parameters_on_meta; weights
+    is emptied, each tensor dropped as it is converted. Accepts the hub's base-model keys ('h.0.attn...', with the
+    attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied: usually omitted, sometimes
+    stored instead of wte)."""
+    ours = model.state_dict()  # names and shapes (on the meta device)
     gpt2 = gpt2_weight_names(model.config.n_layer)
-    done = {'lm_head.weight'}  # tied to transformer.wte.weight
-    for key, w in weights.items():
-        name = key if key.startswith('transformer.') or key == 'lm_head.weight' else 'transformer.' + key
+    head, wte = weights.pop('lm_head.weight', None), weights.get('transformer.wte.weight', weights.get('wte.weight'))
+    if head is not None and wte is None:  # the tied matrix stored once, as the head (safetensors' save_model does)
+        weights['transformer.wte.weight'] = head
+    elif head is not None and not torch.equal(head, wte):
+        raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied head "
+                         "cannot be loaded")
+    state = {}
+    for key in list(weights):
+        w = weights.pop(key)
+        name = key if key.startswith('transformer.') else 'transformer.' + key
         if name.endswith(HF_BUFFERS):
             continue
-        if name == 'lm_head.weight':
-            wte = weights.get('transformer.wte.weight', weights.get('wte.weight'))
-            if wte is None:  # the tied matrix stored once, as the head (safetensors' save_model keeps that name)
-                name = 'transformer.wte.weight'
-            elif torch.equal(w, wte):
-                continue
-            else:
-                raise ValueError(f"{path}: lm_head.weight differs from wte.weight; this GPT ties them, so an untied "
-                                 "head cannot be loaded")
         if name in gpt2 and name not in ours:  # e.g. a layer norm's bias, where model.py now has RMSNorm
             raise ValueError(f"{path} holds GPT-2's {key!r}, which this model has not (changed in model.py?): "
                              "GPT-2's weights load into GPT-2's own layers; train the changed model from scratch")
         if name not in ours:
             raise ValueError(f"{path}: unexpected key {key!r}; is this a GPT-2 checkpoint?")
         if name.endswith(HF_CONV1D):
-            w = w.t()  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
+            w = w.t().contiguous()  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
         if w.shape != ours[name].shape:
             transposed = ' (transposed from Conv1D)' if name.endswith(HF_CONV1D) else ''
             raise ValueError(f"{path}: key {key!r} has shape {tuple(w.shape)}{transposed} but the model built from "
                              f"config.json expects {tuple(ours[name].shape)}; the "
                              "weights and config.json do not belong together")
-        with torch.no_grad():
-            ours[name].copy_(w)
-        done.add(name)
-    missing = sorted(set(ours) - done)
+        state[name] = w
+    state['lm_head.weight'] = state['transformer.wte.weight']  # tied (_check_hf_sizes saw a wte)
+    missing = sorted(set(ours) - set(state))
     added = [k for k in missing if k not in gpt2]  # e.g. a probe or a layer a student put in model.py
     if added:  # as in Hugging Face: GPT-2's weights load, the new ones keep their initialisation, for training
         warnings.warn(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
@@ -182,6 +183,10 @@ def _load_hf_weights(model, weights, path):
     if missing:
         raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "
                          "incomplete or not a GPT-2 checkpoint")
+    if added:  # their initial values, from a model built for real (this once, a second copy of the weights)
+        initial = type(model)(model.config).state_dict()
+        state.update({k: initial[k] for k in added})
+    load_weights(model, state)
 
 
 def save_gpt2(model, save_directory):
@@ -233,20 +238,21 @@ def read_safetensors(path):
             lfs = ' but a Git LFS pointer (get the file itself: git lfs pull)' if start == b'version ' else ''
             raise ValueError(f"{path} is not a safetensors file{lfs}: its {size} bytes cannot hold the header")
         header = json.loads(f.read(n))
-        data = bytearray(size - 8 - n)  # writable, so that the tensors can share it without a copy
-        f.readinto(data)
-    header.pop('__metadata__', None)
-    tensors = {}
-    for name, t in header.items():
-        if t['dtype'] not in SAFETENSORS_DTYPES:
-            raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows "
-                             f"{', '.join(SAFETENSORS_DTYPES)}")
-        dtype, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
-        numel = math.prod(shape)
-        if not 0 <= begin <= end <= len(data) or end - begin != numel * dtype.itemsize:
-            raise ValueError(f"tensor {name!r} {shape} lies at bytes {begin}..{end} of {len(data)}")
-        tensors[name] = (torch.frombuffer(data, dtype=dtype, count=numel, offset=begin) if numel
-                         else torch.empty(0, dtype=dtype)).reshape(shape)
+        header.pop('__metadata__', None)
+        data_size, tensors = size - 8 - n, {}
+        for name, t in header.items():
+            if t['dtype'] not in SAFETENSORS_DTYPES:
+                raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows "
+                                 f"{', '.join(SAFETENSORS_DTYPES)}")
+            dtype, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
+            numel = math.prod(shape)
+            if not 0 <= begin <= end <= data_size or end - begin != numel * dtype.itemsize:
+                raise ValueError(f"tensor {name!r} {shape} lies at bytes {begin}..{end} of {data_size}")
+            # each into memory of its own, which the model can keep: a tensor converted later frees its bytes
+            tensor = torch.empty(numel, dtype=dtype)
+            f.seek(8 + n + begin)
+            f.readinto(tensor.view(torch.uint8).numpy())
+            tensors[name] = tensor.reshape(shape)
     return tensors
 
 

@@ -453,15 +453,17 @@ def checked_config(cls, checkpoint, weights, path):
 
 def rebuild_model(cls, path, map_location='cpu'):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
-    and the checkpoint dict."""
+    and the checkpoint dict, whose 'model' holds the model's own tensors (one copy of the weights, not two)."""
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     model = None
     try:
-        model = cls(checked_config(cls, checkpoint, weights, path))
+        config = checked_config(cls, checkpoint, weights, path)
+        with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
+            model = cls(config)
         refuse_untied(model, weights, path)
-        model.load_state_dict(weights)
+        load_weights(model, weights)
     except (ConfigError, RuntimeError) as e:
         differ = weight_differences(model.state_dict(), weights) if model is not None else {}
         reason = ('; '.join(f"{what}: {layer_names(names)}" for what, names in differ.items())
@@ -503,13 +505,48 @@ def layer_names(names):
     return ', '.join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else '')
 
 
-def refuse_untied(model, weights, path):
-    """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
-    embedding and output head: load_state_dict would keep the one it copies last, with no word."""
+@contextmanager
+def parameters_on_meta():
+    """Modules built inside get their parameters on the meta device: shapes without memory, and a random
+    initialisation that costs nothing, for a model whose weights are loaded next (load_weights). Buffers are built
+    as usual: a non-persistent one, such as the sinusoidal table, is in no file."""
+    def to_meta(module, name, param):
+        if param is not None and not param.is_meta:  # one already on meta is a tie (GPT's lm_head): kept as is
+            return torch.nn.Parameter(param.to('meta'), param.requires_grad)
+    hook = torch.nn.modules.module.register_module_parameter_registration_hook(to_meta)
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def tied_names(model):
+    """The names of each tensor of model, such as GPT's tied token embedding and output head: one list per tensor."""
     names = {}
     for name, tensor in model.state_dict(keep_vars=True).items():
         names.setdefault(id(tensor), []).append(name)
-    for tied in names.values():
+    return list(names.values())
+
+
+def load_weights(model, weights):
+    """Make weights (a state dict) the parameters of model, built inside parameters_on_meta, without copying them:
+    each in its parameter's dtype, on the CPU, where the model's buffers are; names that model ties into one tensor
+    stay one. A name or shape that is not model's raises load_state_dict's RuntimeError."""
+    ours, tied = model.state_dict(), [names for names in tied_names(model) if len(names) > 1]
+    for name, w in weights.items():
+        if name in ours:
+            weights[name] = w.to('cpu', ours[name].dtype)  # the same tensor where it is already so
+    model.load_state_dict(weights, assign=True)
+    for first, *others in tied:  # assign gave each name a parameter of its own
+        for name in others:
+            module, _, leaf = name.rpartition('.')
+            setattr(model.get_submodule(module), leaf, model.get_parameter(first))
+
+
+def refuse_untied(model, weights, path):
+    """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
+    embedding and output head: load_state_dict would keep the one it copies last, with no word."""
+    for tied in tied_names(model):
         saved = [weights[name] for name in tied if name in weights]
         if any(not torch.equal(saved[0], w) for w in saved[1:]):
             raise ValueError(f"{path}'s {' and '.join(tied)} differ, where {type(model).__name__} ties them into one "

@@ -746,3 +746,38 @@ def test_under_torchrun_only_rank_0_prints_and_every_rank_reports_errors_and_war
             run_cli(main, debug)
         out, err = capsys.readouterr()
         assert ('number of parameters' in out) == shown and e.value.code == 2 and 'error: a bad option\n' in err
+
+
+@pytest.mark.parametrize('model_class, pos_embd', [('GPT', 'learned'), ('GPT', 'sinusoidal'), ('Transformer', None)])
+def test_from_checkpoint_holds_the_weights_once_tied_with_real_buffers_and_the_same_outputs(
+        tmp_path, model_class, pos_embd):
+    """The model was built (randomly initialised) and the checkpoint's weights copied into it: two copies at the
+    peak, and a second one kept in the returned checkpoint. Now the model's parameters are the checkpoint's tensors
+    (in float32, where a half-precision model was saved), its tied embedding and head one parameter, and its
+    sinusoidal table (never saved) computed."""
+    from mingpt.model import GPT, sinusoidal_positions
+    from mingpt.seq2seq import Transformer
+    cls = {'GPT': GPT, 'Transformer': Transformer}[model_class]
+    model = small_model(cls).eval()
+    if pos_embd:
+        model = GPT(CN(**{**model.config.to_dict(), 'pos_embd': pos_embd})).eval()
+    else:
+        model = Transformer(CN(**{**model.config.to_dict(), 'share_embeddings': True, 'pos_embd': 'sinusoidal'})).eval()
+    save_checkpoint(model_state(model), tmp_path / 'm.pt')
+    again, ckpt = cls.from_checkpoint(tmp_path / 'm.pt')
+    for name, p in again.named_parameters():
+        assert p.data_ptr() == ckpt['model'][name].data_ptr(), name
+    heads = [again.lm_head.weight, *([again.transformer.wte.weight] if pos_embd else
+                                     [again.decoder.wte.weight, again.encoder.wte.weight])]
+    assert all(h is heads[0] for h in heads) and len(list(again.parameters())) == len(list(model.parameters()))
+    tables = [m.table for m in again.modules() if hasattr(m, 'table')]
+    assert len(tables) == (0 if pos_embd == 'learned' else 1 if pos_embd else 2)
+    for table in tables:
+        assert torch.equal(table, sinusoidal_positions(*table.shape))
+    x = torch.randint(11, (2, 6))
+    if pos_embd:
+        assert torch.equal(again(x)[0], model(x)[0])
+    else:
+        assert torch.equal(again(x, x[:, :5])[0], model(x, x[:, :5])[0])
+    save_checkpoint(model_state(model.half()), tmp_path / 'half.pt')
+    assert {p.dtype for p in cls.from_checkpoint(tmp_path / 'half.pt')[0].parameters()} == {torch.float32}
