@@ -448,12 +448,13 @@ class GPT(nn.Module):
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 
     @classmethod
-    def from_pretrained(cls, name_or_path):
+    def from_pretrained(cls, name_or_path, dtype=torch.float32):
         """GPT-2 with its trained weights: a hub id ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl'), downloaded
         once into the cache, or a directory in Hugging Face's layout (config.json plus model.safetensors or
-        pytorch_model.bin, e.g. written by save_pretrained). Returned in eval mode."""
+        pytorch_model.bin, e.g. written by save_pretrained). Returned in eval mode, its parameters in dtype
+        (torch.bfloat16 halves the memory of float32, converted as it loads)."""
         from mingpt.pretrained import load_gpt2
-        return load_gpt2(cls, name_or_path)
+        return load_gpt2(cls, name_or_path, dtype)
 
     def save_pretrained(self, save_directory):
         """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'

@@ -37,6 +37,8 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
     """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory, its parameters in dtype;
     sizes from config.json. Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial
     values, with a warning. The weights are held once: read, then made the model's own as they are converted."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, not {dtype!r}")
     config_path, weights_path = _hf_files(name_or_path)
     config = _config_from_hf(cls.get_default_config(), config_path)
     weights = _read_hf_weights(weights_path)

@@ -34,3 +34,21 @@ def test_from_pretrained_keeps_the_tensors_it_read_tied_and_gives_the_same_logit
     x = torch.randint(SMALL['vocab_size'], (2, 9))
     with torch.no_grad():
         assert torch.equal(model(x)[0], hf(x).logits)
+
+
+def test_from_pretrained_converts_to_the_dtype_asked_for(tmp_path):
+    """from_pretrained gave float32 only: a half-precision model cost float32's memory first, then model.to(dtype)."""
+    torch.manual_seed(0)
+    source = GPT2LMHeadModel(GPT2Config(**SMALL))
+    source.save_pretrained(tmp_path)
+    fp32 = GPT.from_pretrained(tmp_path)
+    model = GPT.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert model.lm_head.weight is model.transformer.wte.weight
+    for (name, p), want in zip(model.named_parameters(), fp32.to(torch.bfloat16).parameters()):
+        assert torch.equal(p, want), name
+    x = torch.randint(SMALL['vocab_size'], (2, 9))
+    assert torch.equal(model(x)[0], fp32.to(torch.bfloat16)(x)[0])
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype, such as torch.bfloat16, not "
+                                        "'bfloat16'"):
+        GPT.from_pretrained(tmp_path, dtype='bfloat16')
