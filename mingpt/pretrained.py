@@ -41,7 +41,7 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
         raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, not {dtype!r}")
     config_path, weights_path = _hf_files(name_or_path)
     config = _config_from_hf(cls.get_default_config(), config_path)
-    weights = _read_hf_weights(weights_path)
+    weights = _read_hf_weights(weights_path, dtype)
     _check_hf_sizes(config, weights, weights_path)  # before the model of config.json's sizes is built
     with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
         model = cls(config).to(dtype)
@@ -106,13 +106,14 @@ def _config_from_hf(C, config_path):
     return C
 
 
-def _read_hf_weights(path):
-    """The state dict in a model.safetensors or pytorch_model.bin."""
+def _read_hf_weights(path, dtype=None):
+    """The state dict in a model.safetensors or pytorch_model.bin; a safetensors file's floating-point tensors in
+    dtype, each converted as it is read (a .bin is read whole first)."""
     if path.suffix != '.safetensors':  # torch.save's zip archive (refuse_compressed passes other files to torch)
         refuse_compressed(path)
     try:
         if path.suffix == '.safetensors':
-            weights = read_safetensors(path)
+            weights = read_safetensors(path, dtype)
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
@@ -230,9 +231,10 @@ SAFETENSORS_DTYPES = {'F64': torch.float64, 'F32': torch.float32, 'F16': torch.f
                       'BOOL': torch.bool}
 
 
-def read_safetensors(path):
-    """{name: tensor} from a .safetensors file. Its header maps each name to its dtype, shape and the [begin, end)
-    of its bytes in the data after the header; '__metadata__' holds free-form strings."""
+def read_safetensors(path, dtype=None):
+    """{name: tensor} from a .safetensors file, floating-point tensors in dtype if given (each converted as it is
+    read: the file's float32 is held for one tensor at a time). Its header maps each name to its dtype, shape and the
+    [begin, end) of its bytes in the data after the header; '__metadata__' holds free-form strings."""
     with open(path, 'rb') as f:
         size, start = os.fstat(f.fileno()).st_size, f.read(8)
         n = int.from_bytes(start, 'little')
@@ -246,15 +248,16 @@ def read_safetensors(path):
             if t['dtype'] not in SAFETENSORS_DTYPES:
                 raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows "
                                  f"{', '.join(SAFETENSORS_DTYPES)}")
-            dtype, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
+            stored, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
             numel = math.prod(shape)
-            if not 0 <= begin <= end <= data_size or end - begin != numel * dtype.itemsize:
+            if not 0 <= begin <= end <= data_size or end - begin != numel * stored.itemsize:
                 raise ValueError(f"tensor {name!r} {shape} lies at bytes {begin}..{end} of {data_size}")
             # each into memory of its own, which the model can keep: a tensor converted later frees its bytes
-            tensor = torch.empty(numel, dtype=dtype)
+            tensor = torch.empty(numel, dtype=stored)
             f.seek(8 + n + begin)
             f.readinto(tensor.view(torch.uint8).numpy())
-            tensors[name] = tensor.reshape(shape)
+            tensor = tensor.reshape(shape)
+            tensors[name] = tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
     return tensors
 
 
