@@ -442,7 +442,8 @@ class GPT(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path, map_location='cpu'):
-        """Rebuild a model saved by the trainer or a project; returns (model in eval mode, checkpoint dict)."""
+        """Rebuild a model saved by the trainer or a project, on the device map_location reads its weights to (as
+        torch.load); returns (model in eval mode, checkpoint dict)."""
         return rebuild_model(cls, path, map_location)
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----

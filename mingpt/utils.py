@@ -463,7 +463,8 @@ def rebuild_model(cls, path, map_location='cpu'):
         with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
             model = cls(config)
         refuse_untied(model, weights, path)
-        load_weights(model, weights)
+        # on the device map_location read the weights to, as torch.load would leave them
+        load_weights(model, weights, next(iter(weights.values())).device if weights else 'cpu')
     except (ConfigError, RuntimeError) as e:
         differ = weight_differences(model.state_dict(), weights) if model is not None else {}
         reason = ('; '.join(f"{what}: {layer_names(names)}" for what, names in differ.items())
@@ -528,19 +529,20 @@ def tied_names(model):
     return list(names.values())
 
 
-def load_weights(model, weights):
+def load_weights(model, weights, device='cpu'):
     """Make weights (a state dict) the parameters of model, built inside parameters_on_meta, without copying them:
-    each in its parameter's dtype, on the CPU, where the model's buffers are; names that model ties into one tensor
-    stay one. A name or shape that is not model's raises load_state_dict's RuntimeError."""
+    each in its parameter's dtype, on device, where the model's buffers are moved; names that model ties into one
+    tensor stay one. A name or shape that is not model's raises load_state_dict's RuntimeError."""
     ours, tied = model.state_dict(), [names for names in tied_names(model) if len(names) > 1]
     for name, w in weights.items():
         if name in ours:
-            weights[name] = w.to('cpu', ours[name].dtype)  # the same tensor where it is already so
+            weights[name] = w.to(device, ours[name].dtype)  # the same tensor where it is already so
     model.load_state_dict(weights, assign=True)
     for first, *others in tied:  # assign gave each name a parameter of its own
         for name in others:
             module, _, leaf = name.rpartition('.')
             setattr(model.get_submodule(module), leaf, model.get_parameter(first))
+    model.to(device)  # the buffers, built on the CPU (a table that no file holds, such as the sinusoidal one)
 
 
 def refuse_untied(model, weights, path):

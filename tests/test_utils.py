@@ -372,6 +372,40 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
+def nano_checkpoint(path):
+    """A small GPT with a buffer (the sinusoidal table) saved as the trainer saves it; returns the model."""
+    from mingpt.model import GPT
+    C = GPT.get_default_config()
+    C.model_type, C.vocab_size, C.block_size, C.pos_embd = 'gpt-nano', 11, 8, 'sinusoidal'
+    model = GPT(C)
+    save_checkpoint(model_state(model), path)
+    return model
+
+
+def test_from_checkpoint_leaves_the_model_on_the_device_map_location_reads_it_to(tmp_path, monkeypatch):
+    """GPT.from_checkpoint(path, map_location='cuda') read the weights onto the GPU and moved them back: a CPU model.
+    The model, its buffers included, is now where map_location puts the weights, as torch.load leaves them. Shown
+    on the meta device, which every machine has (the tie check's torch.equal has no meta kernel: skipped here)."""
+    from mingpt import utils
+    from mingpt.model import GPT
+    nano_checkpoint(tmp_path / 'model.pt')
+    monkeypatch.setattr(utils, 'refuse_untied', lambda *args: None)
+    for map_location, device in [('meta', 'meta'), (torch.device('meta'), 'meta'), ('cpu', 'cpu')]:
+        model, _ = GPT.from_checkpoint(tmp_path / 'model.pt', map_location=map_location)
+        assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {device}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_from_checkpoint_with_map_location_cuda_gives_a_cuda_model_with_the_same_logits(tmp_path):
+    from mingpt.model import GPT
+    saved = nano_checkpoint(tmp_path / 'model.pt').eval()
+    model, _ = GPT.from_checkpoint(tmp_path / 'model.pt', map_location='cuda')
+    assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {'cuda'}
+    x = torch.randint(11, (2, 8))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x.cuda())[0].cpu(), saved(x)[0], rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize('prefix', ['', '_orig_mod.'])
 def test_a_nanogpt_checkpoint_or_a_bare_state_dict_is_named_with_the_way_on(tmp_path, prefix):
     """Both were refused with advice for Hugging Face weights only. The advice given is followed here: the weights
