@@ -1,7 +1,7 @@
 """
 The memory it takes to load a model: GPT.from_pretrained (a Hugging Face folder, as model.safetensors and as
 pytorch_model.bin) and GPT.from_checkpoint (the trainer's model.pt), against Hugging Face's
-GPT2LMHeadModel.from_pretrained on the same folders.
+GPT2LMHeadModel.from_pretrained on the same folders; and both loaders asked for bfloat16.
 
 Each load runs in a process of its own, in turns, over several rounds. A process's peak resident memory
 (ru_maxrss) after the load and one short forward pass (which touches every weight, memory-mapped or not), minus its
@@ -32,8 +32,11 @@ LOADERS = {  # name: (loader, file it reads, the Hugging Face loader it is compa
     'mingpt from_pretrained, model.safetensors': ('mingpt', 'safetensors', 'HF, model.safetensors'),
     'mingpt from_pretrained, pytorch_model.bin': ('mingpt', 'bin', 'HF, pytorch_model.bin'),
     'mingpt from_checkpoint, model.pt': ('mingpt', 'checkpoint', 'HF, model.safetensors'),
+    'mingpt from_pretrained bfloat16, model.safetensors':
+        ('mingpt-bf16', 'safetensors', 'HF bfloat16, model.safetensors'),
     'HF, model.safetensors': ('hf', 'safetensors', None),
     'HF, pytorch_model.bin': ('hf', 'bin', None),
+    'HF bfloat16, model.safetensors': ('hf-bf16', 'safetensors', None),
 }
 
 
@@ -43,18 +46,19 @@ def peak_mb():
 
 def worker(loader, fmt, folder):
     """Runs in its own process: load, one forward pass, print the peak memory above the imports' as JSON."""
-    if loader == 'hf':
+    dtype = torch.bfloat16 if loader.endswith('-bf16') else torch.float32
+    if loader.startswith('hf'):
         from transformers import GPT2LMHeadModel
     else:
         from mingpt.model import GPT
     before = peak_mb()
     path = Path(folder) / fmt
-    if loader == 'hf':
-        model = GPT2LMHeadModel.from_pretrained(path)
+    if loader.startswith('hf'):
+        model = GPT2LMHeadModel.from_pretrained(path, dtype=dtype)
     elif fmt == 'checkpoint':
         model, _ = GPT.from_checkpoint(path / 'model.pt')
     else:
-        model = GPT.from_pretrained(path)
+        model = GPT.from_pretrained(path, dtype=dtype)
     with torch.no_grad():
         model(torch.zeros(1, 8, dtype=torch.long))
     print(json.dumps(peak_mb() - before))
