@@ -206,7 +206,10 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     fig.supxlabel('key (the token attended to) \u2192 right', fontsize=9)
     if title:  # wrapped to the figure's width: a one-column grid is narrower than a prompt's title
         fits = int(fig.get_figwidth() * 72 / (0.65 * 11))  # characters of 11 points across the figure
-        fig.suptitle('\n'.join(textwrap.wrap(title, fits)), fontsize=11)
+        lines = textwrap.wrap(title, fits)
+        if len(lines) > 3:  # a long prompt's: cut, or it covers the maps (its tokens are along the axes anyway)
+            lines = lines[:2] + [lines[2][:-1] + '\u2026']
+        fig.suptitle('\n'.join(lines), fontsize=11)
     return fig
 
 

@@ -96,6 +96,27 @@ def test_a_long_title_fits_a_one_column_grid():
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and '\n' in fig.get_suptitle()  # it was cut off on both sides
 
 
+def test_a_long_prompts_title_is_cut_to_three_lines_and_leaves_the_maps_their_room():
+    """A 700-token prompt's title wrapped to 40 lines over a 2 x 2 grid: matplotlib gave up its layout ('axes sizes
+    collapsed to zero') and the title covered the maps. The tokens are along the axes; the title keeps three lines."""
+    import warnings
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    prompt = plot.readable(TEXT[:2500])
+    title = f'attention in hf, 700 tokens: "{prompt}"'
+    fig = plot.attention_figure(torch.rand(2, 2, 9, 9).softmax(-1), list('abcdefghi'), title)
+    lines = fig.get_suptitle().split('\n')
+    assert len(lines) == 3 and lines[-1].endswith('\u2026')
+    assert title.startswith(lines[0]) and lines[-1][:-1] in title  # the title's start, as it was, then the cut
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # 'constrained_layout not applied' is a warning
+        FigureCanvasAgg(fig).draw()
+    suptitle = next(t for t in fig.texts if t.get_text() == fig.get_suptitle())
+    top = suptitle.get_window_extent().y0
+    assert all(0 < ax.get_window_extent().y1 <= top and ax.get_window_extent().height > 50 for ax in image_axes(fig))
+    short = plot.attention_figure(torch.rand(1, 1, 3, 3), list('abc'), 'attention in x, 3 tokens: "abc"')
+    assert short.get_suptitle() == 'attention in x, 3 tokens: "abc"'  # a short title is left whole
+
+
 def test_drawn_rows_sum_to_one_and_layer_0_matches_the_formula():
     model = tiny_gpt()
     idx = torch.randint(40, (1, 9))
