@@ -153,11 +153,10 @@ def readable(token):
     return ''.join(c if c.isprintable() else repr(c)[1:-1] for c in token)
 
 
-def _thinned(labels, panel_inches, fontsize):
-    """(positions, labels) for an axis: every token, or every k-th one when they would not fit at this font size."""
+def _label_step(n_tokens, panel_inches, fontsize):
+    """k, to label every k-th token along an axis: 1 when all of them fit at this font size."""
     fits = max(1, int(panel_inches * 72 / (1.3 * fontsize)))  # 72 points per inch; 1.3: line spacing
-    ticks = list(range(0, len(labels), math.ceil(len(labels) / fits)))
-    return ticks, [labels[t] for t in ticks]
+    return math.ceil(n_tokens / fits)
 
 
 def attention_figure(maps, tokens, title=None, layers=None, heads=None):
@@ -167,7 +166,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     columns with (default 0, 1, ...). Row i of a map is query token i; its colours say how it spreads its attention
     over the keys j <= i (each row sums to 1). The future, which the causal mask hides, is left blank. The colour
     scale is the square root of the weight, so that a weight spread over many keys still shows. A single map is
-    drawn large, every token labelled if they fit."""
+    drawn large, every token labelled if they fit; else the axes say which share of them is."""
     maps = np.stack([as_array(m) for m in maps])  # (n_layer, n_head, T, T)
     n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     if maps.shape[2:] != (T, T) or len(tokens) != T:
@@ -196,14 +195,16 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
                 ax.set_title(f'head {heads[head]}', fontsize=8)
             if head == 0 and not one:
                 ax.set_ylabel(f'layer {layers[layer]}', fontsize=8)
-    ticks = _thinned(labels, panel, fontsize)
-    axes[0, 0].set_xticks(*ticks)  # the axes are shared: this labels every panel
-    axes[0, 0].set_yticks(*ticks)
+    step = _label_step(T, panel, fontsize)
+    ticks = list(range(0, T, step))
+    axes[0, 0].set_xticks(ticks, [labels[t] for t in ticks])  # the axes are shared: this labels every panel
+    axes[0, 0].set_yticks(ticks, [labels[t] for t in ticks])
     bar = fig.colorbar(image, ax=axes, shrink=0.6, fraction=0.04, pad=0.02)
     bar.set_ticks([0, 0.05, 0.2, 0.5, 1])
     bar.set_label('attention weight (square-root colour scale)', fontsize=8)
-    fig.supylabel('query (the token attending) \u2192 down', fontsize=9)
-    fig.supxlabel('key (the token attended to) \u2192 right', fontsize=9)
+    shown = f' (1 token in {step} labelled)' if step > 1 else ''
+    fig.supylabel(f'query (the token attending) \u2192 down{shown}', fontsize=9)
+    fig.supxlabel(f'key (the token attended to) \u2192 right{shown}', fontsize=9)
     if title:  # wrapped to the figure's width: a one-column grid is narrower than a prompt's title
         fits = int(fig.get_figwidth() * 72 / (0.65 * 11))  # characters of 11 points across the figure
         lines = textwrap.wrap(title, fits)

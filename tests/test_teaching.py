@@ -85,6 +85,22 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     assert all(t.get_rotation() == 90 for t in panels[3].get_xticklabels())
 
 
+def test_the_axes_say_when_only_some_tokens_are_labelled():
+    """A grid of a 57-token prompt labels every 3rd token; nothing said so, and 'R E \u21b5 t o' read as the prompt's
+    first five tokens."""
+    tokens = [f't{i}' for i in range(57)]
+    fig = plot.attention_figure(torch.rand(2, 3, 57, 57).softmax(-1), tokens)
+    fig.canvas.draw()
+    ticks = image_axes(fig)[0].get_yticks()
+    step = int(ticks[1] - ticks[0])
+    assert step > 1 and list(ticks) == list(range(0, 57, step))
+    note = f'1 token in {step} labelled'
+    assert note in fig.get_supxlabel() and note in fig.get_supylabel()
+    one = plot.attention_figure(torch.rand(1, 1, 57, 57).softmax(-1), tokens)  # drawn large: every token labelled
+    one.canvas.draw()
+    assert len(image_axes(one)[0].get_yticks()) == 57 and 'labelled' not in one.get_supxlabel() + one.get_supylabel()
+
+
 def test_a_long_title_fits_a_one_column_grid():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     title = 'attention in out/chargpt/model.pt, 57 tokens: "' + plot.readable('ROMEO:\nBut soft, what light ' * 2) + '"'
