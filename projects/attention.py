@@ -52,7 +52,7 @@ def draw_attention(model, tokenizer, P, name):
     heads = range(n_head) if P.head is None else [P.head]
     # a byte-level BPE token may be part of a character: its bytes, which readable() labels as such
     tokens = [tokenizer.decode_bytes([i]) for i in ids]
-    title = f'attention in {name}, {len(ids)} tokens: "{readable(P.prompt)}"'
+    title = f'attention in {name}, {len(ids)} token{"s" * (len(ids) > 1)}: "{readable(P.prompt)}"'
     return attention_figure(maps[list(layers)][:, list(heads)], tokens, title, list(layers), list(heads))
 
 

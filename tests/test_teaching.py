@@ -264,6 +264,10 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
     attention.main([f'--model={model}', '--positions', f'--out={tmp_path / "positions.png"}'])
     for name in ('grid', 'one', 'positions'):
         assert (tmp_path / f'{name}.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    P = attention.get_config().plot
+    P.prompt = 'F'
+    assert attention.draw_attention(*load_model_and_tokenizer(model), P, 'x').get_suptitle() == \
+        'attention in x, 1 token: "F"'  # not '1 tokens'
     with pytest.raises(ConfigError, match=r'plot.head=3 is out of range'):
         attention.main([f'--model={model}', '--prompt=First', '--head=3'])  # gpt-nano has heads 0, 1, 2
     with pytest.raises(ConfigError, match=r'plot.layer=3 is out of range: it must be None or an integer >= 0 and '
@@ -286,8 +290,9 @@ def test_attention_project_draws_the_layer_and_head_asked_for(ablation_dir):
     for layer, head, n_panels in ((None, None, 9), (1, None, 3), (None, 2, 3), (1, 2, 1)):
         P = attention.get_config().plot
         P.prompt, P.layer, P.head = 'First', layer, head
-        panels = image_axes(attention.draw_attention(model, tokenizer, P, 'gpt2'))
-        assert len(panels) == n_panels
+        fig = attention.draw_attention(model, tokenizer, P, 'gpt2')
+        panels = image_axes(fig)
+        assert len(panels) == n_panels and fig.get_suptitle() == 'attention in gpt2, 5 tokens: "First"'
         if n_panels == 1:
             assert panels[0].get_title() == 'layer 1, head 2'
             np.testing.assert_allclose(panels[0].images[0].get_array().filled(0), maps[1][0, 2], atol=1e-6)
