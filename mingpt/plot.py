@@ -5,8 +5,9 @@
     python -m mingpt.plot out/chargpt/metrics.jsonl -o out/chargpt/loss.png
     python -m mingpt.plot out/a/metrics.jsonl out/b/metrics.jsonl --smooth=0.9 -o compare.png
 
-  Train loss is drawn thin (with an exponential moving average over it when --smooth > 0), val loss as a thicker
-  line with points, in the same colour per run.
+  Train loss is drawn thin (with a smoothed curve over it when --smooth > 0: an exponential moving average run forward
+  and then backward, so it does not trail a falling loss), val loss as a thicker line with points, in the same colour
+  per run.
 - attention maps: every layer x head of a prompt as one grid, or one map large (projects/attention.py draws them
   from a checkpoint or GPT-2);
 - positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
@@ -103,6 +104,14 @@ def ema(values, alpha):
     return out
 
 
+def smoothed(values, alpha):
+    """values smoothed by an exponential moving average run forward, then backward over the result. The forward
+    average alone trails a falling loss by about alpha / (1 - alpha) steps, so it drew the train loss above a val
+    loss equal to it; the backward pass shifts it back by as much. Within that many steps of either end, where there
+    is one side to average, the curve leans toward the inside (the thin raw curve under it shows the ends)."""
+    return ema(ema(values, alpha)[::-1], alpha)[::-1]
+
+
 def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
     """Train and val loss against iteration, one colour per metrics.jsonl in paths."""
     fig = new_figure(7, 4.2)
@@ -117,7 +126,7 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
         loss = [r['loss'] for r in records]
         if smooth > 0:
             ax.plot(it, loss, color=colour, alpha=0.25, linewidth=0.8)
-            ax.plot(it, ema(loss, smooth), color=colour, linewidth=1.2, label=f'{name} train')
+            ax.plot(it, smoothed(loss, smooth), color=colour, linewidth=1.2, label=f'{name} train')
         else:
             ax.plot(it, loss, color=colour, linewidth=1.0, label=f'{name} train')
         val = [(r['iter'], r['val_loss']) for r in records if 'val_loss' in r]
@@ -252,7 +261,8 @@ def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-
                    'each)')
     p.add_argument('-o', '--out', type=path, default='loss.png', help='the image to write: .png, .pdf, .svg '
                    '(default: loss.png)')
-    p.add_argument('--smooth', type=float, default=0.0, help='EMA factor for the train loss, e.g. 0.9 (default: 0)')
+    p.add_argument('--smooth', type=float, default=0.0, help='smoothing of the train loss, e.g. 0.9: an EMA '
+                   'factor (default: 0)')
     p.add_argument('--labels', nargs='+', help='one name per file (default: the name of its folder)')
     p.add_argument('--title')
     p.add_argument('--logy', action='store_true', help='logarithmic loss axis')

@@ -214,6 +214,24 @@ def test_maps_and_tokens_must_agree():
         plot.attention_figure(torch.rand(1, 1, 4, 4), ['a', 'b', 'c'])
 
 
+# ---- loss curves ----
+
+def test_the_smoothed_train_loss_does_not_trail_a_falling_loss(tmp_path):
+    """--smooth=0.9 drew a moving average that trails the loss by about 9 iterations: on a falling loss it ran above
+    every raw point, and above a val loss equal to the train loss (0.13 nats above on a 200-iteration chargpt run)."""
+    line = [4.0 - 0.01 * i for i in range(200)]  # a loss falling along a straight line, val loss the same
+    noisy = [x + (0.1 if i % 2 else -0.1) for i, x in enumerate(line)]  # and the batches' noise about it
+    records = [{'iter': i, 'loss': x, **({'val_loss': line[i]} if i % 50 == 0 else {})} for i, x in enumerate(noisy)]
+    (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    ax = plot.loss_figure([tmp_path / 'metrics.jsonl'], smooth=0.9, labels=['run']).axes[0]
+    drawn = next(line.get_ydata() for line in ax.get_lines() if line.get_label() == 'run train')
+    inner = slice(50, 150)  # away from the ends, where a smoothing has only one side to average
+    np.testing.assert_allclose(drawn[inner], line[inner], atol=0.02)  # on the line, the noise averaged out
+    assert np.mean(np.array(plot.ema(noisy, 0.9))[inner] - line[inner]) > 0.08  # the forward average alone: 9 x 0.01
+    np.testing.assert_allclose(plot.smoothed(line, 0.9)[inner], line[inner], atol=1e-3)  # the ends' pull fades as 0.9^k
+    assert plot.smoothed([5.0] * 4, 0.5) == [5.0] * 4
+
+
 # ---- positions ----
 
 def test_cosine_similarity_of_the_sinusoidal_table_by_hand():

@@ -858,7 +858,8 @@ def test_loss_curves_by_hand(tmp_path, capsys):
     ax = plot.loss_figure(paths, smooth=0.5, title='two runs', logy=True).axes[0]
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith('_')}
     assert {k: (list(v.get_xdata()), list(v.get_ydata())) for k, v in lines.items()} == {
-        'a train': ([0, 1, 2, 3], [4, 3, 2.5, 1.75]), 'a val': ([0, 3], [3.5, 0.5]),
+        # the average forward, [4, 3, 2.5, 1.75], then backward over that
+        'a train': ([0, 1, 2, 3], [3.28125, 2.5625, 2.125, 1.75]), 'a val': ([0, 3], [3.5, 0.5]),
         'b train': ([0, 1, 2, 3], [5, 5, 5, 5])}
     assert len(ax.get_lines()) == 5  # and each run's raw train loss, thin, under its average
     colour = {k: to_rgba(v.get_color()) for k, v in lines.items()}
