@@ -68,6 +68,16 @@ def save(fig, path, dpi=100):
     return path
 
 
+def set_title(fig, title, fontsize):
+    """fig's title, wrapped to its width (a one-column figure is narrower than a title naming a prompt or a path);
+    past three lines it is cut with '\u2026': a long prompt's would cover the maps (its tokens are along the axes)."""
+    fits = int(fig.get_figwidth() * 72 / (0.65 * fontsize))  # characters of this size across the figure
+    lines = textwrap.wrap(title, fits)
+    if len(lines) > 3:
+        lines = lines[:2] + [lines[2][:-1] + '\u2026']
+    fig.suptitle('\n'.join(lines), fontsize=fontsize)
+
+
 def as_array(x):
     """A float64 numpy array of x: a list, an array, or a tensor (a parameter, on a GPU, in bf16...)."""
     if hasattr(x, 'detach'):
@@ -214,12 +224,8 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     shown = f' (1 token in {step} labelled)' if step > 1 else ''
     fig.supylabel(f'query (the token attending) \u2192 down{shown}', fontsize=9)
     fig.supxlabel(f'key (the token attended to) \u2192 right{shown}', fontsize=9)
-    if title:  # wrapped to the figure's width: a one-column grid is narrower than a prompt's title
-        fits = int(fig.get_figwidth() * 72 / (0.65 * 11))  # characters of 11 points across the figure
-        lines = textwrap.wrap(title, fits)
-        if len(lines) > 3:  # a long prompt's: cut, or it covers the maps (its tokens are along the axes anyway)
-            lines = lines[:2] + [lines[2][:-1] + '\u2026']
-        fig.suptitle('\n'.join(lines), fontsize=11)
+    if title:
+        set_title(fig, title, fontsize=11)
     return fig
 
 
@@ -250,7 +256,7 @@ def positions_figure(sinusoidal, learned=None, title=None):
         fig.colorbar(image, ax=bottom, fraction=0.046, pad=0.03)
         bottom.set(title=f'{name}: cosine similarity', xlabel='position', ylabel='position')
     if title:
-        fig.suptitle(title)
+        set_title(fig, title, fontsize=12)
     return fig
 
 

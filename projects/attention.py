@@ -63,8 +63,9 @@ def draw_positions(model, name):
     if learned is None:
         print(f"{name} uses {model.config.pos_embd} positions: there is no learned table to draw beside them")
     table = sinusoidal_positions(model.block_size, model.config.n_embd)
+    whose = f'learned: {name}' if learned is not None else f'{name} uses {model.config.pos_embd} positions'
     return positions_figure(table, learned, f'positional encodings, {model.block_size} positions x '
-                                            f'{model.config.n_embd} dimensions (learned: {name})')
+                                            f'{model.config.n_embd} dimensions ({whose})')
 
 
 def main(argv):

@@ -297,8 +297,16 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
         attention.main([f'--model={model}', '--prompt='])
     model, _ = load_model_and_tokenizer(str(ablation_dir / 'sinusoidal' / 'model.pt'))
     capsys.readouterr()
-    assert len(image_axes(attention.draw_positions(model, 'sinusoidal'))) == 2  # the sinusoidal column alone
-    assert 'sinusoidal uses sinusoidal positions: there is no learned table' in capsys.readouterr().out
+    fig = attention.draw_positions(model, 'out/ablation/sinusoidal/model.pt')
+    assert len(image_axes(fig)) == 2  # the sinusoidal column alone, under a title that names no learned table
+    assert 'uses sinusoidal positions: there is no learned table' in capsys.readouterr().out
+    assert 'learned' not in fig.get_suptitle() and 'out/ablation/sinusoidal/model.pt' in fig.get_suptitle()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    title = next(t for t in fig.texts if t.get_text() == fig.get_suptitle())
+    box = title.get_window_extent(canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1  # one column is narrower than the title: it was cut off both sides
 
 
 def test_attention_project_draws_the_layer_and_head_asked_for(ablation_dir):
