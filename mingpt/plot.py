@@ -145,11 +145,14 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
                     label=f'{name} val')
     ax.set_xlabel('iteration')
     ax.set_ylabel('loss (cross-entropy, nats per token)')
-    if logy:
+    if logy:  # losses span a decade or less: label them as numbers (3, 4), not 3 x 10^0, and draw their grid lines
+        from matplotlib.ticker import LogFormatter
         ax.set_yscale('log')
+        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
     if title:
         ax.set_title(title)
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which='both' if logy else 'major')
     ax.legend(fontsize=8)
     return fig
 

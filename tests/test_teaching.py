@@ -232,6 +232,18 @@ def test_the_smoothed_train_loss_does_not_trail_a_falling_loss(tmp_path):
     assert plot.smoothed([5.0] * 4, 0.5) == [5.0] * 4
 
 
+def test_a_log_loss_axis_is_labelled_with_numbers_and_has_grid_lines(tmp_path):
+    """--logy over losses from 4.2 to 2.6 labelled the axis '3 x 10^0' and '4 x 10^0', and drew no horizontal grid
+    line: there is no power of ten between them to put one on."""
+    (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps({'iter': i, 'loss': 4.2 - 0.008 * i}) + '\n'
+                                                    for i in range(201)))
+    ax = plot.loss_figure([tmp_path / 'metrics.jsonl'], logy=True).axes[0]
+    ax.figure.canvas.draw()
+    shown = {float(t.get_text()): t.get_position()[1] for t in ax.get_yticklabels(minor=True) if t.get_text()}
+    assert {3.0, 4.0} <= set(shown) and all(value == at for value, at in shown.items())  # each number at its height
+    assert all(tick.gridline.get_visible() for tick in ax.yaxis.get_minor_ticks())
+
+
 # ---- positions ----
 
 def test_cosine_similarity_of_the_sinusoidal_table_by_hand():
