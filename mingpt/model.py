@@ -359,6 +359,11 @@ class GPT(nn.Module):
                              f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
         if ((attention_mask != 0) & (attention_mask != 1)).any():  # e.g. a float mask of -inf, or token ids
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
+        empty = (attention_mask == 0).all(dim=1).nonzero()[:, 0].tolist()
+        if empty:  # such a row would be continued from no text at all, its padding's embedding alone
+            raise ValueError(f"attention_mask marks no real token in prompt row{'s' * (len(empty) > 1)} "
+                             f"{', '.join(map(str, empty))}: every row needs at least one 1; drop the empty rows, or "
+                             "start them from a token (e.g. newline or <|endoftext|>) marked 1")
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
         return idx.gather(1, order), attention_mask.gather(1, order)
 
