@@ -234,12 +234,32 @@ def show_next(model, tokenizer, prompt, ids, S, device):
 
 
 def read_prompts(S):
+    """The prompts, and each one's line number in the prompt file (None for --prompt): blank lines are skipped."""
     if not S.prompt_file:
-        return [S.prompt or '']  # --prompt=None as the empty prompt
-    prompts = [line for line in read_text(S.prompt_file).splitlines() if line.strip()]
-    if not prompts:
+        return [S.prompt or ''], [None]  # --prompt=None as the empty prompt
+    # split at newlines only, as an editor numbers lines (splitlines also splits at form feeds and the like)
+    numbered = [(line, n) for n, line in enumerate(read_text(S.prompt_file).split('\n'), 1) if line.strip()]
+    if not numbered:
         raise ConfigError(f"sample.prompt_file={S.prompt_file} holds no prompt; write one prompt per line")
-    return prompts
+    return [line for line, _ in numbered], [n for _, n in numbered]
+
+
+def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
+    """Every prompt's ids. A character model refuses characters it has never seen: the error names the first
+    such line of the prompt file, and the others, so that one run finds them all."""
+    ids, bad = [], []
+    for prompt, n in zip(prompts, line_numbers):
+        try:
+            ids.append(encode(tokenizer, prompt))
+        except ValueError as e:
+            if n is None:
+                raise
+            bad.append((n, e))
+    if bad:
+        (n, e), more = bad[0], [str(m) for m, _ in bad[1:]]
+        also = f" (nor can it read line{'s' * (len(more) > 1)} {', '.join(more)})" if more else ''
+        raise ValueError(f"{prompt_file}, line {n}: {e}{also}")
+    return ids
 
 
 def main(argv):
@@ -250,9 +270,9 @@ def main(argv):
     device = resolve_device(config.system.device)
     dtype = config.system.dtype
     dtype = DTYPES[dtype] if dtype != 'auto' else torch.bfloat16 if device.startswith('cuda') else torch.float32
-    prompts = read_prompts(S)
+    prompts, line_numbers = read_prompts(S)
     model, tokenizer = load(config.model, device, dtype)
-    ids = [encode(tokenizer, p) for p in prompts]
+    ids = encode_prompts(tokenizer, prompts, line_numbers, S.prompt_file)
     if max(map(len, ids)) > model.block_size:
         print(f"(a prompt longer than the model's context keeps its last {model.block_size} tokens)", file=sys.stderr)
         ids = [i[-model.block_size:] for i in ids]

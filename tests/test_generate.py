@@ -511,6 +511,23 @@ def test_prompt_file_errors(content, message, tmp_path, capsys):
     assert exit.value.code == 2 and message in err and 'prompts.txt' in err, err
 
 
+
+def test_a_prompt_file_character_the_model_lacks_is_named_with_its_line(tmp_path, capsys):
+    chars = sorted(set('abc \n\f'))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    save_checkpoint({**model_state(GPT(C)), 'vocab': chars}, tmp_path / 'm.pt')
+    # line 2 is blank and skipped; line 3 holds a form feed, one line to an editor (str.splitlines splits there)
+    (tmp_path / 'prompts.txt').write_text('ab\n\nc\fa\nbaz\nab\nzz\naz\n')
+    g = generate_module()
+    with pytest.raises(SystemExit) as exit:
+        g.run_cli(g.main, [f'--model={tmp_path / "m.pt"}', f'--prompt_file={tmp_path / "prompts.txt"}'])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2, err
+    assert f"error: {tmp_path / 'prompts.txt'}, line 4: characters 'z' are not in the vocabulary" in err
+    assert err.splitlines()[-2].endswith('remove or replace them (nor can it read lines 6, 7)')
+
+
 @pytest.fixture(scope='module')
 def eos_dir(hf_dir, enc, tmp_path_factory):
     """hf_dir's model made to write <|endoftext|> after any prompt: the final layer norm outputs a constant that
