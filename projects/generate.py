@@ -20,7 +20,8 @@ the rest, and what they keep is scaled up to sum to 1); greedy decoding takes th
 
 --prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
 different lengths, each row continuing as it would alone; each completion is printed under its prompt once its
-batch is done. A batch of one row prints its text as it is generated. --compile compiles the decode step
+batch is done (or stopped: Ctrl-C prints the batch's text so far). A batch of one row prints its text as it is
+generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
 starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s
 and the time to the first token, to stderr.
@@ -130,20 +131,25 @@ def left_padded(rows, device):
 
 
 def generate_batch(stream, rows, S, eos, device, on_token=None):
-    """Generate from the id lists `rows` as one batch; returns each row's new ids (up to and with eos) and the
-    seconds to the first token. on_token(token id) sees a one-row batch's tokens as they come."""
+    """Generate from the id lists `rows` as one batch; returns each row's new ids (up to and with eos), the seconds
+    to the first token, and the KeyboardInterrupt (Ctrl-C, or SIGTERM) that stopped it early, if one did: the ids
+    are then those written so far, for the caller to print before it stops. on_token(token id) sees a one-row
+    batch's tokens as they come."""
     idx, mask = left_padded(rows, device)
-    t0, first, steps = time.perf_counter(), None, []
-    for nxt in stream(idx, S.max_new_tokens, temperature=S.temperature, do_sample=not S.greedy, top_k=S.top_k,
-                      top_p=S.top_p, eos_token_id=eos, attention_mask=mask):
-        if first is None:
-            nxt.tolist()  # on a GPU, wait until the token is computed
-            first = time.perf_counter() - t0
-        steps.append(nxt)
-        if on_token:
-            on_token(nxt[0].item())
-    new = torch.cat(steps, dim=1).tolist()
-    return [r[:r.index(eos) + 1] if eos in r else r for r in new], first
+    t0, first, steps, stopped = time.perf_counter(), None, [], None
+    try:
+        for nxt in stream(idx, S.max_new_tokens, temperature=S.temperature, do_sample=not S.greedy, top_k=S.top_k,
+                          top_p=S.top_p, eos_token_id=eos, attention_mask=mask):
+            if first is None:
+                nxt.tolist()  # on a GPU, wait until the token is computed
+                first = time.perf_counter() - t0
+            steps.append(nxt)
+            if on_token:
+                on_token(nxt[0].item())
+    except KeyboardInterrupt as e:
+        stopped = e
+    new = torch.cat(steps, dim=1).tolist() if steps else [[] for _ in rows]
+    return [r[:r.index(eos) + 1] if eos in r else r for r in new], first, stopped
 
 
 def text_of(tokenizer, ids, eos):
@@ -194,8 +200,8 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
             sys.stdout.flush()
             on_token, finish = streamed(tokenizer, eos)
         t0 = time.perf_counter()
-        new, first = generate_batch(engine.generate_stream if engine else model.generate_stream, rows, S, eos,
-                                    device, on_token)
+        new, first, stopped = generate_batch(engine.generate_stream if engine else model.generate_stream, rows, S,
+                                             eos, device, on_token)
         seconds += time.perf_counter() - t0
         n_tokens += sum(map(len, new))
         firsts.append(first)
@@ -203,8 +209,10 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
             finish()
         else:
             for (p, k), row in zip(batch, new):
-                header(p, k, len(prompts), S.num_samples)
+                header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if stopped else '')
                 sys.stdout.write(prompts[p] + text_of(tokenizer, row, eos) + '\n')
+        if stopped:  # the batch's text so far is printed: now stop, as Ctrl-C asked
+            raise stopped
     return n_tokens, seconds, firsts
 
 

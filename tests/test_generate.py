@@ -1,5 +1,6 @@
 """projects/generate.py end to end (a subprocess, as a user runs it) on small checkpoints made here: a Hugging
 Face GPT-2 directory with random weights, and a character-level mingpt checkpoint."""
+import itertools
 import json
 import os
 import re
@@ -565,8 +566,8 @@ def test_a_batch_keeps_each_rows_tokens_up_to_its_endoftext():
     def stream(idx, max_new_tokens, **kwargs):  # row 0 ends at the second step; the stream pads it with eos
         assert idx.tolist() == [[0, 1, 2], [3, 4, 5]] and kwargs['eos_token_id'] == eos
         yield from (torch.tensor(step) for step in ([[5], [6]], [[eos], [7]], [[eos], [eos]]))
-    new, first = g.generate_batch(stream, [[1, 2], [3, 4, 5]], S, eos, 'cpu')
-    assert new == [[5, eos], [6, 7, eos]] and first >= 0
+    new, first, stopped = g.generate_batch(stream, [[1, 2], [3, 4, 5]], S, eos, 'cpu')
+    assert new == [[5, eos], [6, 7, eos]] and first >= 0 and stopped is None
 
 
 def test_an_empty_prompt_starts_from_endoftext_or_a_newline(enc):
@@ -671,6 +672,38 @@ def test_samples_of_a_prompt_are_batched_and_printed_together_prompt_by_prompt(t
     assert re.findall(r'--- (.*?) ---', out.err) == ['prompt 1, sample 1', 'prompt 1, sample 2', 'prompt 2, sample 1',
                                                      'prompt 2, sample 2']
     assert out.out.splitlines() == ['aaa', 'aaa', 'bcaa', 'bcaa']  # the model writes 'a'
+
+
+
+class Interrupted(Clocked):
+    """A model whose stream writes 'a' twice and is then stopped by Ctrl-C (or by SIGTERM, mingpt.utils.Terminated,
+    a KeyboardInterrupt too)."""
+
+    def __init__(self, stop):
+        super().__init__([0.1], 0.1)
+        self.stop = stop
+
+    def generate_stream(self, idx, max_new_tokens, **kwargs):
+        yield from itertools.islice(super().generate_stream(idx, max_new_tokens, **kwargs), 2)
+        raise self.stop
+
+
+@pytest.mark.parametrize('rows', [1, 2])
+def test_ctrl_c_prints_the_text_its_batch_has_written_so_far(rows, tmp_path, capsys, monkeypatch):
+    from mingpt.data import CharTokenizer
+    from mingpt.utils import Terminated
+    g = generate_module()
+    model = Interrupted(KeyboardInterrupt() if rows == 1 else Terminated())
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (model, CharTokenizer(list('abc\n'))))
+    (tmp_path / 'prompts.txt').write_text('ab\nc\n'[:3 * rows])
+    with pytest.raises(SystemExit) as exit:
+        g.run_cli(g.main, ['--model=fake', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=9',
+                           '--device=cpu'])
+    out = capsys.readouterr()
+    assert exit.value.code == (130 if rows == 1 else 143), out.err
+    # each row's prompt and the two tokens written, and its newline: a lone row's streamed text is ended too
+    assert out.out == ['abaa\n', 'abaa\ncaa\n'][rows - 1]
+    assert out.err.count('(interrupted) ---') == (2 if rows == 2 else 0)  # a lone row streams, with no header
 
 
 def test_the_seed_chooses_the_samples(g, hf_dir, capsys):
