@@ -326,10 +326,10 @@ def tokenizer_of(checkpoint, path='this checkpoint'):
                          "is damaged or not a chargpt checkpoint") from None
 
 
-def load_model_and_tokenizer(name):
-    """(model in eval mode, tokenizer) from a checkpoint file a project wrote, with the tokenizer it records; or
-    GPT-2 from a hub id or a Hugging Face directory, with the directory's tokenizer if it has one (tokenizer.json, or
-    vocab.json and merges.txt).
+def load_model_and_tokenizer(name, dtype=torch.float32):
+    """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
+    records; or GPT-2 from a hub id or a Hugging Face directory (converted to dtype as it loads), with the directory's
+    tokenizer if it has one (tokenizer.json, or vocab.json and merges.txt).
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
     give the others, which have no text."""
@@ -339,9 +339,9 @@ def load_model_and_tokenizer(name):
                                 "out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
-        tokenizer = tokenizer_of(checkpoint, name)
+        model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)
     else:
-        model, tokenizer = GPT.from_pretrained(name), None
+        model, tokenizer = GPT.from_pretrained(name, dtype), None
         # a Hugging Face directory may bring its tokenizer (tokenizer.json or vocab.json and merges.txt); absolute,
         # as get_encoder takes the directory 'gpt2' for GPT-2's vocabulary, not a ./gpt2 model's own
         if (Path(name) / 'config.json').is_file() and find_vocabulary(name):

@@ -102,8 +102,8 @@ def load(name, device, dtype):
     """(model, tokenizer) for a hub id, a Hugging Face directory, or a mingpt checkpoint file (its own tokenizer:
     chargpt's characters or BPE vocabulary), on device in dtype."""
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the generated text
-        model, tokenizer = load_model_and_tokenizer(name)
-    return model.to(device, dtype), tokenizer
+        model, tokenizer = load_model_and_tokenizer(name, dtype)  # GPT-2's weights converted as they load
+    return model.to(device), tokenizer
 
 
 def is_bpe(tokenizer):

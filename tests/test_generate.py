@@ -80,6 +80,18 @@ def test_greedy_matches_hf_generate(hf_dir, tmp_path):
     assert 'tokens/s' in r.stderr.splitlines()[-1]
 
 
+def test_dtype_is_given_to_from_pretrained_which_converts_as_it_loads(hf_dir, monkeypatch):
+    """generate.py --system.dtype=bfloat16 loaded GPT-2's weights in float32 and converted the model after, so its peak
+    held the float32 weights; from_pretrained(name, dtype) converts each tensor as it reads it."""
+    folder, _ = hf_dir
+    from mingpt import pretrained
+    asked, read = [], pretrained.read_safetensors
+    monkeypatch.setattr(pretrained, 'read_safetensors',
+                        lambda path, dtype=None: asked.append(dtype) or read(path, dtype))
+    model, _ = generate_module().load(str(folder), 'cpu', torch.bfloat16)
+    assert asked == [torch.bfloat16] and {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
 def test_beam_search(hf_dir):
     folder, _ = hf_dir
     r = run(f'--model={folder}', '--prompt', PROMPT, '--max_new_tokens', '8', '--num_beams=3', '--stop_at_eos=False')
