@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_loads_back, check_range,
-                          eval_mode, escape_what_stdout_cannot_encode, load_checkpoint, model_state,
+                          escape_what_stdout_cannot_encode, load_checkpoint, model_state,
                           remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
@@ -199,7 +199,9 @@ class Trainer:
             return
         bar = getattr(self, '_bar', None)
         max_iters, lrs = self.config.max_iters, self._lrs()
-        with LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
+        # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
+        # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
+        with modes_kept(self.model), LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
             for callback in callbacks:
                 callback(self)
         others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
@@ -211,7 +213,6 @@ class Trainer:
             raise RuntimeError(f"a callback changed the learning rate ({lrs} -> {self._lrs()}) {others} would keep "
                                "theirs, and the replicas would drift apart. Steer the rate in one process, or give "
                                "its schedule before the run (trainer.lr_schedule, warmup_iters, min_lr)")
-        self.model.train()  # a callback that sampled in eval mode must not leave dropout off for the steps after it
 
     # ----------------------------------------------------------------------------------------------------------
     # the loop
@@ -288,7 +289,8 @@ class Trainer:
         escape_what_stdout_cannot_encode()  # a script's own, as run_cli does: a callback's sample must not stop the run
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
-        self.model.train()
+        if not self.model.training:  # e.g. loaded for sampling; a submodule kept in eval() in a training model stays
+            self.model.train()
         self.iter_time = time.time()
         self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
         return batches
@@ -660,7 +662,8 @@ class Trainer:
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
-        with eval_mode(self.model):
+        with modes_kept(self.model):
+            self.model.eval()
             for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
                 x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
                 with self.autocast:
@@ -868,6 +871,18 @@ class LinesAboveBar:
 
     def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)
+
+
+@contextmanager
+def modes_kept(model):
+    """Run a block that may switch model or its parts between train() and eval(): when it ends, every module is back
+    in its own mode, a submodule kept in eval on purpose (a frozen probe) too, which model.train() would wake."""
+    modes = [(module, module.training) for module in model.modules()]
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
 
 
 @contextmanager

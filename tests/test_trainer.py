@@ -567,3 +567,28 @@ def test_a_callback_setting_the_learning_rate_under_a_built_in_schedule_is_warne
                                          r"lr_schedule='constant' and warmup_iters=0"):
         trainer.run()
     assert seen[3:] == seen[:3] == [trainer.get_lr(i) for i in range(3)]
+
+
+def test_a_submodule_kept_in_eval_on_purpose_stays_there_through_evaluation_and_callbacks():
+    """A frozen probe put in eval() before run(): run() switched the whole model to train(), and so did the end of
+    every evaluation and of every step's callbacks, so the probe's dropout was on in the steps. A model given in eval
+    mode as a whole (loaded for sampling) still trains in train mode."""
+    trainer = make_trainer(max_iters=4, eval_interval=2, eval_iters=1)
+    trainer.val_dataset = Repeat()
+    model = trainer.model
+    model.probe = torch.nn.Dropout(0.5)  # not used by forward: only its mode is watched
+    model.probe.eval()
+    seen = []  # (probe.training, transformer.training) at every forward of a training step
+
+    def watch(m, args):
+        if torch.is_grad_enabled():  # not evaluation's
+            seen.append((m.probe.training, m.transformer.training))
+
+    model.register_forward_pre_hook(watch)
+    trainer.add_callback('on_batch_end', lambda t: t.model.train())  # e.g. after sampling in eval mode
+    trainer.run()
+    assert seen == [(False, True)] * 4 and not model.probe.training and model.training
+    model.eval()
+    seen.clear()
+    trainer.run()
+    assert seen == [(True, True)] * 4
