@@ -380,7 +380,7 @@ class Trainer:
         the run knows, not by reading ckpt.pt: torchrun's SIGTERM, sent to the ranks left when one dies, cuts a read
         short."""
         c = self.config
-        stopped = f"\nstopped after {self.steps_done} iterations"
+        stopped = f"\nstopped after {iterations(self.steps_done)}"
         if self._saved is None:
             saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
                                                   if c.work_dir is not None else " (no work_dir)")
@@ -388,7 +388,7 @@ class Trainer:
             return f"{stopped}; {saved}, so a new run starts over{again}"
         path, done = self._saved
         resume = 'True' if c.work_dir is not None and path == self._path('ckpt.pt') else path
-        return f"{stopped}; {path} was saved after {done} iterations: go on from there with --trainer.resume={resume}"
+        return f"{stopped}; {path} was saved after {iterations(done)}: go on from there with --trainer.resume={resume}"
 
     def _finish(self):
         if self.world_size > 1:
@@ -461,7 +461,7 @@ class Trainer:
         if name != 'metrics.jsonl':
             try:
                 done = load_checkpoint(self._path(name), mmap=True)['iter_num']
-                held = f"{done} iterations done" if name == 'ckpt.pt' else f"a model saved after {done} iterations"
+                held = f"{iterations(done)} done" if name == 'ckpt.pt' else f"a model saved after {iterations(done)}"
                 resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
             except (ValueError, KeyError):
                 held = "unreadable"
@@ -529,7 +529,7 @@ class Trainer:
         command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
         held, max_iters = ckpt['iter_num'], self.config.max_iters
         if max_iters is not None and max_iters <= held:
-            raise ConfigError(f"{path} has trained {held} iterations already and trainer.max_iters={max_iters}: "
+            raise ConfigError(f"{path} has trained {iterations(held)} already and trainer.max_iters={max_iters}: "
                               "nothing is left to train; raise --trainer.max_iters to train on")
         for key in self.must_match:
             if key.endswith('?'):
@@ -739,6 +739,11 @@ class Trainer:
                 'trainable': trainable_names(self.model),
             }, path)
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
+
+
+def iterations(n):
+    """'1 iteration', '2 iterations': for the messages that count them."""
+    return f"{n} iteration{'' if n == 1 else 's'}"
 
 
 def trainable_names(model):

@@ -592,3 +592,17 @@ def test_a_submodule_kept_in_eval_on_purpose_stays_there_through_evaluation_and_
     seen.clear()
     trainer.run()
     assert seen == [(True, True)] * 4
+
+
+
+def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
+    trainer = make_trainer(work_dir=str(tmp_path), checkpoint_interval=1, max_iters=3)
+    def crash_in_step_2(t):
+        if t.steps_done == 2:
+            raise RuntimeError('a bug in my callback')
+
+    trainer.add_callback('on_batch_end', crash_in_step_2)
+    with pytest.raises(RuntimeError):
+        trainer.run()
+    assert "stopped after 2 iterations; " + str(tmp_path / 'ckpt.pt') + " was saved after 1 iteration: go on" in (
+        capsys.readouterr().err)
