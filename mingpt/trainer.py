@@ -177,6 +177,7 @@ class Trainer:
         self.grad_norm = None  # this step's gradient norm before clipping (with grad_norm_clip on), a tensor
         self.val_loss = None  # the last evaluation's
         self.best_val_loss = float('inf')
+        self._stopping = False  # a callback called stop(); each run() starts without
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
 
@@ -191,14 +192,13 @@ class Trainer:
     def trigger_callbacks(self, onevent: str):
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback ends
-        the run after this step (early stopping) with trainer.config.max_iters = trainer.steps_done: the end's
-        ckpt.pt and model.pt are written as at any end. Under DDP a callback may not stop the run or set the learning
-        rate: the other ranks would not know, so it is refused."""
+        the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
+        or set the learning rate: the other ranks would not know, so it is refused."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
-        max_iters, lrs = self.config.max_iters, self._lrs()
+        max_iters, lrs, stopping = self.config.max_iters, self._lrs(), self._stopping
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
         with modes_kept(self.model), LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
@@ -209,10 +209,24 @@ class Trainer:
             raise RuntimeError(f"a callback changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters}) "
                                f"{others} would go on training and wait for this one forever. Stop a run early in one "
                                "process, or give max_iters before the run")
+        if self.world_size > 1 and self._stopping != stopping:
+            raise RuntimeError(f"a callback called trainer.stop() {others} would go on training and wait for this one "
+                               "forever. Stop a run early in one process, or give max_iters before the run")
         if self.world_size > 1 and self._lrs() != lrs:  # else each rank would step at its own rate, silently
             raise RuntimeError(f"a callback changed the learning rate ({lrs} -> {self._lrs()}) {others} would keep "
                                "theirs, and the replicas would drift apart. Steer the rate in one process, or give "
                                "its schedule before the run (trainer.lr_schedule, warmup_iters, min_lr)")
+
+    def stop(self):
+        """End the run after this step, from a callback (early stopping). The step is evaluated (with a val set)
+        and its line of metrics.jsonl, ckpt.pt and model.pt are written, as at any end. config.max_iters is left as
+        it is, so run() again trains max_iters, and a resume of the checkpoint goes on towards it (the older way,
+        trainer.config.max_iters = trainer.steps_done, stops too, but lowers max_iters for good)."""
+        self._stopping = True
+
+    def _ends(self):
+        """Whether the step just done is the run's last: max_iters reached, or a callback stopped the run."""
+        return self._stopping or (self.config.max_iters is not None and self.steps_done >= self.config.max_iters)
 
     # ----------------------------------------------------------------------------------------------------------
     # the loop
@@ -222,7 +236,7 @@ class Trainer:
         batches = self._start()
         try:
             x, y = self._to_device(next(batches))
-            while self.config.max_iters is None or self.iter_num < self.config.max_iters:
+            while not self._stopping and (self.config.max_iters is None or self.iter_num < self.config.max_iters):
                 t0 = time.time()
                 x, y = self._optimization_step(x, y, batches)
                 self._after_step(t0)
@@ -273,6 +287,7 @@ class Trainer:
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
         self.lr = None  # none set by this run yet (an earlier run()'s last would read as a callback's)
         self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
+        self._stopping = False
         ckpt = self._resume() if c.resume else None
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
@@ -328,36 +343,43 @@ class Trainer:
     def _after_step(self, t0):
         """Evaluation, callbacks, metrics.jsonl, the progress bar and checkpoints, after the step that began at t0."""
         c = self.config
-        last = self.steps_done == c.max_iters
-        evaluate = self.val_dataset is not None and bool(c.eval_interval) and (
-            self.iter_num % c.eval_interval == 0 or last)
+        can_evaluate = self.val_dataset is not None and bool(c.eval_interval)
+        evaluate = can_evaluate and (self.iter_num % c.eval_interval == 0 or self._ends())
         record = None
-        if self.iter_num % c.log_interval == 0 or last or evaluate:
+        if self.iter_num % c.log_interval == 0 or self._ends() or evaluate:
             record = self._measure(t0)
         else:
             self._since_log[0] += time.time() - t0  # an unlogged step's time counts in the next line's tokens/s
         busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
         with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
             if evaluate:
-                self.val_loss = record['val_loss'] = self.evaluate()
-                if self.val_loss < self.best_val_loss:
-                    self.best_val_loss = self.val_loss
-                    self._save_model()  # model.pt holds the best model so far
-                self.trigger_callbacks('on_eval_end')
+                self._evaluate_step(record)
             self.trigger_callbacks('on_batch_end')
-        last = c.max_iters is not None and self.steps_done >= c.max_iters  # again: a callback may have lowered it
-        if record is None and last:  # the last step is logged at any end; its time was counted above, as unlogged
-            record = self._measure(time.time())
+            last = self._ends()  # again: a callback may have stopped the run
+            if record is None and last:  # the last step is logged at any end; its time was counted above
+                record = self._measure(time.time())
+            if last and can_evaluate and not evaluate:  # an early stop's step is evaluated, as a normal end's
+                self._evaluate_step(record)
         if record is not None:
             self._write_metrics(record)
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
+        if last:  # an early stop ends the bar full at its step, not part way to max_iters
+            self._bar.total = self.steps_done
         self._bar.update(1)
         checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
         if checkpoint:
             self.save_checkpoint()
         if (checkpoint or last) and (self.val_dataset is None or not c.eval_interval):
             self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
+
+    def _evaluate_step(self, record):
+        """The val loss, into this step's record; model.pt when it is the best so far; then on_eval_end's callbacks."""
+        self.val_loss = record['val_loss'] = self.evaluate()
+        if self.val_loss < self.best_val_loss:
+            self.best_val_loss = self.val_loss
+            self._save_model()  # model.pt holds the best model so far
+        self.trigger_callbacks('on_eval_end')
 
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on

@@ -594,6 +594,57 @@ def test_a_submodule_kept_in_eval_on_purpose_stays_there_through_evaluation_and_
     assert seen == [(True, True)] * 4
 
 
+def test_an_early_stop_evaluates_its_step_fills_its_bar_and_leaves_max_iters_for_run_again(tmp_path, capsys):
+    """A callback's trainer.stop() at 10 of 60 (or the older max_iters = steps_done): the last step was not evaluated,
+    unlike a normal end's, so metrics.jsonl and model.pt lacked the stopped model's val loss; the bar stayed at 10/60;
+    and lowering max_iters made run() again train only 10 (stop() leaves max_iters alone)."""
+    def stop_at_10(t):
+        if t.steps_done == 10:
+            t.stop()
+
+    def lower_at_10(t):
+        if t.steps_done == 10:
+            t.config.max_iters = t.steps_done
+
+    for how, callback in (('lower', lower_at_10), ('stop', stop_at_10)):
+        trainer = make_trainer(work_dir=str(tmp_path / how), eval_interval=4, eval_iters=1, log_interval=4,
+                               checkpoint_interval=4, quiet=False)
+        trainer.val_dataset = Repeat()
+        trainer.add_callback('on_batch_end', callback)
+        trainer.run()
+        lines = [json.loads(line) for line in (tmp_path / how / 'metrics.jsonl').read_text().splitlines()]
+        assert [(line['iter'], 'val_loss' in line) for line in lines] == [(0, True), (4, True), (8, True), (9, True)]
+        assert lines[-1]['val_loss'] == trainer.evaluate() == trainer.val_loss  # the stopped model's, recomputed
+        assert load_checkpoint(tmp_path / how / 'ckpt.pt')['iter_num'] == 10
+        err = capsys.readouterr().err
+        assert '10/10' in err and '/60' not in err.rpartition('\r')[2]
+        assert trainer.config.max_iters == (10 if how == 'lower' else 60)  # the older way lowers it for good
+    trainer = make_trainer(eval_interval=None)
+    trainer.add_callback('on_batch_end', stop_at_10)
+    trainer.run()
+    assert trainer.iter_num == 10 and trainer.config.max_iters == 60
+    trainer.set_callback('on_batch_end', lambda t: None)
+    trainer.run()
+    assert trainer.iter_num == 60
+
+
+def test_a_stopped_run_resumes_from_its_stop_towards_max_iters(tmp_path):
+    def stop_at_3(t):
+        if t.steps_done == 3:
+            t.stop()
+
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=6, checkpoint_interval=100)
+    trainer.add_callback('on_batch_end', stop_at_3)
+    trainer.run()
+    resumed = make_trainer(work_dir=str(tmp_path), max_iters=6, resume=True)
+    seen = []
+    resumed.add_callback('on_batch_end', lambda t: seen.append(t.iter_num))
+    resumed.run()
+    straight = make_trainer(max_iters=6)
+    straight.run()
+    assert seen == [3, 4, 5]
+    assert all(torch.equal(a, b) for a, b in zip(straight.model.parameters(), resumed.model.parameters()))
+
 
 def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
     trainer = make_trainer(work_dir=str(tmp_path), checkpoint_interval=1, max_iters=3)
@@ -606,3 +657,12 @@ def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
         trainer.run()
     assert "stopped after 2 iterations; " + str(tmp_path / 'ckpt.pt') + " was saved after 1 iteration: go on" in (
         capsys.readouterr().err)
+
+
+def test_a_callback_that_calls_stop_under_ddp_is_refused_instead_of_hanging_the_other_ranks():
+    trainer = make_trainer()
+    trainer.world_size = 2  # rank 0, which alone runs the callbacks
+    trainer.add_callback('on_batch_end', lambda t: t.stop())
+    with pytest.raises(RuntimeError, match=r"a callback called trainer.stop\(\) under DDP, where callbacks run on rank "
+                                           r"0 only: the other 1 rank\(s\) would go on training and wait for this one"):
+        trainer.trigger_callbacks('on_batch_end')
