@@ -44,6 +44,8 @@ PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e1
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
+# keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
+METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')
 # trainer options that leave the steps' numbers as they are, which a resume may change unnoted (it notes the others)
 RESUME_KEYS = ('max_iters', 'resume', 'overwrite', 'work_dir', 'checkpoint_interval', 'eval_interval', 'eval_iters',
                'log_interval', 'quiet', 'num_workers')
@@ -177,6 +179,7 @@ class Trainer:
         self.grad_norm = None  # this step's gradient norm before clipping (with grad_norm_clip on), a tensor
         self.val_loss = None  # the last evaluation's
         self.best_val_loss = float('inf')
+        self.metrics = {}  # a callback's own numbers for this step's line of metrics.jsonl (see trigger_callbacks)
         self._stopping = False  # a callback called stop(); each run() starts without
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
@@ -191,8 +194,9 @@ class Trainer:
 
     def trigger_callbacks(self, onevent: str):
         """Events: 'on_batch_end' after every optimizer step, 'on_eval_end' after every evaluation. Under DDP
-        callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback ends
-        the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
+        callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback adds
+        its own numbers to this step's line of metrics.jsonl with trainer.metrics['name'] = value (a number), and
+        ends the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
         or set the learning rate: the other ranks would not know, so it is refused."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
@@ -288,6 +292,7 @@ class Trainer:
         self.lr = None  # none set by this run yet (an earlier run()'s last would read as a callback's)
         self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
         self._stopping = False
+        self.metrics.clear()  # numbers a callback left when an earlier run stopped
         ckpt = self._resume() if c.resume else None
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
@@ -356,7 +361,8 @@ class Trainer:
                 self._evaluate_step(record)
             self.trigger_callbacks('on_batch_end')
             last = self._ends()  # again: a callback may have stopped the run
-            if record is None and last:  # the last step is logged at any end; its time was counted above
+            # the last step is logged at any end, and a step whose callbacks added numbers; its time was counted above
+            if record is None and (last or self.metrics):
                 record = self._measure(time.time())
             if last and can_evaluate and not evaluate:  # an early stop's step is evaluated, as a normal end's
                 self._evaluate_step(record)
@@ -723,6 +729,13 @@ class Trainer:
             setup_logging(self.run_config, self.config.work_dir, resumed_at=self.iter_num if resumed else None)
 
     def _write_metrics(self, record):
+        """record, with the numbers callbacks put in trainer.metrics (then emptied), as a line of metrics.jsonl."""
+        clash = sorted(self.metrics.keys() & set(METRICS_KEYS))
+        if clash:
+            raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
+                             f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
+        record.update({k: v.item() if hasattr(v, 'item') else v for k, v in self.metrics.items()})  # tensor: number
+        self.metrics.clear()
         if self.rank == 0 and self.config.work_dir is not None:
             with open(self._path('metrics.jsonl'), 'a') as f:
                 f.write(json.dumps(record) + '\n')

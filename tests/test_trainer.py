@@ -646,6 +646,32 @@ def test_a_stopped_run_resumes_from_its_stop_towards_max_iters(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(straight.model.parameters(), resumed.model.parameters()))
 
 
+def test_a_callbacks_own_numbers_go_on_its_steps_line_of_metrics_jsonl(tmp_path):
+    """A held-out accuracy had no way into metrics.jsonl: trainer.metrics['name'] = value puts it on the line of the
+    step whose callback set it, written for it when log_interval would skip that step; a tensor is written as its
+    number. A name the trainer writes itself is refused, not silently replaced."""
+    given = {}
+
+    def accuracy(t):
+        if t.steps_done % 3 == 0:
+            x, y = Repeat()[t.steps_done]
+            with torch.no_grad():
+                given[t.iter_num] = t.metrics['accuracy'] = (t.model(x[None])[0].argmax(-1) == y).float().mean()
+
+    trainer = make_trainer(work_dir=str(tmp_path / 'a'), max_iters=10, log_interval=4)
+    trainer.add_callback('on_batch_end', accuracy)
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'a' / 'metrics.jsonl').read_text().splitlines()]
+    assert [line['iter'] for line in lines] == [0, 2, 4, 5, 8, 9]
+    assert {line['iter']: line['accuracy'] for line in lines if 'accuracy' in line} == {
+        i: a.item() for i, a in given.items()} and sorted(given) == [2, 5, 8]
+    trainer = make_trainer(work_dir=str(tmp_path / 'b'), max_iters=2)
+    trainer.add_callback('on_batch_end', lambda t: t.metrics.update(val_loss=1.0))
+    with pytest.raises(ValueError, match=r"trainer.metrics \['val_loss'\] would replace the trainer's own numbers in "
+                                         r"metrics.jsonl \(iter, loss, .*\): give the callback's numbers other names"):
+        trainer.run()
+
+
 def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
     trainer = make_trainer(work_dir=str(tmp_path), checkpoint_interval=1, max_iters=3)
     def crash_in_step_2(t):
@@ -657,6 +683,7 @@ def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
         trainer.run()
     assert "stopped after 2 iterations; " + str(tmp_path / 'ckpt.pt') + " was saved after 1 iteration: go on" in (
         capsys.readouterr().err)
+
 
 
 def test_a_callback_that_calls_stop_under_ddp_is_refused_instead_of_hanging_the_other_ranks():
