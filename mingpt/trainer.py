@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_loads_back, check_range,
-                          escape_what_stdout_cannot_encode, load_checkpoint, model_state,
+                          escape_what_stdout_cannot_encode, eval_mode, load_checkpoint, model_state, modes_kept,
                           remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
@@ -690,8 +690,7 @@ class Trainer:
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
-        with modes_kept(self.model):
-            self.model.eval()
+        with eval_mode(self.model):
             for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
                 x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
                 with self.autocast:
@@ -911,18 +910,6 @@ class LinesAboveBar:
 
     def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)
-
-
-@contextmanager
-def modes_kept(model):
-    """Run a block that may switch model or its parts between train() and eval(): when it ends, every module is back
-    in its own mode, a submodule kept in eval on purpose (a frozen probe) too, which model.train() would wake."""
-    modes = [(module, module.training) for module in model.modules()]
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
 
 
 @contextmanager

@@ -121,15 +121,25 @@ def resolve_device(device='auto'):
 
 
 @contextmanager
-def eval_mode(model):
-    """Within it, model is in eval mode (no dropout); after it, even after Ctrl-C, in the mode it was in: a model
-    loaded to be evaluated stays in eval mode, a model in training goes on training."""
-    was_training = model.training
-    model.eval()
+def modes_kept(model):
+    """Run a block that may switch model or its parts between train() and eval(): when it ends, even after Ctrl-C,
+    every module is back in its own mode, a submodule kept in eval on purpose (a frozen probe) too, which
+    model.train() would wake."""
+    modes = [(module, module.training) for module in model.modules()]
     try:
-        yield model
+        yield
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
+
+
+@contextmanager
+def eval_mode(model):
+    """Within it, model is in eval mode (no dropout); after it, each module is in the mode it was in: a model loaded
+    to be evaluated stays in eval mode, a model in training goes on training (its frozen probe still in eval)."""
+    with modes_kept(model):
+        model.eval()
+        yield model
 
 
 def other_rank():

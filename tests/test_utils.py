@@ -815,3 +815,18 @@ def test_from_checkpoint_holds_the_weights_once_tied_with_real_buffers_and_the_s
         assert torch.equal(again(x, x[:, :5])[0], model(x, x[:, :5])[0])
     save_checkpoint(model_state(model.half()), tmp_path / 'half.pt')
     assert {p.dtype for p in cls.from_checkpoint(tmp_path / 'half.pt')[0].parameters()} == {torch.float32}
+
+
+def test_eval_mode_gives_each_module_its_own_mode_back_a_frozen_probe_too():
+    """eval_mode (adder's and chargpt's samples, translate's checks, attention maps) ended with model.train(), which
+    woke a submodule kept in eval on purpose; each module is now back in its own mode, after an error too."""
+    from mingpt.utils import eval_mode
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5), torch.nn.Dropout(0.5))
+    model[2].eval()  # the frozen probe
+    with pytest.raises(KeyboardInterrupt), eval_mode(model):
+        assert not any(m.training for m in model.modules())
+        raise KeyboardInterrupt
+    assert [m.training for m in model.modules()] == [True, True, True, False]
+    with eval_mode(model.eval()):
+        pass
+    assert not any(m.training for m in model.modules())
