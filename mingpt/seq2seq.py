@@ -159,6 +159,9 @@ class Transformer(nn.Module):
         """The encoder's output (B, S, C) for source ids src (B, S), padded at the end with pad_token_id, and the
         mask (B, 1, 1, S) that keeps attention off that padding."""
         mask = key_padding_mask(src, self.config.pad_token_id)
+        if not mask.any(dim=-1).all():  # every key hidden: its encoder states, and the loss, would be NaN or arbitrary
+            raise ValueError(f"a source row holds only padding (pad_token_id={self.config.pad_token_id}): give each "
+                             "source at least one token, such as EOS")
         x = self.embed(self.encoder, src)
         for block in self.encoder.h:
             x = block(x, mask)
@@ -234,9 +237,6 @@ class Transformer(nn.Module):
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
-        if not (src != c.pad_token_id).any(dim=1).all():  # its encoder states would be NaN or arbitrary
-            raise ValueError(f"a source row holds only padding (pad_token_id={c.pad_token_id}): give each source at "
-                             "least one token, such as EOS")
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
             rows = self.greedy(memory, memory_mask, max_new_tokens)

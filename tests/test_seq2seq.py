@@ -151,12 +151,17 @@ def test_translate_writes_up_to_block_size_tokens():
 
 
 def test_a_source_of_only_padding_is_refused_by_name():
-    """Its encoder states were NaN with attn_impl='explicit' (every key masked) and arbitrary with SDPA."""
+    """Its encoder states were NaN with attn_impl='explicit' (every key masked) and arbitrary with SDPA: translate
+    wrote PAD ids, and training (forward) got a NaN loss."""
     model = tiny(attn_impl='explicit')
+    tgt = sentences([2, 3])
     for src in (torch.tensor([[5, 6, EOS], [PAD, PAD, PAD]]), torch.tensor([[PAD, PAD]]), torch.zeros(1, 0).long()):
-        with pytest.raises(ValueError, match=r"a source row holds only padding \(pad_token_id=0\)"):
-            model.translate(src, max_new_tokens=4)
+        for call in (lambda: model.translate(src, max_new_tokens=4), lambda: model(src, tgt[:len(src)]),
+                     lambda: model.encode(src), lambda: model.cross_attention_maps(src, tgt[:len(src)])):
+            with pytest.raises(ValueError, match=r"a source row holds only padding \(pad_token_id=0\)"):
+                call()
     assert model.translate(torch.tensor([[EOS, PAD]]), max_new_tokens=4)  # EOS alone is a source
+    assert model(torch.tensor([[EOS, PAD], [5, EOS]]), tgt)[1].isfinite()
 
 
 def test_encoder_keys_values_are_computed_once_and_reused():
