@@ -201,12 +201,16 @@ class Transformer(nn.Module):
 
     def next_token_logits(self, seq, caches):
         """Logits (B, vocab_size) of the token after each row of seq (B, T), the target so far (from BOS); only the
-        tokens the caches have not seen go through the decoder."""
+        tokens the caches have not seen go through the decoder. PAD and BOS get -inf: they are never a target's
+        next token, yet label smoothing gives them some probability, and a decoded PAD or BOS would vanish from the
+        text without a trace (so greedy and beam search choose among the other tokens, renormalised)."""
+        c = self.config
         start = caches[0].len
         x = self.embed(self.decoder, seq[:, start:], start)
         for block, cache in zip(self.decoder.h, caches):
             x = block(x, cache.memory, cache.memory_mask, cache.self_attn)
-        return self.lm_head(self.decoder.ln_f(x[:, -1]))
+        logits = self.lm_head(self.decoder.ln_f(x[:, -1]))
+        return logits.index_fill(-1, torch.tensor([c.pad_token_id, c.bos_token_id], device=logits.device), -math.inf)
 
     @torch.no_grad()
     def greedy(self, memory, memory_mask, max_new_tokens):
