@@ -11,9 +11,11 @@ The default task is generated in code, so it runs offline: "the 3rd of March, 20
 "Wednesday, March 3, 2021" -> "2021-03-03". The held-out dates never occur in training, in any format. With
 --data.path data.n_test pairs, drawn by a seeded shuffle, are held out; the vocabulary is the corpus's
 characters, or a byte-level BPE trained on its training lines with mingpt.bpe.train_bpe; BLEU is reported when
-the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl and
-translate_attention.png: for the longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
+the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl,
+translations.tsv (every held-out pair: source, reference, prediction, correct) and translate_attention.png: for the
+longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
 """
+import csv
 import datetime
 import hashlib
 import os
@@ -28,7 +30,7 @@ from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, model_state, need_work_dir,
-                          refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
+                          atomic_write, refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 
@@ -224,6 +226,20 @@ def print_examples(pairs, hyps, n):
         print(f"  {mark} {pairs[i][0]!r} -> {hyps[i]!r}" + ('' if mark == 'ok ' else f" (expected {pairs[i][1]!r})"))
 
 
+def write_translations(pairs, hyps, path):
+    """A TSV file of the held-out translations, in the held-out order, to quote from and to count errors in: a header,
+    then source, reference, prediction and correct (1 or 0) per pair. Written with the csv module: a field holding
+    a tab, a newline or a double quote (a BPE model may write them) is put in double quotes, as spreadsheets and
+    pandas.read_csv(path, sep='\\t') expect."""
+    def write(tmp):
+        with open(tmp, 'w', encoding='utf-8', newline='') as f:
+            out = csv.writer(f, delimiter='\t', lineterminator='\n')
+            out.writerow(['source', 'reference', 'prediction', 'correct'])
+            out.writerows([source, target, hyp, int(hyp == target)] for (source, target), hyp in zip(pairs, hyps))
+    atomic_write(path, write)
+    print(f"wrote {path}: the {len(pairs)} held-out translations")
+
+
 def bleu(hyps, refs):
     """Corpus BLEU through sacrebleu when it is installed, else None."""
     try:
@@ -362,14 +378,15 @@ def main(argv):
 
 
 def report(model, vocab, test_pairs, config, work_dir, attention_source):
-    """After training: exact match (and BLEU on a corpus) on the held-out pairs, examples, the checkpoint, the
-    cross-attention PNG."""
+    """After training: exact match (and BLEU on a corpus) on the held-out pairs, examples, the file of every held-out
+    translation, the checkpoint, the cross-attention PNG."""
     accuracy, hyps = exact_match(model, vocab, test_pairs, config.eval.num_beams)
     print(f"exact match on {len(test_pairs)} held-out pairs: {accuracy:.4f}")
     score = bleu(hyps, [t for _, t in test_pairs]) if config.data.path else None
     if config.data.path:
         print(f"BLEU: {score:.2f}" if score is not None else "BLEU: skipped (pip install sacrebleu to report it)")
     print_examples(test_pairs, hyps, config.eval.examples)
+    write_translations(test_pairs, hyps, os.path.join(work_dir, 'translations.tsv'))
     path = os.path.join(work_dir, 'model.pt')
     save_checkpoint({**model_state(model), 'config': config.to_dict(), 'vocabulary': vocab.record,
                      'iter_num': config.trainer.max_iters, 'exact_match': accuracy, 'bleu': score}, path)

@@ -1,5 +1,7 @@
 """The encoder-decoder transformer (mingpt/seq2seq.py) and the translate project, on tiny models."""
 
+import csv
+
 import pytest
 import torch
 
@@ -496,6 +498,16 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     assert f"translate with '--sample.checkpoint={tmp_path / 'model.pt'}' --sample.text=..." in out
     assert 'iter 0: train loss ' in out  # the batch's loss, beside the held-out exact match
     assert (tmp_path / 'translate_attention.png').stat().st_size > 0
+    # every held-out pair, in order, with the saved model's translation and whether it is exact
+    assert f"wrote {tmp_path / 'translations.tsv'}: the 20 held-out translations" in out
+    with open(tmp_path / 'translations.tsv', encoding='utf-8', newline='') as f:
+        header, *rows = list(csv.reader(f, delimiter='\t'))
+    test_pairs = translate.dates_task(200, 20, 3407)[1]
+    model, ckpt = Transformer.from_checkpoint(tmp_path / 'model.pt')
+    hyps = translate.translate(model, translate.Vocabulary(ckpt['vocabulary']), [s for s, _ in test_pairs])
+    assert header == ['source', 'reference', 'prediction', 'correct']
+    assert rows == [[s, t, h, str(int(h == t))] for (s, t), h in zip(test_pairs, hyps)]
+    assert f"exact match on 20 held-out pairs: {sum(r[3] == '1' for r in rows) / 20:.4f}" in out
     translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=3rd of March 2021|1/2/2000'])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2].startswith("'3rd of March 2021' -> ") and lines[-1].startswith("'1/2/2000' -> ")
@@ -633,6 +645,30 @@ def test_translating_leaves_the_model_in_its_mode_even_when_interrupted(monkeypa
     with pytest.raises(KeyboardInterrupt):
         translate.translate(model, vocab, ['abc'])
     assert model.training
+
+
+def test_the_translations_file_reads_back_whatever_the_text_and_is_written_whole(tmp_path, monkeypatch):
+    translate = load_project('translate')
+    pairs = [('a\tb', 'x "y"'), ('one', '1'), ('deux', '2')]  # a tab, quotes, a newline: each must read back
+    hyps = ['x "y"', '1\n1', '2']
+    path = tmp_path / 'translations.tsv'
+    translate.write_translations(pairs, hyps, path)
+    with open(path, encoding='utf-8', newline='') as f:
+        assert list(csv.reader(f, delimiter='\t')) == [['source', 'reference', 'prediction', 'correct'],
+                                                       ['a\tb', 'x "y"', 'x "y"', '1'], ['one', '1', '1\n1', '0'],
+                                                       ['deux', '2', '2', '1']]
+    before = path.read_bytes()
+
+    class Failing:
+        def writerow(self, row):
+            pass
+
+        def writerows(self, rows):
+            raise OSError("disk full")
+    monkeypatch.setattr(translate.csv, 'writer', lambda *args, **kwargs: Failing())
+    with pytest.raises(OSError, match="disk full"):
+        translate.write_translations(pairs, hyps, path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ['translations.tsv']
 
 
 def test_examples_show_the_wrong_translations_first(capsys):
