@@ -1,6 +1,7 @@
 """The encoder-decoder transformer (mingpt/seq2seq.py) and the translate project, on tiny models."""
 
 import csv
+import math
 
 import pytest
 import torch
@@ -113,6 +114,56 @@ def test_decoder_block_is_self_attention_then_cross_attention_then_the_mlp(varia
         h = h + cross(block.ln_cross_attn(h))
         want = h + mlp(block.ln_2(h))
     torch.testing.assert_close(block(x, memory, mask), want)
+
+
+def test_forward_is_the_lectures_encoder_decoder_computed_by_hand():
+    """The whole model, one encoder and one decoder layer, from its raw weights with the formulas of the lecture:
+    embedding * sqrt(d) + sinusoidal positions; encoder self-attention that sees every real source token and no
+    padding; decoder causal self-attention over BOS + target, cross-attention to the encoder's output; post-norm
+    Add & Norm, ReLU MLP; tied generator; the label-smoothed loss over the real target positions."""
+    model = perturb_norms(tiny(n_layer=1, n_head=2, n_embd=8))
+    d, hs, eps, V = 8, 4, 0.1, 11
+    src = torch.tensor([[5, 6, 7, EOS], [8, EOS, PAD, PAD]])  # the second source is padded
+    tgt = torch.tensor([[9, EOS, PAD], [3, 4, EOS]])
+    pe = torch.tensor([[math.sin(p / 10000 ** (i / d)) if i % 2 == 0 else math.cos(p / 10000 ** ((i - 1) / d))
+                        for i in range(d)] for p in range(16)])
+
+    def layer_norm(ln, x):
+        mean, var = x.mean(-1, keepdim=True), ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + 1e-5) * ln.weight + ln.bias
+
+    def attention(attn, x, context, allowed):  # allowed (B, T, S): may query t look at key s
+        W, b = attn.c_attn.weight, attn.c_attn.bias
+        q, k, v = x @ W[:d].T + b[:d], context @ W[d:2 * d].T + b[d:2 * d], context @ W[2 * d:].T + b[2 * d:]
+        heads = []
+        for h in range(2):
+            part = slice(h * hs, (h + 1) * hs)
+            scores = (q[..., part] @ k[..., part].transpose(1, 2) / math.sqrt(hs)).masked_fill(~allowed, -math.inf)
+            heads.append(torch.softmax(scores, -1) @ v[..., part])
+        return attn.c_proj(torch.cat(heads, -1))
+
+    def mlp(m, x):
+        return torch.relu(x @ m.c_fc.weight.T + m.c_fc.bias) @ m.c_proj.weight.T + m.c_proj.bias
+
+    def embed(stack, ids):
+        return stack.wte.weight[ids] * math.sqrt(d) + pe[:ids.size(1)]
+
+    enc, dec = model.encoder.h[0], model.decoder.h[0]
+    real = (src != PAD)[:, None, :].expand(2, 4, 4)
+    x = embed(model.encoder, src)
+    x = layer_norm(enc.ln_1, x + attention(enc.attn, x, x, real))
+    memory = layer_norm(enc.ln_2, x + mlp(enc.mlp, x))
+    y = embed(model.decoder, torch.tensor([[BOS, 9, EOS], [BOS, 3, 4]]))  # BOS + the target, shifted right
+    y = layer_norm(dec.ln_1, y + attention(dec.attn, y, y, torch.ones(3, 3).tril().bool().expand(2, 3, 3)))
+    y = layer_norm(dec.ln_cross_attn, y + attention(dec.crossattention, y, memory, real[:, :1].expand(2, 3, 4)))
+    y = layer_norm(dec.ln_2, y + mlp(dec.mlp, y))
+    logits = y @ model.decoder.wte.weight.T  # the generator is the decoder's embedding
+    logp = logits.log_softmax(-1)
+    at = tgt != PAD  # 5 real target positions: (1 - eps) on the right token, eps spread over all V
+    loss = -((1 - eps) * logp.gather(-1, tgt[..., None])[..., 0] + eps / V * logp.sum(-1))[at].mean()
+    got_logits, got_loss = model(src, tgt)
+    torch.testing.assert_close(got_logits, logits)
+    torch.testing.assert_close(got_loss, loss)
 
 
 def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
