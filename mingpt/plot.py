@@ -106,10 +106,11 @@ def read_metrics(path):
 
 
 def ema(values, alpha):
-    """Exponential moving average, started at the first value (so the curve does not rise from zero)."""
+    """Exponential moving average, started at the first value (so the curve does not rise from zero), and again after
+    a value that is not finite (a diverged step's NaN shows as a gap, not as the end of the curve)."""
     out, avg = [], None
     for v in values:
-        avg = v if avg is None else alpha * avg + (1 - alpha) * v
+        avg = v if avg is None or not math.isfinite(avg) else alpha * avg + (1 - alpha) * v
         out.append(avg)
     return out
 
@@ -145,11 +146,16 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
                     label=f'{name} val')
     ax.set_xlabel('iteration')
     ax.set_ylabel('loss (cross-entropy, nats per token)')
-    if logy:  # losses span a decade or less: label them as numbers (3, 4), not 3 x 10^0, and draw their grid lines
+    if logy:  # losses span a decade or less: label them as numbers (0.3, 3), not 3 x 10^0, and draw their grid lines
         from matplotlib.ticker import LogFormatter
+
+        class PlainNumbers(LogFormatter):
+            """matplotlib's choice of the log axis's ticks to label, written as plain numbers."""
+            def __call__(self, x, pos=None):
+                return f'{x:g}' if super().__call__(x, pos) else ''
         ax.set_yscale('log')
-        ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+        ax.yaxis.set_major_formatter(PlainNumbers(labelOnlyBase=False))
+        ax.yaxis.set_minor_formatter(PlainNumbers(labelOnlyBase=False))
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3, which='both' if logy else 'major')

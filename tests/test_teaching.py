@@ -244,6 +244,25 @@ def test_a_log_loss_axis_is_labelled_with_numbers_and_has_grid_lines(tmp_path):
     assert all(tick.gridline.get_visible() for tick in ax.yaxis.get_minor_ticks())
 
 
+
+def test_a_log_loss_axis_below_1_is_labelled_with_plain_numbers(tmp_path):
+    """--logy labelled losses below 1 (adder, translate) '3e-01', '4e-01'."""
+    path = tmp_path / 'metrics.jsonl'
+    path.write_text(''.join(json.dumps({'iter': i, 'loss': 0.9 * (1 / 3) ** (i / 99)}) + '\n' for i in range(100)))
+    ax = plot.loss_figure([path], logy=True).axes[0]
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
+    assert labels and all('e' not in t and float(t) <= 1 for t in labels), labels
+
+
+def test_a_non_finite_loss_blanks_only_its_own_point_of_the_smoothed_curve():
+    """A diverged step (loss NaN or inf) was carried by the backward pass into every point before it as well."""
+    values = [4.0, 3.9, 3.8, float('nan'), 3.6, 3.5, float('inf'), 3.4]
+    out = plot.smoothed(values, 0.5)
+    assert [math.isfinite(o) for o in out] == [math.isfinite(v) for v in values]
+    assert out[:3] == pytest.approx(plot.smoothed(values[:3], 0.5))  # each finite stretch as if smoothed alone
+    assert out[4:6] == pytest.approx(plot.smoothed(values[4:6], 0.5))
+
 # ---- positions ----
 
 def test_cosine_similarity_of_the_sinusoidal_table_by_hand():
