@@ -209,7 +209,8 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
             finish()
         else:
             for (p, k), row in zip(batch, new):
-                header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if stopped else '')
+                cut = stopped and eos not in row  # a row that wrote eos was complete before the stop
+                header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if cut else '')
                 sys.stdout.write(prompts[p] + text_of(tokenizer, row, eos) + '\n')
         if stopped:  # the batch's text so far is printed: now stop, as Ctrl-C asked
             raise stopped

@@ -718,6 +718,28 @@ def test_ctrl_c_prints_the_text_its_batch_has_written_so_far(rows, tmp_path, cap
     assert out.err.count('(interrupted) ---') == (2 if rows == 2 else 0)  # a lone row streams, with no header
 
 
+
+def test_after_ctrl_c_a_row_that_had_ended_at_eos_is_not_marked_interrupted(enc, capsys, monkeypatch):
+    """Every row of a stopped batch was marked '(interrupted)', a row already complete (ended at eos) too."""
+    g, tokenizer = generate_module(), enc
+    eos, a = tokenizer.special_tokens['<|endoftext|>'], tokenizer.encode(' a')[0]
+
+    class Stopped:
+        block_size = 16
+
+        def generate_stream(self, idx, max_new_tokens, **kwargs):
+            yield torch.tensor([[eos], [a]])
+            yield torch.tensor([[a], [a]])  # a row's tokens after its eos are dropped
+            raise KeyboardInterrupt
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (Stopped(), tokenizer))
+    with pytest.raises(SystemExit):
+        g.run_cli(g.main, ['--model=fake', '--prompt=x', '--num_samples=2', '--max_new_tokens=9', '--device=cpu'])
+    out = capsys.readouterr()
+    assert [line for line in out.err.splitlines() if line.startswith('---')] == ['--- sample 1 ---',
+                                                                               '--- sample 2 (interrupted) ---']
+    assert out.out == 'x\nx a a\n'
+
+
 def test_the_seed_chooses_the_samples(g, hf_dir, capsys):
     folder, _ = hf_dir
     texts = []
