@@ -183,6 +183,7 @@ class Trainer:
         self._stopping = False  # a callback called stop(); each run() starts without
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
+        self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -197,7 +198,8 @@ class Trainer:
         callbacks run on rank 0 only: they print and save, and the other ranks hold the same model. A callback adds
         its own numbers to this step's line of metrics.jsonl with trainer.metrics['name'] = value (a number), and
         ends the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
-        or set the learning rate: the other ranks would not know, so it is refused."""
+        or set the learning rate: the other ranks would not know, so it is refused; nor may it call save_checkpoint(),
+        which waits for them (trainer.evaluate() in a callback scores on rank 0 alone)."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
@@ -205,9 +207,13 @@ class Trainer:
         max_iters, lrs, stopping = self.config.max_iters, self._lrs(), self._stopping
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
-        with modes_kept(self.model), LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
-            for callback in callbacks:
-                callback(self)
+        self._in_callbacks = True  # evaluate() and save_checkpoint() then know the other ranks are not with them
+        try:
+            with modes_kept(self.model), LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
+                for callback in callbacks:
+                    callback(self)
+        finally:
+            self._in_callbacks = False
         others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
         if self.world_size > 1 and self.config.max_iters != max_iters:  # else the run would hang, not stop
             raise RuntimeError(f"a callback changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters}) "
@@ -682,22 +688,25 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, dataset=None):
         """Mean loss over eval_iters batches of dataset (default: the val set). The windows come from a fixed seed,
-        the same at every evaluation, so successive val losses compare fairly. Under DDP each rank scores a share, so
-        all ranks call it (not a callback: callbacks run on rank 0 only, and it would wait for the others)."""
+        the same at every evaluation, so successive val losses compare fairly. Under DDP each rank scores a share
+        when all ranks call it (as the loop does); called from a callback, which runs on rank 0 only, rank 0 scores
+        every rank's share itself, as waiting for the others would hang or crash the run."""
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
+        collective = self.world_size > 1 and not self._in_callbacks
         with eval_mode(self.model):
-            for chunk in np.array_split(ix[self.rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
-                x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
-                with self.autocast:
-                    loss = model(x, y)[1]
-                total[0] += loss.to(dtype) * len(chunk)
-                total[1] += len(chunk)
-        if self.world_size > 1:
+            for rank in [self.rank] if collective else range(self.world_size):
+                for chunk in np.array_split(ix[rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
+                    x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
+                    with self.autocast:
+                        loss = model(x, y)[1]
+                    total[0] += loss.to(dtype) * len(chunk)
+                    total[1] += len(chunk)
+        if collective:
             dist.all_reduce(total)
         return (total[0] / total[1]).item()
 
@@ -754,6 +763,12 @@ class Trainer:
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
         and the sampler's position. Collective under DDP (all ranks call it, so not a callback, which runs on rank 0
         only); rank 0 writes, atomically."""
+        if self.world_size > 1 and self._in_callbacks:  # else rank 0 waits forever for the others' random states
+            raise RuntimeError("trainer.save_checkpoint() was called from a callback under DDP: it gathers every "
+                               "rank's random state, and callbacks run on rank 0 only, so the run would hang. Give "
+                               "trainer.checkpoint_interval (the loop's checkpoints are taken by all ranks together), "
+                               "or save the weights alone in the callback: torch.save(trainer.model.state_dict(), "
+                               "path)")
         rng = [get_rng_state()]
         if self.world_size > 1:
             rng = [None] * self.world_size

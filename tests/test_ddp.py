@@ -150,3 +150,57 @@ def test_when_rank_0_is_killed_the_others_say_what_is_saved_and_how_to_go_on(tmp
     assert f"stopped after 5 iterations; {tmp_path / 'run' / 'ckpt.pt'} was saved after 4 iterations: go on from " \
            "there with --trainer.resume=True" in out, out
     assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+
+
+IN_CALLBACKS = textwrap.dedent("""
+    import os
+    import torch
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = GPT.get_default_config()
+    config.model_type, config.vocab_size, config.block_size = 'gpt-nano', 10, 8
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randint(10, (64, 8)), torch.randint(10, (64, 8)))
+    tc = Trainer.get_default_config()
+    tc.max_iters, tc.batch_size, tc.quiet, tc.device = 6, 4, True, 'cpu'
+    tc.work_dir, tc.eval_interval, tc.eval_iters = os.environ['WORK_DIR'], 3, 2
+    trainer = Trainer(tc, GPT(config), data, val_dataset=data)
+
+    def on_eval_end(trainer):
+        trainer.metrics['again'] = trainer.evaluate()
+        try:
+            trainer.save_checkpoint(os.path.join(tc.work_dir, 'mine.pt'))
+        except RuntimeError as e:
+            print(f"refused: {e}", flush=True)
+
+    trainer.add_callback('on_eval_end', on_eval_end)
+    trainer.run()
+    total = sum(p.double().sum() for p in trainer.model.parameters()).item()
+    print(f"rank {os.environ['RANK']}: parameters sum to {total!r}", flush=True)
+""")
+
+
+def test_a_callback_may_evaluate_and_is_told_it_cannot_save_a_checkpoint(tmp_path):
+    """Callbacks run on rank 0 only, so a collective called in one waited for ranks that never came: evaluate()
+    crashed gloo ('collective mismatch'), save_checkpoint() hung for good. Now evaluate() scores every rank's share on
+    rank 0, the same val loss the loop measured at this step, and save_checkpoint() is refused by name; the run goes
+    on and the replicas stay identical."""
+    script = tmp_path / 'in_callbacks.py'
+    script.write_text(IN_CALLBACKS)
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT, 'WORK_DIR': str(tmp_path / 'run')}
+    p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                          str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:  # hung: torchrun passes SIGTERM on to the workers
+        p.terminate()
+        p.communicate()
+        raise
+    assert p.returncode == 0, out
+    lines = [r for r in metrics(tmp_path / 'run') if 'val_loss' in r]
+    assert [r['iter'] for r in lines] == [0, 3, 5]
+    assert [r['again'] for r in lines] == pytest.approx([r['val_loss'] for r in lines], abs=1e-7)
+    assert out.count("refused: trainer.save_checkpoint() was called from a callback under DDP") == 3, out
+    assert not (tmp_path / 'run' / 'mine.pt').exists()
+    sums = {line.split(': ')[0]: line.split(' to ')[1] for line in out.splitlines() if 'parameters sum to' in line}
+    assert sorted(sums) == ['rank 0', 'rank 1'] and sums['rank 0'] == sums['rank 1'], out
