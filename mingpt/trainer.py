@@ -787,6 +787,8 @@ class Trainer:
                 'best_val_loss': self.best_val_loss,
                 'trainable': trainable_names(self.model),
             }, path)
+        if self.world_size > 1:  # the others say a checkpoint is saved (if rank 0 dies) only once rank 0 has written it
+            dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
 
 

@@ -119,6 +119,7 @@ def test_a_resume_on_another_number_of_processes_says_so_and_each_rank_keeps_its
 KILLED = textwrap.dedent("""
     import os, signal, sys
     import torch
+    import mingpt.trainer
     from mingpt.model import GPT
     from mingpt.trainer import Trainer
     from mingpt.utils import run_cli
@@ -131,25 +132,38 @@ KILLED = textwrap.dedent("""
         tc.max_iters, tc.batch_size, tc.quiet, tc.device = 1000, 4, True, 'cpu'
         tc.work_dir, tc.checkpoint_interval = argv[0], 2
         trainer = Trainer(tc, GPT(config), data)
-        trainer.add_callback('on_batch_end', lambda t: t.iter_num == 4 and os.kill(os.getpid(), signal.SIGKILL))
+        die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+        if argv[1] == 'callback':
+            trainer.add_callback('on_batch_end', lambda t: t.iter_num == 4 and die())
+        else:  # in the write of the checkpoint of 4 iterations, as the OOM killer would in torch.save
+            write = mingpt.trainer.save_checkpoint
+
+            def dying_write(checkpoint, path):
+                if checkpoint['iter_num'] == 4:
+                    die()
+                write(checkpoint, path)
+
+            mingpt.trainer.save_checkpoint = dying_write
         trainer.run()
 
     run_cli(main)
 """)
 
 
-def test_when_rank_0_is_killed_the_others_say_what_is_saved_and_how_to_go_on(tmp_path):
+@pytest.mark.parametrize('where, stopped, saved', [('callback', 5, 4), ('write', 4, 2)])
+def test_when_rank_0_is_killed_the_others_say_what_is_saved_and_how_to_go_on(tmp_path, where, stopped, saved):
     """The OOM killer's SIGKILL leaves no word from the rank it ends; the others meet a lost connection (or torchrun's
-    SIGTERM), which said nothing of a checkpoint. Rank 0 dies in iteration 4's callbacks, after the checkpoint of 4."""
+    SIGTERM), which said nothing of a checkpoint. Rank 0 dies in iteration 4's callbacks, after the checkpoint of 4;
+    or in the write of that checkpoint, which the others had counted as saved (they now wait for the write)."""
     script = tmp_path / 'killed.py'
     script.write_text(KILLED)
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT}
     out = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                          str(script), str(tmp_path / 'run')], env=env, stdout=subprocess.PIPE,
+                          str(script), str(tmp_path / 'run'), where], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, timeout=120).stdout
-    assert f"stopped after 5 iterations; {tmp_path / 'run' / 'ckpt.pt'} was saved after 4 iterations: go on from " \
-           "there with --trainer.resume=True" in out, out
-    assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == 4
+    assert f"stopped after {stopped} iterations; {tmp_path / 'run' / 'ckpt.pt'} was saved after {saved} iterations: " \
+           "go on from there with --trainer.resume=True" in out, out
+    assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == saved
 
 
 IN_CALLBACKS = textwrap.dedent("""
