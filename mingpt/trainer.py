@@ -742,7 +742,7 @@ class Trainer:
         if clash:
             raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
                              f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
-        record.update({k: v.item() if hasattr(v, 'item') else v for k, v in self.metrics.items()})  # tensor: number
+        record.update({k: metric_value(k, v) for k, v in self.metrics.items()})
         self.metrics.clear()
         if self.rank == 0 and self.config.work_dir is not None:
             with open(self._path('metrics.jsonl'), 'a') as f:
@@ -795,6 +795,19 @@ class Trainer:
 def iterations(n):
     """'1 iteration', '2 iterations': for the messages that count them."""
     return f"{n} iteration{'' if n == 1 else 's'}"
+
+
+def metric_value(name, value):
+    """A callback's trainer.metrics[name] as metrics.jsonl writes it: a one-element tensor or array as its number.
+    One that cannot be written is refused by its name (.item() and json said only 'a Tensor with 2 elements...')."""
+    try:
+        value = value.item() if hasattr(value, 'item') else value
+        json.dumps(value)
+    except (RuntimeError, ValueError, TypeError):
+        raise TypeError(f"trainer.metrics[{name!r}] = {value!r:.80} is not one number, which is what a line of "
+                        "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element"
+                        ) from None
+    return value
 
 
 def trainable_names(model):

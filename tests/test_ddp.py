@@ -135,6 +135,8 @@ KILLED = textwrap.dedent("""
         die = lambda: os.kill(os.getpid(), signal.SIGKILL)
         if argv[1] == 'callback':
             trainer.add_callback('on_batch_end', lambda t: t.iter_num == 4 and die())
+        elif argv[1] == 'metric':  # not killed: a callback's error ends rank 0
+            trainer.add_callback('on_batch_end', lambda t: t.iter_num == 4 and t.metrics.update(pair=torch.ones(2)))
         else:  # in the write of the checkpoint of 4 iterations, as the OOM killer would in torch.save
             write = mingpt.trainer.save_checkpoint
 
@@ -164,6 +166,20 @@ def test_when_rank_0_is_killed_the_others_say_what_is_saved_and_how_to_go_on(tmp
     assert f"stopped after {stopped} iterations; {tmp_path / 'run' / 'ckpt.pt'} was saved after {saved} iterations: " \
            "go on from there with --trainer.resume=True" in out, out
     assert torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)['iter_num'] == saved
+
+
+def test_a_metric_that_is_not_one_number_is_named_and_no_rank_waits_for_rank_0(tmp_path):
+    """A callback on rank 0 gives trainer.metrics a pair: the error names the metric (it said only 'a Tensor with 2
+    elements cannot be converted to Scalar'), and the other rank, waiting in the next step, ends too."""
+    script = tmp_path / 'killed.py'
+    script.write_text(KILLED)
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT}
+    p = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                        str(script), str(tmp_path / 'run'), 'metric'], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "trainer.metrics['pair'] = tensor([1., 1.]) is not one number" in p.stdout, p.stdout
+    assert [r['iter'] for r in metrics(tmp_path / 'run')] == list(range(4))  # nothing of the refused line
 
 
 IN_CALLBACKS = textwrap.dedent("""
