@@ -184,6 +184,7 @@ class Trainer:
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
+        self._all_ranks_evaluate = False  # within the loop's evaluation, which every rank runs
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -199,7 +200,7 @@ class Trainer:
         its own numbers to this step's line of metrics.jsonl with trainer.metrics['name'] = value (a number), and
         ends the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
         or set the learning rate: the other ranks would not know, so it is refused; nor may it call save_checkpoint(),
-        which waits for them (trainer.evaluate() in a callback scores on rank 0 alone)."""
+        which waits for them (trainer.evaluate() in a callback does not: it scores in this process alone)."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
@@ -207,7 +208,7 @@ class Trainer:
         max_iters, lrs, stopping = self.config.max_iters, self._lrs(), self._stopping
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
-        self._in_callbacks = True  # evaluate() and save_checkpoint() then know the other ranks are not with them
+        self._in_callbacks = True  # save_checkpoint() then knows the other ranks are not with it
         try:
             with modes_kept(self.model), LinesAboveBar(bar) if bar is not None and not bar.disable else nullcontext():
                 for callback in callbacks:
@@ -387,7 +388,11 @@ class Trainer:
 
     def _evaluate_step(self, record):
         """The val loss, into this step's record; model.pt when it is the best so far; then on_eval_end's callbacks."""
-        self.val_loss = record['val_loss'] = self.evaluate()
+        self._all_ranks_evaluate = True  # the loop's evaluation: every rank is here to score a share
+        try:
+            self.val_loss = record['val_loss'] = self.evaluate()
+        finally:
+            self._all_ranks_evaluate = False
         if self.val_loss < self.best_val_loss:
             self.best_val_loss = self.val_loss
             self._save_model()  # model.pt holds the best model so far
@@ -688,16 +693,17 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, dataset=None):
         """Mean loss over eval_iters batches of dataset (default: the val set). The windows come from a fixed seed,
-        the same at every evaluation, so successive val losses compare fairly. Under DDP each rank scores a share
-        when all ranks call it (as the loop does); called from a callback, which runs on rank 0 only, rank 0 scores
-        every rank's share itself, as waiting for the others would hang or crash the run."""
+        the same at every evaluation, so successive val losses compare fairly. Under DDP the loop's evaluations split
+        the windows among the ranks; any other call (in a callback, which runs on rank 0 only, or before or after
+        run(), perhaps on one rank) scores them all in this process, as waiting for ranks that are not calling it
+        would hang or crash the run."""
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
-        collective = self.world_size > 1 and not self._in_callbacks
+        collective = self.world_size > 1 and self._all_ranks_evaluate
         with eval_mode(self.model):
             for rank in [self.rank] if collective else range(self.world_size):
                 for chunk in np.array_split(ix[rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):

@@ -5,6 +5,7 @@ to 1e-4 (measured: ~1e-6 after 5 iterations). The DDP run also accumulates (2 ra
 = the single run's 8), which checks no_sync on the first micro-step."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -204,17 +205,21 @@ IN_CALLBACKS = textwrap.dedent("""
             print(f"refused: {e}", flush=True)
 
     trainer.add_callback('on_eval_end', on_eval_end)
+    print(f"rank {os.environ['RANK']}: before the run {trainer.evaluate()!r}", flush=True)
     trainer.run()
+    if os.environ['RANK'] == '0':
+        print(f"rank 0 alone, after the run: {trainer.evaluate()!r}", flush=True)
     total = sum(p.double().sum() for p in trainer.model.parameters()).item()
     print(f"rank {os.environ['RANK']}: parameters sum to {total!r}", flush=True)
 """)
 
 
-def test_a_callback_may_evaluate_and_is_told_it_cannot_save_a_checkpoint(tmp_path):
+def test_evaluate_outside_the_loop_scores_alone_and_a_callback_is_told_it_cannot_save_a_checkpoint(tmp_path):
     """Callbacks run on rank 0 only, so a collective called in one waited for ranks that never came: evaluate()
-    crashed gloo ('collective mismatch'), save_checkpoint() hung for good. Now evaluate() scores every rank's share on
-    rank 0, the same val loss the loop measured at this step, and save_checkpoint() is refused by name; the run goes
-    on and the replicas stay identical."""
+    crashed gloo ('collective mismatch'), save_checkpoint() hung for good; evaluate() before run() failed (no process
+    group yet), and after it on rank 0 alone would hang. Now evaluate() outside the loop's own evaluations scores every
+    window in its process, the val loss the loop measured, and save_checkpoint() in a callback is refused by name;
+    the run goes on and the replicas stay identical."""
     script = tmp_path / 'in_callbacks.py'
     script.write_text(IN_CALLBACKS)
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT, 'WORK_DIR': str(tmp_path / 'run')}
@@ -232,5 +237,8 @@ def test_a_callback_may_evaluate_and_is_told_it_cannot_save_a_checkpoint(tmp_pat
     assert [r['again'] for r in lines] == pytest.approx([r['val_loss'] for r in lines], abs=1e-7)
     assert out.count("refused: trainer.save_checkpoint() was called from a callback under DDP") == 3, out
     assert not (tmp_path / 'run' / 'mine.pt').exists()
-    sums = {line.split(': ')[0]: line.split(' to ')[1] for line in out.splitlines() if 'parameters sum to' in line}
-    assert sorted(sums) == ['rank 0', 'rank 1'] and sums['rank 0'] == sums['rank 1'], out
+    for said in ('parameters sum to', 'before the run'):  # the ranks' prints may share a line: found by pattern
+        by_rank = dict(re.findall(rf"rank (\d): {said} ([\d.]+)", out))
+        assert sorted(by_rank) == ['0', '1'] and by_rank['0'] == by_rank['1'], out
+    after = [float(v) for v in re.findall(r"rank 0 alone, after the run: ([\d.]+)", out)]
+    assert after == pytest.approx([lines[-1]['val_loss']], abs=1e-7)  # iteration 5, the last, was evaluated
