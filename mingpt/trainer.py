@@ -767,8 +767,8 @@ class Trainer:
 
     def save_checkpoint(self, path=None):
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
-        and the sampler's position. Collective under DDP (all ranks call it, so not a callback, which runs on rank 0
-        only); rank 0 writes, atomically."""
+        and the sampler's position. Collective under DDP: all ranks call it (from a callback, which runs on rank 0
+        only, it is refused); rank 0 writes, atomically."""
         if self.world_size > 1 and self._in_callbacks:  # else rank 0 waits forever for the others' random states
             raise RuntimeError("trainer.save_checkpoint() was called from a callback under DDP: it gathers every "
                                "rank's random state, and callbacks run on rank 0 only, so the run would hang. Give "
