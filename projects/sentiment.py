@@ -389,10 +389,14 @@ def saved_vocabulary(ckpt, path):
     """The Vocabulary a checkpoint of this project records (its 'tokenizer'); another project's checkpoint, or a
     record of another shape (a damaged or hostile file), is refused by name."""
     record = ckpt.get('tokenizer')
-    if record is None or isinstance(record, dict) and set(record) != {'kind', 'tokens'}:  # e.g. chargpt's
+    if record is None or isinstance(record, dict) and set(record) != {'kind', 'tokens'}:
+        # e.g. chargpt's: its vocabulary has neither the <|endoftext|> suffix nor an unknown token for SST-2's text
         raise ValueError(f"{path} was not written by projects/sentiment.py (it records no vocabulary of this "
                          "project's); give one of its pretrain or finetune checkpoints (or, to fine-tune, GPT-2: a "
-                         "hub id or a Hugging Face directory)")
+                         "hub id or a Hugging Face directory). To start from an LM of your own text (chargpt's "
+                         "Tiny Shakespeare, say), pretrain it here: python projects/sentiment.py pretrain "
+                         "--data.text=tinyshakespeare/input.txt, then finetune "
+                         "--system.init=out/sentiment/pretrain/model.pt")
     kind, tokens = (record['kind'], record['tokens']) if isinstance(record, dict) else (None, None)
     symbol = {'char': str, 'bpe': int}.get(kind)  # what Vocabulary.build lists; gpt2 lists none
     if not (kind == 'gpt2' and tokens is None

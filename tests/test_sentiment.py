@@ -727,7 +727,9 @@ def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(t
     for record in ({}, tokenizer_record(CharTokenizer('abc')), tokenizer_record(train_bpe('a cat sat ' * 9, 258))):
         save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), **record}, tmp_path / 'lm.pt')
         with pytest.raises(ValueError, match=r"lm.pt was not written by projects/sentiment.py \(it records no "
-                                             r"vocabulary of this project's\)"):
+                                             r"vocabulary of this project's\).* pretrain it here: python "
+                                             r"projects/sentiment.py pretrain --data.text=tinyshakespeare/input.txt, "
+                                             r"then finetune --system.init=out/sentiment/pretrain/model.pt"):
             sentiment.load_lm(config, [])
     vocabulary = {'kind': 'char', 'tokens': list('abcdefgh')}  # 10 tokens with unknown and eot, as the model
     save_checkpoint({'model': GPT(C).state_dict(), 'model_config': C.to_dict(), 'tokenizer': vocabulary},
