@@ -75,21 +75,25 @@ TWO_RUNS = textwrap.dedent("""
 """)
 
 
-def test_a_second_run_under_torchrun_joins_the_same_group(tmp_path):
-    """The ablation trains one Trainer after another: the group is kept between them (one made again over torchrun's
-    store hung, now and then, in DDP's first collective)."""
-    script = tmp_path / 'two_runs.py'
-    script.write_text(TWO_RUNS)
-    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+def torchrun_ok(script, env, timeout):
+    """The output of script run by torchrun in 2 processes, which must end well within timeout seconds."""
     p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
                           str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        out, _ = p.communicate(timeout=60)
+        out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:  # hung: torchrun passes SIGTERM on to the workers
         p.terminate()
         p.communicate()
         raise
     assert p.returncode == 0, out
+    return out
+
+def test_a_second_run_under_torchrun_joins_the_same_group(tmp_path):
+    """The ablation trains one Trainer after another: the group is kept between them (one made again over torchrun's
+    store hung, now and then, in DDP's first collective)."""
+    script = tmp_path / 'two_runs.py'
+    script.write_text(TWO_RUNS)
+    out = torchrun_ok(script, {**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=60)
     for run in range(2):
         for rank in range(2):
             assert f"run {run}, rank {rank}: in the group True" in out
@@ -223,15 +227,7 @@ def test_evaluate_outside_the_loop_scores_alone_and_a_callback_is_told_it_cannot
     script = tmp_path / 'in_callbacks.py'
     script.write_text(IN_CALLBACKS)
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT, 'WORK_DIR': str(tmp_path / 'run')}
-    p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
-                          str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = p.communicate(timeout=90)
-    except subprocess.TimeoutExpired:  # hung: torchrun passes SIGTERM on to the workers
-        p.terminate()
-        p.communicate()
-        raise
-    assert p.returncode == 0, out
+    out = torchrun_ok(script, env, timeout=90)
     lines = [r for r in metrics(tmp_path / 'run') if 'val_loss' in r]
     assert [r['iter'] for r in lines] == [0, 3, 5]
     assert [r['again'] for r in lines] == pytest.approx([r['val_loss'] for r in lines], abs=1e-7)
