@@ -13,7 +13,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, rebuild_model
+from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural,
+                          rebuild_model)
 
 
 # ---- positional encoding ----
@@ -361,7 +362,7 @@ class GPT(nn.Module):
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
         empty = (attention_mask == 0).all(dim=1).nonzero()[:, 0].tolist()
         if empty:  # such a row would be continued from no text at all, its padding's embedding alone
-            raise ValueError(f"attention_mask marks no real token in prompt row{'s' * (len(empty) > 1)} "
+            raise ValueError(f"attention_mask marks no real token in prompt {plural(len(empty), 'row')} "
                              f"{', '.join(map(str, empty))}: every row needs at least one 1; drop the empty rows, or "
                              "start them from a token (e.g. newline or <|endoftext|>) marked 1")
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order

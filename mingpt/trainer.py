@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_loads_back, check_range,
                           escape_what_stdout_cannot_encode, eval_mode, load_checkpoint, model_state, modes_kept,
-                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
+                          plural, remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -419,7 +419,7 @@ class Trainer:
         the run knows, not by reading ckpt.pt: torchrun's SIGTERM, sent to the ranks left when one dies, cuts a read
         short."""
         c = self.config
-        stopped = f"\nstopped after {iterations(self.steps_done)}"
+        stopped = f"\nstopped after {self.steps_done} {plural(self.steps_done, 'iteration')}"
         if self._saved is None:
             saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
                                                   if c.work_dir is not None else " (no work_dir)")
@@ -427,7 +427,8 @@ class Trainer:
             return f"{stopped}; {saved}, so a new run starts over{again}"
         path, done = self._saved
         resume = 'True' if c.work_dir is not None and path == self._path('ckpt.pt') else path
-        return f"{stopped}; {path} was saved after {iterations(done)}: go on from there with --trainer.resume={resume}"
+        done = f"{done} {plural(done, 'iteration')}"
+        return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
 
     def _finish(self):
         if self.world_size > 1:
@@ -500,7 +501,8 @@ class Trainer:
         if name != 'metrics.jsonl':
             try:
                 done = load_checkpoint(self._path(name), mmap=True)['iter_num']
-                held = f"{iterations(done)} done" if name == 'ckpt.pt' else f"a model saved after {iterations(done)}"
+                done = f"{done} {plural(done, 'iteration')}"
+                held = f"{done} done" if name == 'ckpt.pt' else f"a model saved after {done}"
                 resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
             except (ValueError, KeyError):
                 held = "unreadable"
@@ -568,8 +570,9 @@ class Trainer:
         command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
         held, max_iters = ckpt['iter_num'], self.config.max_iters
         if max_iters is not None and max_iters <= held:
-            raise ConfigError(f"{path} has trained {iterations(held)} already and trainer.max_iters={max_iters}: "
-                              "nothing is left to train; raise --trainer.max_iters to train on")
+            raise ConfigError(f"{path} has trained {held} {plural(held, 'iteration')} already and "
+                              f"trainer.max_iters={max_iters}: nothing is left to train; raise --trainer.max_iters to "
+                              "train on")
         for key in self.must_match:
             if key.endswith('?'):
                 key = key[:-1]
@@ -796,11 +799,6 @@ class Trainer:
         if self.world_size > 1:  # the others say a checkpoint is saved (if rank 0 dies) only once rank 0 has written it
             dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
-
-
-def iterations(n):
-    """'1 iteration', '2 iterations': for the messages that count them."""
-    return f"{n} iteration{'' if n == 1 else 's'}"
 
 
 def metric_value(name, value):

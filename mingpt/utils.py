@@ -120,6 +120,11 @@ def resolve_device(device='auto'):
     return 'cpu'
 
 
+def plural(n, word):
+    """word as a message counts n of it: 'iteration' for 1, 'iterations' for 0 or 2."""
+    return word if n == 1 else word + 's'
+
+
 @contextmanager
 def modes_kept(model):
     """Run a block that may switch model or its parts between train() and eval(): when it ends, even after Ctrl-C,

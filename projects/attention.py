@@ -21,7 +21,7 @@ import torch
 from mingpt.model import sinusoidal_positions
 from mingpt.plot import attention_figure, positions_figure, readable, save
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, run_cli
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, run_cli
 
 
 def get_config():
@@ -52,7 +52,7 @@ def draw_attention(model, tokenizer, P, name):
     heads = range(n_head) if P.head is None else [P.head]
     # a byte-level BPE token may be part of a character: its bytes, which readable() labels as such
     tokens = [tokenizer.decode_bytes([i]) for i in ids]
-    title = f'attention in {name}, {len(ids)} token{"s" * (len(ids) > 1)}: "{readable(P.prompt)}"'
+    title = f'attention in {name}, {len(ids)} {plural(len(ids), "token")}: "{readable(P.prompt)}"'
     return attention_figure(maps[list(layers)][:, list(heads)], tokens, title, list(layers), list(heads))
 
 

@@ -39,7 +39,7 @@ from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, resolve_device, run_cli, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, resolve_device, run_cli, set_seed
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -266,7 +266,7 @@ def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
             bad.append((n, e))
     if bad:
         (n, e), more = bad[0], [str(m) for m, _ in bad[1:]]
-        also = f" (nor can it read line{'s' * (len(more) > 1)} {', '.join(more)})" if more else ''
+        also = f" (nor can it read {plural(len(more), 'line')} {', '.join(more)})" if more else ''
         raise ValueError(f"{prompt_file}, line {n}: {e}{also}")
     return ids
 

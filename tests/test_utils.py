@@ -830,3 +830,8 @@ def test_eval_mode_gives_each_module_its_own_mode_back_a_frozen_probe_too():
     with eval_mode(model.eval()):
         pass
     assert not any(m.training for m in model.modules())
+
+
+def test_plural_counts_as_english_does():
+    from mingpt.utils import plural
+    assert [f"{n} {plural(n, 'iteration')}" for n in (0, 1, 2)] == ['0 iterations', '1 iteration', '2 iterations']
