@@ -28,6 +28,7 @@ and the time to the first token, to stderr.
 """
 import codecs
 import contextlib
+import os
 import statistics
 import sys
 import time
@@ -246,6 +247,9 @@ def read_prompts(S):
     """The prompts, and each one's line number in the prompt file (None for --prompt): blank lines are skipped."""
     if not S.prompt_file:
         return [S.prompt or ''], [None]  # --prompt=None as the empty prompt
+    if not os.path.exists(S.prompt_file):
+        raise ConfigError(f"sample.prompt_file={S.prompt_file}: there is no such file; give the path of a text file "
+                          "with one prompt per line")
     # split at newlines only, as an editor numbers lines (splitlines also splits at form feeds and the like)
     numbered = [(line, n) for n, line in enumerate(read_text(S.prompt_file).split('\n'), 1) if line.strip()]
     if not numbered:

@@ -514,10 +514,13 @@ def test_options_are_checked_before_loading_anything(option, message, capsys):
 
 
 @pytest.mark.parametrize('content, message', [(b'\n  \n', 'holds no prompt'),
-                                              ('caf\xe9'.encode('latin-1'), 'is not UTF-8')])
+                                              ('caf\xe9'.encode('latin-1'), 'is not UTF-8'),
+                                              (None, 'prompts.txt: there is no such file; give the path')])
 def test_prompt_file_errors(content, message, tmp_path, capsys):
+    """A missing file said only '[Errno 2] No such file or directory', without the option."""
     g = generate_module()
-    (tmp_path / 'prompts.txt').write_bytes(content)
+    if content is not None:
+        (tmp_path / 'prompts.txt').write_bytes(content)
     with pytest.raises(SystemExit) as exit:
         g.run_cli(g.main, ['--model=never-loaded', f'--prompt_file={tmp_path / "prompts.txt"}'])
     err = capsys.readouterr().err
