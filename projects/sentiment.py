@@ -168,6 +168,9 @@ class GPTClassifier(nn.Module):
         if trainable_blocks > 0:
             blocks[len(blocks) - trainable_blocks:].requires_grad_(True)
             self.gpt.transformer.ln_f.requires_grad_(True)
+        trained = sum(p.numel() for p in self.parameters() if p.requires_grad)  # the GPT printed only its total
+        print(f"training {trained:,} of the {sum(p.numel() for p in self.parameters()):,} parameters "
+              f"(classifier.trainable_blocks={trainable_blocks})")
 
     def configure_optimizers(self, train_config):
         """AdamW over the trainable parameters, weight decay on matrices only (as GPT.configure_optimizers)."""

@@ -102,10 +102,16 @@ def test_evaluation_report_by_hand(tmp_path):
     (0, {'head.weight', 'head.bias'}),
     (1, {'head.weight', 'head.bias', 'gpt.transformer.ln_f.weight', 'gpt.transformer.ln_f.bias'}),
 ])
-def test_freezing(blocks, trainable):
+def test_freezing(blocks, trainable, capsys):
     model = sentiment.GPTClassifier(tiny_gpt(n_layer=3))
+    capsys.readouterr()
     model.freeze(blocks)
     got = {n for n, p in model.named_parameters() if p.requires_grad}
+    if blocks == 0:  # a linear probe is told how few parameters it trains: the head's n_embd x 2 weights and 2 biases
+        total = sum(p.numel() for p in model.parameters())
+        n_embd = model.config.n_embd
+        assert capsys.readouterr().out == (f"training {n_embd * 2 + 2:,} of the {total:,} parameters "
+                                           "(classifier.trainable_blocks=0)\n")
     if trainable is None:
         assert got == {n for n, _ in model.named_parameters()}
     else:
