@@ -224,7 +224,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
             if head == 0 and not one:
                 ax.set_ylabel(f'layer {layers[layer]}', fontsize=8)
     step = _label_step(T, panel, fontsize)
-    ticks = list(range(0, T, step))
+    ticks = list(range((T - 1) % step, T, step))  # ending at the last token: its row predicts the next one
     axes[0, 0].set_xticks(ticks, [labels[t] for t in ticks])  # the axes are shared: this labels every panel
     axes[0, 0].set_yticks(ticks, [labels[t] for t in ticks])
     bar = fig.colorbar(image, ax=axes, shrink=0.6, fraction=0.04, pad=0.02)

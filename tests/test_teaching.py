@@ -80,20 +80,21 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     for axis in (panels[3].xaxis, panels[3].yaxis):  # the bottom-left panel: keys along x, queries along y
         ticks = axis.get_ticklocs()
         shown = [t.get_text() for t in axis.get_ticklabels()]
-        assert 10 < len(ticks) < 40 and ticks[0] == 0  # thinned, evenly: every k-th token
+        assert 10 < len(ticks) < 40 and ticks[-1] == len(tokens) - 1  # thinned, evenly, down to the last token
         assert shown == [tokens[int(t)] for t in ticks]
     assert all(t.get_rotation() == 90 for t in panels[3].get_xticklabels())
 
 
 def test_the_axes_say_when_only_some_tokens_are_labelled():
     """A grid of a 57-token prompt labels every 3rd token; nothing said so, and 'R E \u21b5 t o' read as the prompt's
-    first five tokens."""
+    first five tokens. The labels end at the last token, whose row predicts the next one (from token 0 they left it
+    unlabelled)."""
     tokens = [f't{i}' for i in range(57)]
     fig = plot.attention_figure(torch.rand(2, 3, 57, 57).softmax(-1), tokens)
     fig.canvas.draw()
     ticks = image_axes(fig)[0].get_yticks()
     step = int(ticks[1] - ticks[0])
-    assert step > 1 and list(ticks) == list(range(0, 57, step))
+    assert step > 1 and list(ticks) == list(range(56 % step, 57, step))
     note = f'1 token in {step} labelled'
     assert note in fig.get_supxlabel() and note in fig.get_supylabel()
     one = plot.attention_figure(torch.rand(1, 1, 57, 57).softmax(-1), tokens)  # drawn large: every token labelled
