@@ -210,7 +210,8 @@ class Transformer(nn.Module):
         for block, cache in zip(self.decoder.h, caches):
             x = block(x, cache.memory, cache.memory_mask, cache.self_attn)
         logits = self.lm_head(self.decoder.ln_f(x[:, -1]))
-        return logits.index_fill(-1, torch.tensor([c.pad_token_id, c.bos_token_id], device=logits.device), -math.inf)
+        logits[:, [c.pad_token_id, c.bos_token_id]] = -math.inf
+        return logits
 
     @torch.no_grad()
     def greedy(self, memory, memory_mask, max_new_tokens):

@@ -184,7 +184,6 @@ class Trainer:
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
-        self._all_ranks_evaluate = False  # within the loop's evaluation, which every rank runs
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -388,11 +387,7 @@ class Trainer:
 
     def _evaluate_step(self, record):
         """The val loss, into this step's record; model.pt when it is the best so far; then on_eval_end's callbacks."""
-        self._all_ranks_evaluate = True  # the loop's evaluation: every rank is here to score a share
-        try:
-            self.val_loss = record['val_loss'] = self.evaluate()
-        finally:
-            self._all_ranks_evaluate = False
+        self.val_loss = record['val_loss'] = self.evaluate(shared=True)  # every rank is here to score a share
         if self.val_loss < self.best_val_loss:
             self.best_val_loss = self.val_loss
             self._save_model()  # model.pt holds the best model so far
@@ -694,19 +689,19 @@ class Trainer:
         return per_token * tokens_per_s / (peak * self.world_size)
 
     @torch.no_grad()
-    def evaluate(self, dataset=None):
+    def evaluate(self, dataset=None, shared=False):
         """Mean loss over eval_iters batches of dataset (default: the val set). The windows come from a fixed seed,
-        the same at every evaluation, so successive val losses compare fairly. Under DDP the loop's evaluations split
-        the windows among the ranks; any other call (in a callback, which runs on rank 0 only, or before or after
-        run(), perhaps on one rank) scores them all in this process, as waiting for ranks that are not calling it
-        would hang or crash the run."""
+        the same at every evaluation, so successive val losses compare fairly. Under DDP with shared=True (the loop's
+        evaluations, which every rank runs) each rank scores a share and the sums are added up across the ranks; a
+        call of your own (in a callback, which runs on rank 0 only, or before or after run(), perhaps on one rank)
+        scores them all in this process, as waiting for ranks that are not calling it would hang or crash the run."""
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
-        collective = self.world_size > 1 and self._all_ranks_evaluate
+        collective = self.world_size > 1 and shared
         with eval_mode(self.model):
             for rank in [self.rank] if collective else range(self.world_size):
                 for chunk in np.array_split(ix[rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
