@@ -158,16 +158,17 @@ class GPTClassifier(nn.Module):
         return logits, loss
 
     def freeze(self, trainable_blocks):
-        """Train only the head (0), or the head, ln_f and the last N blocks (N); -1 trains everything."""
+        """Train only the head (0), or the head, ln_f and the last N blocks (N); -1 trains everything. The frozen
+        layers are a fixed feature extractor, so they stay in eval mode (no dropout) while the rest trains."""
         if trainable_blocks < 0:
             return
         blocks = self.gpt.transformer.h
         if trainable_blocks > len(blocks):
             raise ConfigError(f"classifier.trainable_blocks={trainable_blocks} but the model has {len(blocks)} blocks")
-        self.gpt.requires_grad_(False)
+        self.gpt.requires_grad_(False).eval()  # the trainer keeps a submodule's eval mode
         if trainable_blocks > 0:
-            blocks[len(blocks) - trainable_blocks:].requires_grad_(True)
-            self.gpt.transformer.ln_f.requires_grad_(True)
+            blocks[len(blocks) - trainable_blocks:].requires_grad_(True).train(self.training)
+            self.gpt.transformer.ln_f.requires_grad_(True).train(self.training)
         trained = sum(p.numel() for p in self.parameters() if p.requires_grad)  # the GPT printed only its total
         print(f"training {trained:,} of the {sum(p.numel() for p in self.parameters()):,} parameters "
               f"(classifier.trainable_blocks={trainable_blocks})")

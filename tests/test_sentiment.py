@@ -118,8 +118,34 @@ def test_freezing(blocks, trainable, capsys):
         last_block = {n for n in got if n.startswith('gpt.transformer.h.')}
         assert got - last_block == trainable
         assert all(n.startswith('gpt.transformer.h.2.') for n in last_block) and bool(last_block) == (blocks > 0)
+    # the frozen layers run without dropout, in eval mode, while the trainable ones and the head's dropout train
+    frozen = {n for n, m in model.named_modules() if n.startswith('gpt') and not m.training}
+    if blocks < 0:
+        assert not frozen
+    else:
+        assert 'gpt' in frozen and 'gpt.transformer.drop' in frozen and 'dropout' not in frozen
+        assert ('gpt.transformer.h.2.attn.attn_dropout' in frozen) == (blocks == 0)
+        assert 'gpt.transformer.h.1.mlp.dropout' in frozen
     with pytest.raises(ConfigError, match='trainable_blocks'):
         model.freeze(4)
+
+
+def test_a_linear_probe_trains_on_the_features_without_dropout(tmp_path):
+    """The trainer keeps the frozen GPT in eval mode: every step sees the same features for the same sentence."""
+    gpt = tiny_gpt(n_layer=2)
+    for m in gpt.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.1
+    model = sentiment.GPTClassifier(gpt)
+    model.freeze(0)
+    idx = torch.randint(0, model.config.vocab_size, (4, 8))
+    seen = []
+    config = sentiment.Trainer.get_default_config()
+    config.merge_from_dict(dict(max_iters=3, batch_size=4, quiet=True, work_dir=str(tmp_path)))
+    trainer = sentiment.Trainer(config, model, torch.utils.data.TensorDataset(idx, torch.tensor([0, 1, 0, 1])))
+    trainer.add_callback('on_batch_end', lambda t: seen.append(model.gpt.hidden_states(idx)))
+    trainer.run()
+    assert model.training and all(torch.equal(seen[0], h) for h in seen[1:])
 
 
 def test_read_sst2_and_its_errors(tmp_path):
