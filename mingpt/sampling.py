@@ -31,7 +31,10 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
                           "the logits); for greedy decoding, the limit of temperature -> 0, use do_sample=False "
                           "(generate.py: --greedy)")
     check_range(f'{prefix}temperature', temperature, low=0, low_open=True)
-    check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)  # None keeps every token
+    try:
+        check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)
+    except ConfigError as e:  # e.g. top_k=0, which Hugging Face reads as 'off'
+        raise ConfigError(f"{e}; None keeps every token (Hugging Face's top_k=0)") from None
     check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
 
 
