@@ -382,6 +382,25 @@ def nano_checkpoint(path):
     return model
 
 
+@pytest.mark.skipif(not os.path.exists('/proc/self/status'), reason="reads the memory in use from Linux's /proc")
+def test_from_checkpoint_reads_only_the_weights_of_a_resume_checkpoint(tmp_path):
+    """A ckpt.pt holds the optimizer's state too, twice the weights with AdamW: from_checkpoint read it all into
+    memory. The file is now mapped (torch.load(mmap=True)), so a part never used is never read."""
+    model = nano_checkpoint(tmp_path / 'model.pt')
+    unused = torch.ones(32 * 2**20)  # 128 MiB, standing in for Adam's moments
+    save_checkpoint({**model_state(model), 'optimizer': {'state': {0: {'exp_avg': unused}}}}, tmp_path / 'ckpt.pt')
+    script = ("import sys, torch; from mingpt.model import GPT\n"
+              "def rss(): return int([a for a in open('/proc/self/status') if a.startswith('VmRSS')][0].split()[1])\n"
+              "def used(path):\n"  # the memory that loading path and a forward pass leave in use, in MiB
+              "    before = rss(); model, checkpoint = GPT.from_checkpoint(path)\n"
+              "    model(torch.zeros(1, 8, dtype=torch.long)); return (rss() - before) // 1024, checkpoint\n"
+              "used(sys.argv[1])\n"  # the first load also loads libraries
+              "print(used(sys.argv[2])[0])")
+    out = subprocess.run([sys.executable, '-c', script, tmp_path / 'model.pt', tmp_path / 'ckpt.pt'], check=True,
+                         capture_output=True, text=True, env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])})
+    assert int(out.stdout.split()[-1]) < 32  # MiB in use, the checkpoint alive; its optimizer's state alone is 128
+
+
 def test_from_checkpoint_leaves_the_model_on_the_device_map_location_reads_it_to(tmp_path, monkeypatch):
     """GPT.from_checkpoint(path, map_location='cuda') read the weights onto the GPU and moved them back: a CPU model.
     The model, its buffers included, is now where map_location puts the weights, as torch.load leaves them. Shown
