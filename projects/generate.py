@@ -240,7 +240,15 @@ def show_next(model, tokenizer, prompt, ids, S, device):
     print(f"{'rank':>4}  {'token':<16} {'p':>7} {'p at T':>7} {'drawn':>7}")
     for rank, i in enumerate(p.topk(min(S.show_next, len(p))).indices.tolist(), 1):
         token = repr(tokenizer.decode([i]))
-        print(f"{rank:>4}  {token:<16} {p[i]:>7.4f} {at_t[i]:>7.4f} {drawn[i]:>7.4f}")
+        print(f"{rank:>4}  {token:<16} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
+
+
+def shown(prob):
+    """A probability to 4 decimals, or in scientific notation where those would read 0.0000 for a token that can be
+    drawn: a model near uniform over GPT-2's 50,257 tokens (newly fine-tuned, or at a high temperature) gives each
+    2e-5."""
+    text = f'{prob:.4f}'
+    return f'{prob:.1e}' if text == '0.0000' and prob > 0 else text
 
 
 def read_prompts(S):

@@ -161,6 +161,23 @@ def test_show_next_is_one_decoding_step_by_hand(tmp_path, capsys):
                                                                                         ['0.0000', '0.0000']]
 
 
+def test_show_next_shows_the_small_probabilities_of_a_flat_model(tmp_path, capsys):
+    """A model near uniform over a large vocabulary (GPT-2 newly fine-tuned from random weights) printed p = 0.0000
+    for every token, as if sampling could never draw it. A zero token embedding makes every logit 0, so each of the
+    30,000 tokens has p = 1/30,000 exactly, at any temperature."""
+    chars = [chr(c) for c in range(32, 32 + 30000)]
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()  # tied to the head: every logit is 0
+    save_checkpoint({**model_state(model), 'vocab': chars}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=3', '--temperature=0.5'])
+    rows = [line[22:].split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == [['3.3e-05', '3.3e-05', '3.3e-05']] * 3
+
+
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
     """sentiment.py pretrain --system.init=gpt2 (GPT-2 fine-tuned as a language model on a text) records its
     vocabulary as kind 'gpt2', which is GPT-2's tokenizer unchanged: generate.py and attention.py read it."""
