@@ -334,6 +334,7 @@ def load_model_and_tokenizer(name, dtype=torch.float32):
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
     give the others, which have no text."""
     from mingpt.model import GPT
+    name = os.path.expanduser(name)  # as from_pretrained does: '~/my-gpt2' found its weights but not its tokenizer
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
         raise FileNotFoundError(f"no checkpoint at {name}: train one first (e.g. python projects/chargpt.py writes "
                                 "out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")

@@ -488,3 +488,21 @@ def test_a_checkpoint_whose_tokenizer_outnumbers_its_model_vocabulary_is_refused
     save_checkpoint({**model_state(model), **pretrained.tokenizer_record(CharTokenizer('abcd'))}, tmp_path / 'bad.pt')
     with pytest.raises(ValueError, match=r"has a vocabulary of 3 tokens, fewer than the 4 of its tokenizer"):
         pretrained.load_model_and_tokenizer(str(tmp_path / 'bad.pt'))
+
+
+def test_a_path_from_the_home_directory_loads_with_its_tokenizer(tmp_path, monkeypatch):
+    """from_pretrained expands '~' but load_model_and_tokenizer looked for '~/...' as typed: a checkpoint there was
+    'no checkpoint', and a Hugging Face folder there lost its own tokenizer (GPT-2's was used instead)."""
+    from mingpt.bpe import Encoder, bytes_to_unicode
+    from mingpt.data import CharTokenizer
+    from mingpt.utils import model_state, save_checkpoint
+    monkeypatch.setenv('HOME', str(tmp_path))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=1, n_embd=8, vocab_size=3, block_size=4))
+    save_checkpoint({**model_state(GPT(C)), **pretrained.tokenizer_record(CharTokenizer('abc'))}, tmp_path / 'm.pt')
+    assert pretrained.load_model_and_tokenizer('~/m.pt')[1].chars == list('abc')
+    bytes_only = Encoder({c: i for i, c in enumerate(bytes_to_unicode().values())}, [])  # 256 tokens, no merges
+    C.vocab_size = len(bytes_only)
+    GPT(C).save_pretrained(tmp_path / 'hf')
+    bytes_only.save(tmp_path / 'hf', hugging_face=True)
+    assert len(pretrained.load_model_and_tokenizer('~/hf')[1]) == 256
