@@ -237,10 +237,12 @@ def show_next(model, tokenizer, prompt, ids, S, device):
     drawn = sampling_probs(logits[None], S.temperature, S.top_k, S.top_p)[0]
     print(f"after {prompt!r} (temperature {S.temperature}, top_k {S.top_k}, top_p {S.top_p}): sampling draws from "
           f"{int((drawn > 0).sum()):,} of the {len(p):,} tokens; greedy decoding takes rank 1")
-    print(f"{'rank':>4}  {'token':<16} {'p':>7} {'p at T':>7} {'drawn':>7}")
-    for rank, i in enumerate(p.topk(min(S.show_next, len(p))).indices.tolist(), 1):
-        token = repr(tokenizer.decode([i]))
-        print(f"{rank:>4}  {token:<16} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
+    top = p.topk(min(S.show_next, len(p))).indices.tolist()
+    tokens = [repr(tokenizer.decode([i])) for i in top]
+    width = max(16, *map(len, tokens))  # GPT-2 has tokens such as ' irregularities': the columns make room
+    print(f"{'rank':>4}  {'token':<{width}} {'p':>7} {'p at T':>7} {'drawn':>7}")
+    for rank, (i, token) in enumerate(zip(top, tokens), 1):
+        print(f"{rank:>4}  {token:<{width}} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
 
 
 def shown(prob):

@@ -14,9 +14,9 @@ import torch
 from conftest import data_dir, load_project
 
 from mingpt import bpe
-from mingpt.bpe import get_encoder
+from mingpt.bpe import Encoder, bytes_to_unicode, get_encoder
 from mingpt.model import GPT
-from mingpt.pretrained import load_model_and_tokenizer
+from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.sampling import beam_search
 from mingpt.utils import model_state, save_checkpoint
 
@@ -176,6 +176,24 @@ def test_show_next_shows_the_small_probabilities_of_a_flat_model(tmp_path, capsy
     generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=3', '--temperature=0.5'])
     rows = [line[22:].split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert rows == [['3.3e-05', '3.3e-05', '3.3e-05']] * 3
+
+
+def test_show_next_keeps_its_columns_under_their_headers_for_long_tokens(tmp_path, capsys):
+    """A token wider than the token column (GPT-2's ' irregularities') pushed its row's numbers right of the
+    headers. The 257 tokens here (256 bytes and a long special token) all tie, so --show_next=257 shows every one."""
+    long = '<|a special token longer than the column|>'
+    tokenizer = Encoder({**{c: i for i, c in enumerate(bytes_to_unicode().values())}, long: 256}, [])
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(tokenizer), block_size=16))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()  # every logit 0
+    save_checkpoint({**model_state(model), **tokenizer_record(tokenizer)}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=257'])
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 1 + 257 and any(repr(long) in line for line in lines)
+    assert {len(line) for line in lines} == {len(lines[0])}  # every row as wide as the header: numbers under it
 
 
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
