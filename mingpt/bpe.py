@@ -113,6 +113,9 @@ def _check_vocabulary(encoder, merges):
         outside = sorted(ids - set(range(n)))
         why = f"they include {outside[0]}" if outside else f"{n - len(ids)} of them are repeats"
         raise ValueError(f"the ids of the encoder's {n} tokens must be 0..{n - 1}, each once; {why}")
+    if not encoder:  # e.g. a tokenizer.json written by a tokenizer built with arguments transformers ignored
+        raise ValueError("the vocabulary is empty: a byte-level BPE holds at least the 256 bytes; save the tokenizer "
+                         "again (for GPT-2's: BPETokenizer().save_pretrained(folder))")
     missing = [c for c in bytes_to_unicode().values() if c not in encoder]
     if missing:
         raise ValueError(f"{len(missing)} of the 256 bytes are not tokens of the encoder (e.g. {missing[:3]}): a "
@@ -393,7 +396,12 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         if names == ('tokenizer.json',):
             return read_tokenizer_json(Path(directory, names[0]))
         encoder_path, vocab_path = (Path(directory) / name for name in names)
-        for path in (encoder_path, vocab_path):
+        for path, other in ((encoder_path, vocab_path), (vocab_path, encoder_path)):
+            if not path.is_file() and other.is_file():  # half of a saved tokenizer
+                raise FileNotFoundError(f"{directory} has {other.name} but not {path.name}: a BPE tokenizer needs "
+                                        "both, the tokens and the merges; save it there again whole "
+                                        "(tok.save_pretrained(folder), or tok.encoder.save(folder) for GPT-2's "
+                                        "names, encoder.json and vocab.bpe)")
             if not path.is_file():
                 raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
                                         f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}` (a "

@@ -808,6 +808,7 @@ IDS, EOT = {c: i for i, c in enumerate(BYTES)}, '<|endoftext|>'
     ({c: str(i) for i, c in enumerate(BYTES)}, '',
      r"token 'Ā' has the id '0': tokens must be strings and ids integers"),
     ({c: i for i, c in enumerate(BYTES[:100])}, '', r"156 of the 256 bytes are not tokens of the encoder"),
+    ({}, '', r"the vocabulary is empty: .* BPETokenizer\(\).save_pretrained\(folder\)"),  # was: 256 of the 256 bytes
     (IDS, 'a b c\n', r"merge 1, \('a', 'b', 'c'\), is not two symbols whose join is a token of the encoder"),
     (IDS, 'a b\n', r"merge 1, \('a', 'b'\), is not two symbols whose join is a token of the encoder"),
 ])
@@ -818,6 +819,15 @@ def test_a_malformed_vocabulary_is_refused_naming_its_files(tmp_path, tokens, me
     (tmp_path / 'encoder.json').write_text(json.dumps(tokens))
     (tmp_path / 'vocab.bpe').write_text('#version: 0.2\n' + merges)
     with pytest.raises(ValueError, match=r"encoder.json and .*vocab.bpe are not a BPE vocabulary: " + message):
+        get_encoder(directory=tmp_path)
+
+
+@pytest.mark.parametrize('kept', ['vocab.json', 'encoder.json', 'vocab.bpe'])
+def test_half_a_saved_tokenizer_is_named_as_such(tmp_path, kept):
+    """A folder with one file of the pair was told to train a vocabulary into it: wrong for a model's own folder."""
+    (tmp_path / kept).write_text('{}')
+    other = {'vocab.json': 'merges.txt', 'encoder.json': 'vocab.bpe', 'vocab.bpe': 'encoder.json'}[kept]
+    with pytest.raises(FileNotFoundError, match=rf"{tmp_path} has {kept} but not {other}: a BPE tokenizer needs both"):
         get_encoder(directory=tmp_path)
 
 
