@@ -11,8 +11,9 @@ every run (work_dir/loss.png):
 Every option of chargpt applies to all runs (--help lists them). Each run lives in work_dir/<variant>/ (with
 several seeds, work_dir/<variant>-seed<N>/), with the chargpt command that redoes it alone: printed, and in its
 args.txt.
---trainer.resume=True continues an interrupted ablation: finished runs are read, the others resumed or started. One seed
-per variant tells little about a difference smaller than the spread between seeds: give several to measure it.
+--trainer.resume=True continues an interrupted ablation with the options it started with (more iterations may be
+given): finished runs are read, the others resumed or started. One seed per variant tells little about a difference
+smaller than the spread between seeds: give several to measure it.
 Needs matplotlib for the plot: pip install -e ".[plot]".
 """
 import os
@@ -25,6 +26,7 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
+from mingpt.trainer import changed_settings
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, need_work_dir,
                           run_cli, setup_logging)
 
@@ -38,6 +40,11 @@ VARIANTS = {
     'relu': {'model.activation': 'relu'},
     'sinusoidal': {'model.pos_embd': 'sinusoidal'},
 }
+# what a resumed ablation may give its runs anew: where their files are, how a run goes on (not what it learns), and
+# more iterations (checked on its own)
+MAY_CHANGE_ON_RESUME = ('system.work_dir', 'data.path', 'trainer.resume', 'trainer.overwrite', 'trainer.device',
+                        'trainer.num_workers', 'trainer.compile', 'trainer.quiet', 'trainer.log_interval',
+                        'trainer.checkpoint_interval', 'trainer.max_iters')
 
 
 def get_config():
@@ -105,7 +112,27 @@ def runs(config):
             restart = bool(config.trainer.resume) and not checkpointed and os.path.isdir(work_dir)
             settings = {**flat(config), **VARIANTS[variant], 'system.seed': seed, 'system.work_dir': work_dir,
                         'trainer.resume': resume or None, 'trainer.overwrite': restart or config.trainer.overwrite}
+            if resume:
+                check_resumable(work_dir, settings)
             yield variant, name, chargpt_args(settings)
+
+
+def check_resumable(work_dir, settings):
+    """Refuse to go on with the run in work_dir, or to read its result back, if it was trained with other settings
+    than this ablation gives it ({'section.key': value}): the table would report its val loss under their header."""
+    ckpt = load_checkpoint(os.path.join(work_dir, 'ckpt.pt'), mmap=True)
+    # a setting None here is one the run fills in: the model's size from model_type, vocab_size and block_size from
+    # the data, trainer.work_dir from system.work_dir
+    given = {key: value for key, value in settings.items() if value is not None}
+    diff = changed_settings(flat(ckpt.get('config') or {}), given, skip=MAY_CHANGE_ON_RESUME)
+    if diff:
+        raise ConfigError(f"cannot resume the ablation: {work_dir} was trained with other settings ({'; '.join(diff)});"
+                          f" resume with the options it was trained with (its chargpt command is in "
+                          f"{os.path.join(work_dir, 'args.txt')}), or start anew in another --system.work_dir")
+    held, max_iters = ckpt['iter_num'], settings['trainer.max_iters']
+    if max_iters is not None and held > max_iters:
+        raise ConfigError(f"cannot resume the ablation: {work_dir} has trained {held} iterations, more than "
+                          f"trainer.max_iters={max_iters}; give --trainer.max_iters={held} or more")
 
 
 def run_chargpt(args):

@@ -413,3 +413,29 @@ def test_chargpt_samples_in_eval_mode_among_the_ten_likeliest(capsys):
     torch.manual_seed(1)
     want = model.eval().generate(torch.tensor([tokenizer.encode('the ')]), 40, do_sample=True, top_k=10)
     assert printed == tokenizer.decode(want[0].tolist()) + '\n'
+
+
+def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_table_would_name(tmp_path):
+    """A finished run is read back, not trained: resumed with another block_size (or fewer iterations), the table
+    said 'block 8' over val losses trained at 16. Refused before anything is written; a resume that changes only how
+    the runs go on (the device) reads them back."""
+    ablation = load_project('ablation')
+    (tmp_path / 'text.txt').write_text("First Citizen:\nBefore we proceed any further, hear me speak.\n\n" * 40)
+    args = [f'--system.work_dir={tmp_path / "ab"}', f'--data.path={tmp_path / "text.txt"}', "--variants=('gpt2',)",
+            '--data.block_size=16', '--trainer.batch_size=4', '--trainer.max_iters=2', '--trainer.eval_interval=2',
+            '--trainer.eval_iters=1', '--trainer.quiet=True']
+    ablation.main(args)
+    table = (tmp_path / 'ab' / 'results.md').read_text()
+    for change, says in [('--data.block_size=8', r"gpt2 was trained with other settings \(data.block_size=16 there, "
+                                                 r"8 here\); resume with the options it was trained with"),
+                         ('--trainer.learning_rate=0.001', r"trainer.learning_rate=0.0005 there, 0.001 here"),
+                         ('--trainer.max_iters=1', r"gpt2 has trained 2 iterations, more than trainer.max_iters=1; "
+                                                   r"give --trainer.max_iters=2 or more")]:
+        with pytest.raises(ConfigError, match=says):
+            ablation.main(args + ['--trainer.resume=True', change])
+        assert (tmp_path / 'ab' / 'results.md').read_text() == table
+    ablation.main(args + ['--trainer.resume=True', '--trainer.device=cpu'])
+
+    def row(text):  # the gpt2 row's variant, options, parameters and val loss (read back: its time is '-')
+        return next(line for line in text.splitlines() if line.startswith('| gpt2 ')).split(' | ')[:4]
+    assert row((tmp_path / 'ab' / 'results.md').read_text()) == row(table)
