@@ -81,9 +81,11 @@ def runs(config):
     """(variant, name, chargpt options) of every variant and seed, in the order they run."""
     A = config.ablation
     unknown = [v for v in A.variants if v not in VARIANTS]
-    if unknown or not A.variants or not A.seeds:
-        raise ConfigError(f"ablation.variants must name some of {', '.join(VARIANTS)} (got {A.variants!r}) and "
-                          f"ablation.seeds hold at least one seed (got {A.seeds!r})")
+    if unknown or not A.variants:
+        what = f"has no variant {', '.join(map(repr, unknown))}" if unknown else "is empty"
+        raise ConfigError(f"ablation.variants {what}: name some of {', '.join(VARIANTS)}, e.g. --variants=gpt2,relu")
+    if not A.seeds:
+        raise ConfigError("ablation.seeds is empty: give at least one seed, e.g. --seeds=3407")
     if len(set(A.variants)) < len(A.variants) or len(set(A.seeds)) < len(A.seeds):
         raise ConfigError(f"ablation.variants {A.variants!r} and seeds {A.seeds!r} must not repeat one")
     # checked now: chargpt would refuse a bad seed only after training the runs before it (and 2.0 is taken as 2)

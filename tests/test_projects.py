@@ -439,3 +439,15 @@ def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_ta
     def row(text):  # the gpt2 row's variant, options, parameters and val loss (read back: its time is '-')
         return next(line for line in text.splitlines() if line.startswith('| gpt2 ')).split(' | ')[:4]
     assert row((tmp_path / 'ab' / 'results.md').read_text()) == row(table)
+
+
+@pytest.mark.parametrize('arg, says', [
+    ('--variants=gpt2,postnorm', r"ablation.variants has no variant 'postnorm': name some of gpt2, post-norm, relu, "
+                                 r"sinusoidal, e.g. --variants=gpt2,relu"),
+    ('--variants=()', r"ablation.variants is empty: name some of gpt2, post-norm"),
+    ('--seeds=()', r"ablation.seeds is empty: give at least one seed, e.g. --seeds=3407")])
+def test_ablation_names_the_misspelt_variant_or_the_empty_option(arg, says, tmp_path):
+    """One message for both options said, of a misspelt variant, that the seeds must hold one seed too."""
+    with pytest.raises(ConfigError, match=says):
+        load_project('ablation').main([f'--system.work_dir={tmp_path}', arg])
+    assert not any(tmp_path.iterdir())
