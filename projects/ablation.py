@@ -94,6 +94,9 @@ def runs(config):
         raise ConfigError("the ablation puts each run in system.work_dir/<variant>: give --system.work_dir=DIR, "
                           "not --trainer.work_dir")
     need_work_dir(config.system.work_dir, "the ablation puts each run in system.work_dir/<variant>")
+    if config.trainer.resume and config.trainer.overwrite:  # chargpt's refusal, which a finished run never reaches
+        raise ConfigError("trainer.resume=True continues the ablation's runs and trainer.overwrite=True replaces them: "
+                          "give one of them")
     if config.system.seed != get_config().system.seed:
         raise ConfigError(f"the ablation trains once per seed of ablation.seeds {A.seeds!r}: give "
                           f"--seeds={config.system.seed} instead of --system.seed")

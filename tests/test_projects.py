@@ -434,6 +434,11 @@ def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_ta
         with pytest.raises(ConfigError, match=says):
             ablation.main(args + ['--trainer.resume=True', change])
         assert (tmp_path / 'ab' / 'results.md').read_text() == table
+    # both at once were taken as a resume: the finished run read back, though the user asked to replace it
+    with pytest.raises(ConfigError, match=r"trainer.resume=True continues the ablation's runs and "
+                                          r"trainer.overwrite=True replaces them: give one of them"):
+        ablation.main(args + ['--trainer.resume=True', '--trainer.overwrite=True'])
+    assert (tmp_path / 'ab' / 'results.md').read_text() == table
     ablation.main(args + ['--trainer.resume=True', '--trainer.device=cpu'])
 
     def row(text):  # the gpt2 row's variant, options, parameters and val loss (read back: its time is '-')
