@@ -125,11 +125,18 @@ def main(argv):
     set_seed(config.system.seed)
 
     if S.checkpoint:
-        refuse_ignored('model', config.model, get_config().model, list(config.model.to_dict()),
+        defaults = get_config()
+        refuse_ignored('model', config.model, defaults.model, list(config.model.to_dict()),
                        "sample.checkpoint brings its own model; leave them out")
-        refuse_ignored('system', config.system, get_config().system, ['init'],
+        refuse_ignored('system', config.system, defaults.system, ['init'],
                        "sample.checkpoint is the model sampled from (system.init is where a training run starts); "
                        "leave it out")
+        # e.g. --trainer.max_iters, meant to train the checkpoint on
+        for name, given, default in (('data', D, defaults.data), ('trainer', config.trainer, defaults.trainer)):
+            refuse_ignored(name, given, default, list(given.to_dict()),
+                           "sample.checkpoint samples, on the CPU, and trains nothing; to train on, leave it out and "
+                           "give --system.init=CHECKPOINT (a new run from its weights) or --trainer.resume=True (its "
+                           "run goes on)")
         model, tokenizer = load_model_and_tokenizer(S.checkpoint)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         return

@@ -220,6 +220,15 @@ def test_sampling_from_a_checkpoint_refuses_model_options(project, tmp_path):
         load_project(project).main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--model.n_layer=2'])
 
 
+@pytest.mark.parametrize('args, refused', [(['--trainer.resume=True', '--trainer.max_iters=100'], 'trainer.resume'),
+                                            (['--data.path=more.txt'], 'data.path')])
+def test_chargpt_sampling_from_a_checkpoint_refuses_training_and_data_options(args, refused, tmp_path):
+    """--sample.checkpoint with --trainer.max_iters (to train it on) printed a sample, trained nothing and exited 0."""
+    says = r"would do nothing here: sample.checkpoint samples, on the CPU, and trains nothing; to train on, leave it "
+    with pytest.raises(ConfigError, match=rf"{refused}=.* {says}out and give --system.init=CHECKPOINT"):
+        load_project('chargpt').main([f'--sample.checkpoint={tmp_path / "model.pt"}', *args])
+
+
 def test_sampling_from_a_checkpoint_refuses_system_init(tmp_path):
     """--system.init starts training from a model; with --sample.checkpoint there is no training, and it was ignored."""
     with pytest.raises(ConfigError, match=r"system.init='gpt2' would do nothing here: sample.checkpoint is the model "
