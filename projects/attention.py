@@ -21,7 +21,7 @@ import torch
 from mingpt.model import sinusoidal_positions
 from mingpt.plot import attention_figure, positions_figure, readable, save
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, run_cli
+from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, refuse_ignored, run_cli
 
 
 def get_config():
@@ -72,6 +72,9 @@ def main(argv):
     config = get_config()
     config.merge_from_args(argv, usage=__doc__)
     P = config.plot
+    if P.positions:
+        refuse_ignored('plot', P, get_config().plot, ['prompt', 'layer', 'head'],
+                       "plot.positions draws the positional encodings, not the attention of a prompt; leave them out")
     model, tokenizer = load_model_and_tokenizer(config.model)
     if P.positions:
         fig = draw_positions(model, config.model)

@@ -465,3 +465,12 @@ def test_ablation_names_the_misspelt_variant_or_the_empty_option(arg, says, tmp_
     with pytest.raises(ConfigError, match=says):
         load_project('ablation').main([f'--system.work_dir={tmp_path}', arg])
     assert not any(tmp_path.iterdir())
+
+
+def test_attention_with_positions_refuses_the_options_of_an_attention_map(tmp_path):
+    """--positions --layer=1 drew every position's encoding, silently: the layer (and head, prompt) are attention's."""
+    with pytest.raises(ConfigError, match=r"plot.prompt='ROMEO', plot.layer=1 would do nothing here: plot.positions "
+                                          r"draws the positional encodings, not the attention of a prompt"):
+        load_project('attention').main([f'--model={tmp_path / "model.pt"}', '--positions', '--layer=1',
+                                        '--prompt=ROMEO', f'--plot.out={tmp_path / "p.png"}'])
+    assert not any(tmp_path.iterdir())
