@@ -275,6 +275,9 @@ def atomic_write(path, write):
     """Call write(tmp) to fill a temporary file beside path, fsync it, then rename it over path: a crash at any
     moment leaves the old file or the new one, never half of one."""
     path = os.fspath(path)
+    if os.path.isdir(path) or path.endswith(('/', os.sep)):  # else an error about the temporary file's name
+        raise IsADirectoryError(f"{path} is a folder, not a file: give the path of the file to write, e.g. "
+                                f"{os.path.join(path, 'NAME')}")
     make_folder(os.path.dirname(os.path.abspath(path)))
     tmp = f"{path}.tmp{os.getpid()}"
     if os.path.lexists(tmp):  # a killed write's, or a link planted there: writing through it would change its target

@@ -669,6 +669,16 @@ def test_atomic_write_under_a_file_names_the_file_in_the_way(tmp_path, name):
         atomic_write(tmp_path / name / 'a b.png', lambda tmp: Path(tmp).write_text('x'))
 
 
+def test_atomic_write_to_a_folder_names_it(tmp_path):
+    """--plot.out=out/existing_folder said "[Errno 21] Is a directory: 'out/nodir.tmp20116' -> 'out/nodir'", and
+    out/new/ "[Errno 2] ... 'out/new/.tmp6623'", both naming a temporary file the user never gave."""
+    for folder in (str(tmp_path), f"{tmp_path / 'new'}/"):
+        with pytest.raises(IsADirectoryError, match=f"{re.escape(folder)} is a folder, not a file: give the path of "
+                                                    f"the file to write, e.g. {re.escape(os.path.join(folder, 'NAME'))}"):
+            atomic_write(folder, lambda tmp: Path(tmp).write_text('x'))
+    assert list(tmp_path.iterdir()) == []  # nothing made, not even the new folder
+
+
 def test_atomic_write_never_writes_through_a_link_planted_at_its_temporary_name(tmp_path):
     """A run folder from elsewhere may hold eval.json.tmp<pid> linking to another file (a container's pids are
     few): the write went through the link, replacing that file's contents."""
