@@ -625,6 +625,10 @@ def test_the_directory_gpt2_is_gpt2s_vocabulary_downloaded_when_no_folder_holds_
     monkeypatch.chdir(empty_cache)
     assert get_encoder(directory='gpt2').encode('hello world') == [31373, 995]
     assert files_in(empty_cache) == ['gpt2/encoder.json', 'gpt2/vocab.bpe']
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer folder gpt-2 here, in \$MINGPT_DATA_DIR or in the "
+                                                r"cache: give 'gpt2' for GPT-2's vocabulary"):  # was: train one into it
+        get_encoder(directory='gpt-2')
+    (empty_cache / 'gpt3').mkdir()
     with pytest.raises(FileNotFoundError, match=r"gpt3/encoder.json does not exist; train a vocabulary into gpt3"):
         get_encoder(directory='gpt3')
 
@@ -656,7 +660,7 @@ def test_a_hugging_face_folders_vocab_json_and_merges_txt_give_tiktokens_ids(tmp
     tok = BPETokenizer(directory=tmp_path, allowed_special=True)
     assert tok(text)[0].tolist() == tiktoken_gpt2.encode(text, allowed_special='all')
     (tmp_path / 'merges.txt').unlink()
-    with pytest.raises(FileNotFoundError, match=r"merges.txt does not exist.*Hugging Face folder holds the same"):
+    with pytest.raises(FileNotFoundError, match=r"has vocab.json but not merges.txt: a BPE tokenizer needs both"):
         get_encoder(directory=tmp_path)
 
 
