@@ -107,13 +107,18 @@ def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
         assert code.count(printed) == 1, f"the README no longer says {printed!r}: update SUBSTITUTIONS"
         code = code.replace(printed, stand_in)
     x, y = Windows()[0]
-    namespace = dict(train_dataset=Windows(), idx=x[None, :16], targets=y[None, :16], mask=None, GPT2_DIR=gpt2_dir)
+    namespace = dict(train_dataset=Windows(), idx=x[None, :16], targets=y[None, :16], GPT2_DIR=gpt2_dir)
     torch.manual_seed(0)
     exec(compile(code, 'README.md', 'exec'), namespace)
 
     assert namespace['trainer'].iter_num == 3 and namespace['loss'].item() > 0
     assert namespace['seqs'].size(0) == 4  # beam search's beams
-    assert namespace['out'].shape == (1, namespace['idx'].size(1) + 100)  # the engine's, after the GPT-2 example
+    # the batch of two prompts: every row continues as it would alone, and the engine gives the same tokens
+    model, idx, out, lengths = (namespace[k] for k in ('model', 'idx', 'out', 'lengths'))
+    assert out.shape == (2, 5 + 100) and lengths.tolist() == [5, 1] and torch.equal(namespace['fast'], out)
+    for row, length in enumerate(lengths.tolist()):
+        alone = model.generate(idx[row:row + 1, :length], 100)[0]
+        assert torch.equal(out[row, 5:], alone[length:]), f"row {row} continues otherwise than alone"
     assert (tmp_path / 'my-gpt2' / 'model.safetensors').exists()
     assert (tmp_path / 'my_tokenizer' / 'vocab.bpe').exists()
     assert namespace['tok'].encoder.encode_and_show_work(' naïve')['parts'][0]['token_translated'] == 'ĠnaÃ¯ve'
