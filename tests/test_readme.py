@@ -1,5 +1,6 @@
 """The README stays true: every project command it prints (and every one in a project's --help text) names
 options that project has, and its Python examples run as written, with only the substitutions listed below."""
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -133,3 +134,38 @@ def test_the_quickstart_pastes_into_a_laptops_shell():
     texts = [README] + [p.read_text() for folder in ('mingpt', 'projects') for p in (ROOT / folder).glob('*.py')]
     extras = [m for text in texts for m in re.findall(r"pip install [^\n`]*?-e (['\"]?\.\[\w+\]['\"]?)", text)]
     assert len(extras) >= 4 and all(re.fullmatch(r'"\.\[\w+\]"', e) for e in extras), extras
+
+
+def printed_defaults():
+    """(option, default) from the README's two tables of defaults: the Trainer's options, whose cell lists one
+    default per option named (a default said in words, such as lr/10, is left out), and the switchable parts."""
+    found = []
+    for row in README.splitlines():
+        cells = [c.strip() for c in row.strip('|').split(' | ')]
+        if len(cells) != 3 or not cells[0].startswith('`'):
+            continue
+        names = re.findall(r"`([\w.]+)`", cells[0])
+        if len(names) == 1 and names[0].startswith('model.'):  # a switch: its GPT-2 default opens the cell
+            found.append((names[0], ast.literal_eval(re.match(r"`([^`]+)`", cells[1]).group(1))))
+            continue
+        defaults = [d.strip() for d in cells[1].split(',')]
+        if len(defaults) != len(names):
+            continue
+        for name, printed in zip(names, defaults):
+            if re.fullmatch(r"`\w+`", printed):  # a string
+                found.append((f'trainer.{name}', printed.strip('`')))
+            elif re.fullmatch(r"-?[\d.e-]+|None|True|False", printed):
+                found.append((f'trainer.{name}', ast.literal_eval(printed)))
+    return found
+
+
+def test_the_tables_of_defaults_give_the_configs_defaults():
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    configs = dict(trainer=Trainer.get_default_config().to_dict(), model=GPT.get_default_config().to_dict())
+    found = printed_defaults()
+    assert len(found) >= 14, found  # both tables were found
+    for option, printed in found:
+        section, key = option.split('.')
+        assert configs[section][key] == printed, f"the README gives {option} the default {printed!r}, the code " \
+                                                 f"{configs[section][key]!r}"
