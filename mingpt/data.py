@@ -323,7 +323,8 @@ class CharDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, idx):
         chunk = self.data[idx:idx + self.block_size + 1]
-        return chunk[:-1], chunk[1:]
+        # copies, not views of the text: masking targets in place (y[:k] = -1) must change neither x nor the text
+        return chunk[:-1].clone(), chunk[1:].clone()
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -396,7 +397,7 @@ class TokenDataset(torch.utils.data.Dataset):
             raise ValueError(f"{self.path} holds token id {chunk.max().item()} (in window {idx}), outside the "
                              f"vocabulary (vocab_size={self.vocab_size}: ids 0..{self.vocab_size - 1}); pass the "
                              "right vocab_size or fix the file")
-        return chunk[:-1], chunk[1:]
+        return chunk[:-1], chunk[1:].clone()  # y apart from x: masking targets in place (y[:k] = -1) must not change x
 
     def __getstate__(self):
         # sent to DataLoader workers: pickling the memmap would copy the whole file, so reopen it there instead

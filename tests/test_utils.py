@@ -864,3 +864,16 @@ def test_eval_mode_gives_each_module_its_own_mode_back_a_frozen_probe_too():
 def test_plural_counts_as_english_does():
     from mingpt.utils import plural
     assert [f"{n} {plural(n, 'iteration')}" for n in (0, 1, 2)] == ['0 iterations', '1 iteration', '2 iterations']
+
+
+def test_masking_a_windows_targets_in_place_changes_no_other_window(tmp_path):
+    """x and y were views of one chunk of the text (CharDataset: of the dataset's own tensor), so minGPT-style
+    masking, y[:k] = -1, also changed x and every later window over those tokens."""
+    from mingpt.data import CharDataset, TokenDataset
+    np.arange(20, dtype=np.uint16).tofile(tmp_path / 'train.bin')
+    for data in (CharDataset('hello world', block_size=4), TokenDataset(tmp_path / 'train.bin', 4, 20)):
+        before = [tuple(t.tolist() for t in data[i]) for i in range(3)]
+        x, y = data[0]
+        y[:2] = -1
+        assert x.tolist() == before[0][0]
+        assert [tuple(t.tolist() for t in data[i]) for i in range(3)] == before
