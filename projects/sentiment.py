@@ -521,9 +521,7 @@ def make_classifier(C, gpt, tokenizer):
         label_ids = [i[0] for i in label_ids]
     elif C.head != 'linear':
         raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")
-    model = GPTClassifier(gpt, len(LABELS), C.dropout, label_ids, C.lm_loss_weight)
-    model.freeze(C.trainable_blocks)
-    return model
+    return GPTClassifier(gpt, len(LABELS), C.dropout, label_ids, C.lm_loss_weight)
 
 
 def finetune(config):
@@ -531,6 +529,7 @@ def finetune(config):
     dev_sentences, dev_labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     gpt, tokenizer = load_lm(config, train_sentences)
     model = make_classifier(config.classifier, gpt, tokenizer)
+    model.freeze(config.classifier.trainable_blocks)
     block_size = min(config.data.block_size, gpt.block_size)
     train_set = SentenceDataset(train_sentences, train_labels, tokenizer, config.classifier.suffix, block_size)
     dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)

@@ -457,9 +457,13 @@ def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     sentiment.main(args + ['--trainer.max_iters=2', '--trainer.eval_interval=0'])  # 0: only at the end
     sentiment.main(args + ['--trainer.max_iters=4', '--trainer.resume=True'])
     out = capsys.readouterr().out
-    assert 'resuming from' in out and 'dev accuracy: ' in out
+    assert 'resuming from' in out and 'dev accuracy: ' in out and 'training ' in out  # how many parameters train
     lines = (tmp_path / 'metrics.jsonl').read_text().splitlines()
     assert [json.loads(line)['iter'] for line in lines] == [0, 1, 2, 3]
+    sentiment.main(['evaluate', f'--system.checkpoint={tmp_path / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}',
+                    f'--data.sst2_dir={sst2}', '--data.dev_limit=8'])
+    out = capsys.readouterr().out
+    assert 'dev accuracy: ' in out and 'training ' not in out  # evaluate trains nothing, and said it trained some
     # another classifier option is refused for what it is, not as other data or another tokenizer
     with pytest.raises(ConfigError, match=r"its classifier is not this run's \(dropout=0.1 there, 0.2 here\), so the "
                                           r"model was trained with other data, tokenizer or options; resume"):
