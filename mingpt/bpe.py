@@ -823,7 +823,8 @@ def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-
     if args.curve and (n := len(CURVE_WORD.findall(text.encode('utf-8')))) < 3:
         parser.error(f'--curve needs a text of at least 3 words (cut at ASCII white space) to draw a curve; '
                      f'{args.file} has {n}')
-    encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=True,
+    # --show's lines are the progress; a bar between them would be redrawn after each, in a log or a pipe
+    encoder = train_bpe(text, args.vocab_size, not args.no_pretokenize, args.special_tokens, progress=not args.show,
                         show=args.show)
     encoder = get_encoder(directory=encoder.save(args.out))  # report on what the files hold
     print(f"wrote {Path(args.out) / 'encoder.json'} and vocab.bpe: {len(encoder)} tokens, "
