@@ -201,7 +201,11 @@ def not_utf8(path, error):
     """The ValueError for a file that is not UTF-8 (error: its UnicodeDecodeError): what it is, where its first bytes
     tell, and how to convert it (iconv needs -f, the encoding to convert from: it otherwise assumes the locale's)."""
     with open(path, 'rb') as f:
-        utf16 = f.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+        head = f.read(8192)
+    utf16 = head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    if not utf16 and b'\0' in head:  # no text in an 8-bit encoding holds a NUL byte
+        return ValueError(f"{path} is not a text file (it holds NUL bytes, as a checkpoint, an archive or an image "
+                          "does): give the path of a text file")
     if utf16:  # Notepad's 'Unicode', and Windows PowerShell's > and Out-File
         what, encoding = "UTF-16 text (it starts with UTF-16's byte-order mark), not UTF-8", 'utf-16'
     else:

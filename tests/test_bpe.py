@@ -584,6 +584,9 @@ def test_a_file_that_is_not_utf8_gets_a_conversion_that_works(tmp_path):
     (tmp_path / 'ansi.txt').write_bytes('caf\xe9 \u2019'.encode('cp1252'))
     with pytest.raises(ValueError, match=r"ansi.txt is not UTF-8 text \(byte 3 .* iconv -f cp1252 -t utf-8 FILE"):
         data.read_text(tmp_path / 'ansi.txt')
+    torch.save({'w': torch.ones(3)}, tmp_path / 'model.pt')  # --data.path=model.pt was given the cp1252 advice
+    with pytest.raises(ValueError, match=r"model.pt is not a text file \(it holds NUL bytes, as a checkpoint"):
+        data.read_text(tmp_path / 'model.pt')
 
 
 def test_corrupt_download_leaves_nothing(empty_cache, monkeypatch):
