@@ -336,8 +336,9 @@ def load_model_and_tokenizer(name, dtype=torch.float32):
     from mingpt.model import GPT
     name = os.path.expanduser(name)  # as from_pretrained does: '~/my-gpt2' found its weights but not its tokenizer
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
-        raise FileNotFoundError(f"no checkpoint at {name}: train one first (e.g. python projects/chargpt.py writes "
-                                "out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
+        here = '' if os.path.isabs(name) else f" (a path from this folder, {os.getcwd()})"  # run from another one?
+        raise FileNotFoundError(f"no checkpoint at {name}{here}: train one first (e.g. python projects/chargpt.py "
+                                "writes out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
         model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)

@@ -242,6 +242,10 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch)
         GPT.from_checkpoint(tmp_path / 't.pt')
     with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt: train one first"):
         load_model_and_tokenizer(str(tmp_path / 'missing.pt'))
+    monkeypatch.chdir(tmp_path)  # a relative path, run from another folder than the one it was meant from
+    with pytest.raises(FileNotFoundError, match=rf"no checkpoint at out/c1/model.pt \(a path from this folder, "
+                                                rf"{re.escape(str(tmp_path))}\): train one first"):
+        load_model_and_tokenizer('out/c1/model.pt')
     save_checkpoint({'model': state['model']}, tmp_path / 'weights-only.pt')
     with pytest.raises(ValueError, match=r"does not hold a GPT \(it has no model_config\)"):
         GPT.from_checkpoint(tmp_path / 'weights-only.pt')
