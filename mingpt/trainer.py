@@ -798,14 +798,16 @@ class Trainer:
 
 def metric_value(name, value):
     """A callback's trainer.metrics[name] as metrics.jsonl writes it: a one-element tensor or array as its number.
-    One that cannot be written is refused by its name (.item() and json said only 'a Tensor with 2 elements...')."""
+    Anything else is refused by its name: .item() and json said only 'a Tensor with 2 elements...', and text or None
+    went into the file, where the plots and the readers of metrics.jsonl expect a number."""
     try:
         value = value.item() if hasattr(value, 'item') else value
-        json.dumps(value)
-    except (RuntimeError, ValueError, TypeError):
+    except (RuntimeError, ValueError):  # a tensor or array of more than one element
+        pass
+    if not isinstance(value, (int, float)):
         raise TypeError(f"trainer.metrics[{name!r}] = {value!r:.80} is not one number, which is what a line of "
-                        "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element"
-                        ) from None
+                        "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element (and "
+                        "print text rather than log it)")
     return value
 
 

@@ -672,6 +672,26 @@ def test_a_callbacks_own_numbers_go_on_its_steps_line_of_metrics_jsonl(tmp_path)
         trainer.run()
 
 
+@pytest.mark.parametrize('value', ['text', None, [1.0, 2.0], torch.ones(2)])
+def test_a_callbacks_metric_that_is_not_one_number_is_refused_by_name(tmp_path, value):
+    """Text and None went into metrics.jsonl, where the plots and the readers expect a number; a pair too (as a
+    list), or failed with torch's 'a Tensor with 2 elements cannot be converted to Scalar'."""
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=3)
+    trainer.add_callback('on_batch_end', lambda t: t.steps_done == 2 and t.metrics.update(note=value))
+    with pytest.raises(TypeError, match=rf"trainer.metrics\['note'\] = {re.escape(repr(value)[:80])} is not one "
+                                        "number, which is what a line of metrics.jsonl holds per name"):
+        trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [line['iter'] for line in lines] == [0] and 'note' not in lines[0]  # nothing of the refused line
+
+
+@pytest.mark.parametrize('value, number', [(3, 3), (2.5, 2.5), (True, True), (torch.tensor([0.25]), 0.25),
+                                           (np.float32(0.5), 0.5), (np.array([[7]]), 7)])
+def test_a_callbacks_metric_that_is_one_number_is_written_as_a_python_number(value, number):
+    written = trainer_module.metric_value('m', value)
+    assert written == number and type(written) is type(number) and json.loads(json.dumps(written)) == number
+
+
 def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
     trainer = make_trainer(work_dir=str(tmp_path), checkpoint_interval=1, max_iters=3)
     def crash_in_step_2(t):
