@@ -184,6 +184,7 @@ class Trainer:
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
+        self._rng_at_end = None  # run() sets every rank's random states when it ends (under DDP)
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -199,7 +200,7 @@ class Trainer:
         its own numbers to this step's line of metrics.jsonl with trainer.metrics['name'] = value (a number), and
         ends the run after this step with trainer.stop() (early stopping). Under DDP a callback may not stop the run
         or set the learning rate: the other ranks would not know, so it is refused; nor may it call save_checkpoint(),
-        which waits for them (trainer.evaluate() in a callback does not: it scores in this process alone)."""
+        which saves their random states (trainer.evaluate() in a callback does not: it scores in this process alone)."""
         callbacks = self.callbacks.get(onevent, [])
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
@@ -297,6 +298,7 @@ class Trainer:
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
         self.lr = None  # none set by this run yet (an earlier run()'s last would read as a callback's)
         self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
+        self._rng_at_end = None  # every rank's random states once this run() has ended (under DDP)
         self._stopping = False
         self.metrics.clear()  # numbers a callback left when an earlier run stopped
         ckpt = self._resume() if c.resume else None
@@ -381,7 +383,7 @@ class Trainer:
         self._bar.update(1)
         checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
         if checkpoint:
-            self.save_checkpoint()
+            self._checkpoint()
         if (checkpoint or last) and (self.val_dataset is None or not c.eval_interval):
             self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
@@ -427,6 +429,9 @@ class Trainer:
 
     def _finish(self):
         if self.world_size > 1:
+            # what a checkpoint saved after run() holds, so that rank 0 may save one alone (see save_checkpoint)
+            self._rng_at_end = [None] * self.world_size
+            dist.all_gather_object(self._rng_at_end, get_rng_state())
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
 
     # ----------------------------------------------------------------------------------------------------------
@@ -765,18 +770,33 @@ class Trainer:
 
     def save_checkpoint(self, path=None):
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
-        and the sampler's position. Collective under DDP: all ranks call it (from a callback, which runs on rank 0
-        only, it is refused); rank 0 writes, atomically."""
-        if self.world_size > 1 and self._in_callbacks:  # else rank 0 waits forever for the others' random states
-            raise RuntimeError("trainer.save_checkpoint() was called from a callback under DDP: it gathers every "
-                               "rank's random state, and callbacks run on rank 0 only, so the run would hang. Give "
+        and the sampler's position; rank 0 writes, atomically. Under DDP it waits for no other rank, so after run()
+        rank 0 may call it alone (if trainer.rank == 0: ...), as every rank may: it saves the random states the ranks
+        ended run() with, as the loop's last checkpoint does. In a callback under DDP it is refused: the run is not
+        over, and the other ranks are training on without giving their random states."""
+        if self.world_size > 1 and self._in_callbacks:  # else a checkpoint with the others' states of another step
+            raise RuntimeError("trainer.save_checkpoint() was called from a callback under DDP: it saves every "
+                               "rank's random state, and callbacks run on rank 0 only while the others train on. Give "
                                "trainer.checkpoint_interval (the loop's checkpoints are taken by all ranks together), "
-                               "or save the weights alone in the callback: torch.save(trainer.model.state_dict(), "
-                               "path)")
+                               "call it after run(), or save the weights alone in the callback: "
+                               "torch.save(trainer.model.state_dict(), path)")
+        if self.world_size > 1 and self._rng_at_end is None:
+            raise RuntimeError("trainer.save_checkpoint() under DDP saves the random states every rank ended run() "
+                               "with, and no run() has ended here (none has run, or an error stopped it): go on from "
+                               "the last checkpoint the loop saved (trainer.checkpoint_interval)")
+        self._write_checkpoint(path, self._rng_at_end if self.world_size > 1 else [get_rng_state()])
+
+    def _checkpoint(self):
+        """The loop's checkpoint, taken by all ranks together: each gives its random state to rank 0's ckpt.pt."""
         rng = [get_rng_state()]
         if self.world_size > 1:
             rng = [None] * self.world_size
             dist.all_gather_object(rng, get_rng_state())
+        self._write_checkpoint(None, rng, wait=self.world_size > 1)
+
+    def _write_checkpoint(self, path, rng, wait=False):
+        """ckpt.pt's state with the ranks' random states rng, written by rank 0 to path (default work_dir/ckpt.pt).
+        wait: every rank waits for the write, so that none says a checkpoint is saved (if rank 0 dies) before it is."""
         if path is None and self.config.work_dir is None:
             return
         path = path or self._path('ckpt.pt')
@@ -791,10 +811,9 @@ class Trainer:
                 'best_val_loss': self.best_val_loss,
                 'trainable': trainable_names(self.model),
             }, path)
-        if self.world_size > 1:  # the others say a checkpoint is saved (if rank 0 dies) only once rank 0 has written it
+        if wait:
             dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
-
 
 def metric_value(name, value):
     """A callback's trainer.metrics[name] as metrics.jsonl writes it: a one-element tensor or array as its number.

@@ -238,3 +238,54 @@ def test_evaluate_outside_the_loop_scores_alone_and_a_callback_is_told_it_cannot
         assert sorted(by_rank) == ['0', '1'] and by_rank['0'] == by_rank['1'], out
     after = [float(v) for v in re.findall(r"rank 0 alone, after the run: ([\d.]+)", out)]
     assert after == pytest.approx([lines[-1]['val_loss']], abs=1e-7)  # iteration 5, the last, was evaluated
+
+
+AFTER_THE_RUN = textwrap.dedent("""
+    import os
+    import torch
+    import torch.distributed as dist
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = GPT.get_default_config()
+    config.model_type, config.vocab_size, config.block_size = 'gpt-nano', 10, 8
+    data = torch.utils.data.TensorDataset(torch.randint(10, (64, 8)), torch.randint(10, (64, 8)))
+    tc = Trainer.get_default_config()
+    tc.max_iters, tc.batch_size, tc.quiet, tc.device = 3, 4, True, 'cpu'
+    tc.work_dir, tc.checkpoint_interval = os.environ['WORK_DIR'], 3
+    trainer = Trainer(tc, GPT(config), data)
+    trainer.run()
+    trainer.save_checkpoint(os.path.join(tc.work_dir, 'every_rank.pt'))  # as the docstring said: every rank calls it
+    if trainer.rank == 0:  # as with many other libraries
+        trainer.save_checkpoint(os.path.join(tc.work_dir, 'rank_0.pt'))
+    dist.barrier()  # the other rank waits for rank 0 here, not in the save
+    print(f"rank {trainer.rank}: done", flush=True)
+""")
+
+
+def test_save_checkpoint_after_the_run_on_rank_0_alone_saves_what_the_loops_last_checkpoint_holds(tmp_path):
+    """`if trainer.rank == 0: trainer.save_checkpoint()` after run() hung (or crashed, if the other rank had
+    exited): it waited for the other ranks' random states. It now saves those the ranks ended run() with, as the loop's
+    checkpoint of the same step does: the files hold the same random states, weights and optimizer state."""
+    script = tmp_path / 'after_the_run.py'
+    script.write_text(AFTER_THE_RUN)
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': ROOT, 'WORK_DIR': str(tmp_path / 'run')}
+    out = torchrun_ok(script, env, timeout=60)
+    assert 'rank 0: done' in out and 'rank 1: done' in out, out
+    loop = torch.load(tmp_path / 'run' / 'ckpt.pt', weights_only=True)
+    assert len(loop['rng']) == 2 and not torch.equal(loop['rng'][0]['torch'], loop['rng'][1]['torch'])
+    for name in ('every_rank.pt', 'rank_0.pt'):
+        mine = torch.load(tmp_path / 'run' / name, weights_only=True)
+        assert mine['iter_num'] == loop['iter_num'] == 3
+        for key in ('rng', 'model', 'optimizer'):
+            assert same(mine[key], loop[key]), key
+
+
+def same(a, b):
+    """a == b, tensors compared by value, within dicts, lists and tuples."""
+    if torch.is_tensor(a) or torch.is_tensor(b):
+        return torch.is_tensor(a) and torch.is_tensor(b) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b

@@ -713,3 +713,16 @@ def test_a_callback_that_calls_stop_under_ddp_is_refused_instead_of_hanging_the_
     with pytest.raises(RuntimeError, match=r"a callback called trainer.stop\(\) under DDP, where callbacks run on rank "
                                            r"0 only: the other 1 rank\(s\) would go on training and wait for this one"):
         trainer.trigger_callbacks('on_batch_end')
+
+
+def test_save_checkpoint_under_ddp_before_a_run_has_ended_is_refused_by_name(tmp_path):
+    """Under DDP a checkpoint of one's own holds the random states every rank ended run() with; before run(), or
+    after an error stopped it, there are none (it failed in torch: 'Default process group has not been
+    initialized')."""
+    trainer = make_trainer(work_dir=str(tmp_path))
+    trainer.world_size = 2
+    with pytest.raises(RuntimeError, match=r"trainer.save_checkpoint\(\) under DDP saves the random states every rank "
+                                           r"ended run\(\) with, and no run\(\) has ended here \(none has run, or an "
+                                           r"error stopped it\): go on from the last checkpoint the loop saved"):
+        trainer.save_checkpoint()
+    assert not list(tmp_path.iterdir())
