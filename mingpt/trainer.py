@@ -258,11 +258,9 @@ class Trainer:
                 tnow = time.time()
                 self.iter_dt = tnow - self.iter_time
                 self.iter_time = tnow
-        except (Exception, KeyboardInterrupt) as e:  # Ctrl-C or a crash: say what is saved and how to go on
+        except (Exception, KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, a crash, sys.exit() in a callback
             self._bar.close()
-            # Ctrl-C reaches every rank, so rank 0 speaks for all. When the OOM killer ends a rank, rank 0 perhaps, the
-            # others meet a lost connection or torchrun's SIGTERM, neither of which says what is saved: each says it
-            if self.rank == 0 or not isinstance(e, KeyboardInterrupt) or isinstance(e, Terminated):
+            if self._says_how_to_go_on(e):
                 print(self._how_to_go_on(), file=sys.stderr)
             raise
         finally:
@@ -409,6 +407,14 @@ class Trainer:
             record['mfu'] = mfu
         self._since_log = [0.0, 0]
         return record
+
+    def _says_how_to_go_on(self, e):
+        """Whether this rank says what is saved and how to go on, after e stopped the run."""
+        if isinstance(e, SystemExit):  # sys.exit() in a callback ends the run on purpose: worth a note to go on from
+            return self._saved is not None
+        # Ctrl-C reaches every rank, so rank 0 speaks for all. When the OOM killer ends a rank, rank 0 perhaps, the
+        # others meet a lost connection or torchrun's SIGTERM, neither of which says what is saved: each says it
+        return self.rank == 0 or not isinstance(e, KeyboardInterrupt) or isinstance(e, Terminated)
 
     def _how_to_go_on(self):
         """What is saved and how to go on, counted as the checkpoint counts: in iterations done (steps_done), which

@@ -389,6 +389,21 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatc
         make_trainer(work_dir=str(tmp_path / 'runNone'), resume=True).run()
 
 
+def test_sys_exit_in_a_callback_says_which_checkpoint_to_go_on_from(tmp_path, capsys):
+    """sys.exit() in a callback (SystemExit, which is no Exception) ended the run without the note that Ctrl-C and
+    errors give. It ends the run on purpose, so the note comes where there is a checkpoint to go on from."""
+    def exit_at_iteration_3(t):
+        if t.iter_num == 3:
+            sys.exit("loss too high")
+    for interval, says in [(2, f"\nstopped after 4 iterations; {tmp_path / 'run2' / 'ckpt.pt'} was saved after 2 "
+                               "iterations: go on from there with --trainer.resume=True\n"), (None, '')]:
+        trainer = make_trainer(work_dir=str(tmp_path / f'run{interval}'), checkpoint_interval=interval)
+        trainer.add_callback('on_batch_end', exit_at_iteration_3)
+        with pytest.raises(SystemExit, match='loss too high'):
+            trainer.run()
+        assert capsys.readouterr().err == says
+
+
 def test_progress_bar_shows_loss_and_tokens_per_second(capsys):
     make_trainer(max_iters=5, quiet=False).run()
     err = capsys.readouterr().err
