@@ -821,6 +821,7 @@ class Trainer:
             dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
 
+
 def metric_value(name, value):
     """A callback's trainer.metrics[name] as metrics.jsonl writes it: a one-element tensor or array as its number.
     Anything else is refused by its name: .item() and json said only 'a Tensor with 2 elements...', and text or None
