@@ -410,7 +410,7 @@ class Trainer:
 
     def _says_how_to_go_on(self, e):
         """Whether this rank says what is saved and how to go on, after e stopped the run."""
-        if isinstance(e, SystemExit):  # sys.exit() in a callback ends the run on purpose: worth a note to go on from
+        if isinstance(e, SystemExit):  # sys.exit() in a callback ends the run on purpose: a note if it can go on
             return self._saved is not None
         # Ctrl-C reaches every rank, so rank 0 speaks for all. When the OOM killer ends a rank, rank 0 perhaps, the
         # others meet a lost connection or torchrun's SIGTERM, neither of which says what is saved: each says it
