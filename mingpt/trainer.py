@@ -1014,9 +1014,10 @@ def strip_prefixes(state_dict):
 def flops_per_token(model, seq_len):
     """Training FLOPs per token by PaLM's formula (Chowdhery et al. 2022, appendix B): 6N for the matmuls with the
     N weights (2 forward, 4 backward) plus 12 L H Q T for attention over T positions with L layers of H heads of size
-    Q. N leaves out the position embeddings, a lookup. None for a model without GPT's config."""
+    Q. N leaves out the position embeddings, a lookup. None for a model without GPT's config, and for an
+    encoder-decoder (seq2seq's Transformer), whose three attentions per layer over two lengths it does not count."""
     c = getattr(model, 'config', None)
-    if not all(hasattr(c, k) for k in ('n_layer', 'n_head', 'n_embd')):
+    if not all(hasattr(c, k) for k in ('n_layer', 'n_head', 'n_embd')) or hasattr(model, 'encoder'):
         return None
     n = sum(p.numel() for p in model.parameters())
     wpe = getattr(getattr(model, 'transformer', None), 'wpe', None)

@@ -18,6 +18,7 @@ import torch
 from mingpt.bpe import get_encoder, train_bpe
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
+from mingpt.seq2seq import Transformer
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
 from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint, set_seed
@@ -164,6 +165,11 @@ def test_flops_per_token_by_hand_with_either_positional_encoding():
     c.pos_embd = 'sinusoidal'
     sinusoidal = GPT(c)  # no position weights at all
     assert flops_per_token(sinusoidal, BLOCK) == 6 * sum(p.numel() for p in sinusoidal.parameters()) + attention
+    # an encoder-decoder has three attentions per layer (and a source embedding that is only a lookup): no MFU,
+    # where the formula logged one for it that counted a third of its attention
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type='transformer-micro', vocab_size=20, block_size=BLOCK))
+    assert flops_per_token(Transformer(C), BLOCK) is None
 
 
 def test_lr_schedule_warmup_then_cosine():
