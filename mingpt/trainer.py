@@ -455,7 +455,8 @@ class Trainer:
         self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
         if isinstance(c.resume, (str, os.PathLike)):  # a checkpoint's path; ~ is home
             c.resume = os.path.expanduser(os.fspath(c.resume))
-        if isinstance(c.resume, str) and c.resume.lower() in ('true', 'false', 'none'):
+        words = ('true', 'false', 'none', 'yes', 'no', 'on', 'off')  # meant as True or False
+        if isinstance(c.resume, str) and c.resume.lower() in words and not os.path.exists(c.resume):
             raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "
                               "None, capitalised as in Python")
         if c.dtype not in DTYPES:

@@ -280,8 +280,9 @@ def test_a_misspelt_option_an_uncapitalised_true_and_an_empty_dataset_are_refuse
     trainer.config.max_iter = 3  # a typo: max_iters stays None, and the loop would never end
     with pytest.raises(ConfigError, match=r"unknown config key 'trainer.max_iter'; valid keys here are: .*max_iters"):
         trainer.run()
-    with pytest.raises(ConfigError, match=r"trainer.resume='true' is read as a checkpoint's path; write True"):
-        make_trainer(resume='true').run()
+    for word in ('true', 'yes'):  # 'yes' was 'no checkpoint at yes'
+        with pytest.raises(ConfigError, match=rf"trainer.resume='{word}' is read as a checkpoint's path; write True"):
+            make_trainer(resume=word).run()
     trainer = make_trainer()
     trainer.train_dataset = []
     with pytest.raises(ValueError, match=r"train_dataset is empty \(len 0\): is its text shorter than block_size \+ 1"):
