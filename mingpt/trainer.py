@@ -230,9 +230,10 @@ class Trainer:
 
     def stop(self):
         """End the run after this step, from a callback (early stopping). The step is evaluated (with a val set)
-        and its line of metrics.jsonl, ckpt.pt and model.pt are written, as at any end. config.max_iters is left as
-        it is, so run() again trains max_iters, and a resume of the checkpoint goes on towards it (the older way,
-        trainer.config.max_iters = trainer.steps_done, stops too, but lowers max_iters for good)."""
+        and its line of metrics.jsonl, model.pt (and ckpt.pt, with checkpoint_interval) are written, as at any end.
+        config.max_iters is left as it is, so run() again trains max_iters, and a resume of the checkpoint goes on
+        towards it (the older way, trainer.config.max_iters = trainer.steps_done, stops too, but lowers max_iters for
+        good)."""
         self._stopping = True
 
     def _ends(self):
