@@ -40,7 +40,8 @@ from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
-PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}  # the first name that matches
+# dense bf16 peaks from NVIDIA's datasheets; the first name that matches
+PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
