@@ -26,7 +26,7 @@ def sinusoidal_positions(n_positions, dim):
     freq = 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)  # 1 / 10000^(2i/d), (ceil(d/2),)
     pe = torch.zeros(n_positions, dim)
     pe[:, 0::2] = torch.sin(pos * freq)
-    pe[:, 1::2] = torch.cos(pos * freq[:dim // 2])
+    pe[:, 1::2] = torch.cos(pos * freq[:dim // 2])  # an odd dim has one cos column fewer than sin
     return pe
 
 
@@ -72,7 +72,7 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd, self.causal = config.n_head, config.n_embd, causal
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, stacked
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual
-        self.attn_dropout = Dropout(config.attn_pdrop)
+        self.attn_dropout = Dropout(config.attn_pdrop)  # nn.Dropout, faster on CPU (at the end of this file)
         self.resid_dropout = Dropout(config.resid_pdrop)
         self.attn_impl = config.attn_impl
         self.keep_weights = False  # attention_maps sets it; the weights of the last forward are then kept here
@@ -202,7 +202,8 @@ def layer_stack(config, blocks):
 
 
 class GPT(nn.Module):
-    """GPT Language Model"""
+    """The GPT language model: embeddings, n_layer blocks, a final layer norm, and lm_head, the head that scores
+    every token of the vocabulary as the next one."""
 
     PRESETS = {
         # names and sizes as in minGPT; n_layer, n_head, n_embd
@@ -255,8 +256,8 @@ class GPT(nn.Module):
         # GPT-2's initialisation: N(0, 0.02), and residual projections scaled by 1/sqrt(2 * n_layer) so the
         # residual stream's variance does not grow with depth
         self.apply(self._init_weights)
-        for pn, p in self.named_parameters():
-            if pn.endswith('c_proj.weight'):
+        for name, p in self.named_parameters():
+            if name.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
@@ -298,7 +299,8 @@ class GPT(nn.Module):
             if attention_mask.shape != (idx.size(0), start + T):  # one 0/1 for every token, cached ones too
                 raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; for {idx.size(0)} rows of "
                                  f"{start} cached and {T} new tokens it must be {(idx.size(0), start + T)}")
-            pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T); any 0/1 dtype
+            # (B, T): the number of real tokens before each (long(): any 0/1 dtype), so padding does not count
+            pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]
             mask = padded_causal_mask(attention_mask, T)
         try:
             x = self.embed(idx, pos)
@@ -399,7 +401,7 @@ class GPT(nn.Module):
                 nxt = nxt.masked_fill(done, eos_token_id)
                 done |= nxt == eos_token_id
             yield nxt
-            if eos_token_id is not None and done.all():  # reading `done` waits for the GPU: only when it can end
+            if eos_token_id is not None and done.all():  # reading `done` waits for the GPU: only if rows can end
                 return
             idx = torch.cat([idx, nxt], dim=1)
             if attention_mask is not None:
@@ -408,15 +410,12 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
                  eos_token_id=None, generator=None, attention_mask=None):
-        """Take a conditioning sequence of indices idx (LongTensor of shape (b,t)) and complete the sequence
-        max_new_tokens times, feeding the predictions back into the model each time. Call model.eval() first: in
-        training mode dropout makes the choices random.
-
+        """Continue each prompt of idx (B, T), token ids, by max_new_tokens tokens, each fed back in to choose the
+        next; returns (B, T + new tokens), the prompt as given (see attention_mask in generate_stream) first. Call
+        model.eval() first: in training mode dropout makes the choices random.
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
-        top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. Returns the prompt as
-        given (a right-padded one keeps its padding, see attention_mask in generate_stream), then each row's new
-        tokens: max_new_tokens of them, or fewer once every row has emitted eos_token_id (a row that ends early is
-        padded with it)."""
+        top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. A row that has emitted
+        eos_token_id is padded with it, and generation stops early once every row has."""
         steps = self.generate_stream(idx, max_new_tokens, temperature=temperature, do_sample=do_sample, top_k=top_k,
                                      top_p=top_p, eos_token_id=eos_token_id, generator=generator,
                                      attention_mask=attention_mask)
@@ -500,7 +499,7 @@ class KVCache:
         self.k, self.v = self.k[rows], self.v[rows]
 
 
-# ---- one speed device, out of the reader's way ----
+# ---- one speed trick, out of the reader's way ----
 
 class Dropout(nn.Dropout):
     """nn.Dropout (zero each element with probability p, scale the rest by 1/(1-p)) with its mask drawn by
