@@ -114,8 +114,8 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.attn_dropout.p if self.training else 0.0
         if self.attn_impl == 'explicit' or self.keep_weights or (dropout_p > 0 and q.is_cpu):
             return self.explicit_attention(q, k, v, causal_mask(Tq, Tk, q.device) if causal else mask)
-        if causal and Tq > 1 and Tq != Tk:  # several new tokens after a cache: the causal mask, offset by it
-            mask, causal = causal_mask(Tq, Tk, q.device), False
+        if causal and Tq != Tk:  # new tokens after a cache: SDPA's is_causal would match them to the first keys
+            mask = causal_mask(Tq, Tk, q.device) if Tq > 1 else None  # a single new token may see every key
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                               is_causal=causal and Tq == Tk)
 
