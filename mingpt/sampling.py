@@ -19,7 +19,7 @@ def top_p_filter(logits, p):
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
     probs = sorted_logits.softmax(dim=-1)
     drop_sorted = (probs.cumsum(dim=-1) - probs) >= p  # the tokens before this one already hold mass p
-    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back from sorted order to each token's own place
     return logits.masked_fill(drop, float('-inf'))
 
 
