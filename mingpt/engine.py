@@ -6,13 +6,13 @@
 GPT's own generation loop (GPT.generate and generate_stream: the same code, so the same tokens) runs over the
 engine's next_token_logits. The prompt goes through the model's cached forward, and its keys and values fill a KV
 cache of fixed size (prompt plus new tokens, rounded up); each new token is then written at a slot held in a tensor
-and attends over the whole buffer, with a mask that hides the slots not yet written and the padding. Every decode
-step has the same shapes, so torch.compile compiles it once; a batch of another shape compiles it again, with dynamic
-shapes, for every shape after it. On CUDA the step is a CUDA graph (mode='reduce-overhead'). On CPU it is compiled
-with max-autotune and inductor's freezing: the weights become constants of the step, prepacked once into the layout of
-the GEMM kernels inductor generates (one more copy of the weights in memory), so an engine serves the weights it was
-compiled with and refuses to run after they change.
-Past block_size the model's sliding window takes over, eager: every window is new, as every position shifts.
+and attends over the whole buffer, with a mask that hides the slots not yet written and the padding. Past block_size
+the model's sliding window takes over, eager: every window is new, as every position shifts.
+
+Why fixed sizes: every decode step has the same shapes, so torch.compile compiles it once (a batch of another shape
+compiles it again, with dynamic shapes for every shape after it). On CUDA the step is a CUDA graph. On CPU inductor
+freezes the weights into the step as constants, prepacked for its GEMM kernels (one more copy of them in memory): an
+engine serves the weights it was compiled with and refuses to run after they change.
 """
 import functools
 import types
@@ -55,13 +55,13 @@ class PromptCache(KVCache):
 def decode_step(model, token, caches, keep, n_pad):
     """Logits (B, vocab_size) of the token after `token` (B, 1), which goes to slot caches[0].at. keep (B, S) is
     False on the prompt's padding; n_pad (B, 1) counts it, so a row's positions start at its first real token."""
-    at, tf = caches[0].at, model.transformer
+    at = caches[0].at
     x = model.embed(token, at - n_pad)  # (B, 1, n_embd)
     slots = torch.arange(keep.size(1), device=keep.device)
     mask = (keep & (slots <= at))[:, None, None, :]  # (B, 1, 1, S): real tokens written so far, never the future
-    for block, cache in zip(tf.h, caches):
+    for block, cache in zip(model.transformer.h, caches):
         x = block(x, mask, cache)
-    return model.lm_head(tf.ln_f(x)[:, -1])
+    return model.lm_head(model.transformer.ln_f(x)[:, -1])
 
 
 class Engine:
