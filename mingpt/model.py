@@ -79,8 +79,8 @@ class CausalSelfAttention(nn.Module):
         self.weights = None
 
     def forward(self, x, context=None, mask=None, cache=None):
-        """x (B, T, C) -> (B, T, C). `context` (B, S, C): the sequence keys and values come from (default x).
-        `context` may also be a pair (key, value) from context_keys_values, computed once and reused at every step.
+        """x (B, T, C) -> (B, T, C). `context` (B, S, C): what keys and values are read from (default x itself),
+        or their pair (key, value) from context_keys_values, computed once and reused at every decoding step.
         `mask` (B or 1, 1, T, S), True where a query may look at a key: padding and the causal mask together;
         None means the causal mask (or no mask, if not causal). `cache` (a KVCache, at the end of this file) holds
         the keys and values of earlier tokens; x is then only the new ones."""
@@ -120,7 +120,7 @@ class CausalSelfAttention(nn.Module):
                                               is_causal=causal and Tq == Tk)
 
     def explicit_attention(self, q, k, v, mask):
-        """softmax(Q K^T / sqrt(d)) V, written as on the slides; mask (False: may not look) becomes -inf."""
+        """softmax(Q K^T / sqrt(d_k)) V as on the slides, d_k the head size; mask (False: may not look) becomes -inf."""
         att = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, S): how well each query matches each key
         if mask is not None:
             att.masked_fill_(~mask, float('-inf'))  # in place, no copy of the scores; softmax gives these exactly 0
@@ -283,9 +283,9 @@ class GPT(nn.Module):
         real token. (For a probe of every layer's states, hook the modules: transformer.drop gives the embeddings,
         transformer.h[i] block i's output, e.g. with register_forward_hook.)"""
         if idx.dim() != 2 or idx.is_floating_point():
-            one = ': a single sequence is idx[None]' if idx.dim() == 1 else ''
+            hint = ': a single sequence is idx[None]' if idx.dim() == 1 else ''
             raise ValueError(f"idx must be (batch, tokens) integer token ids, got {idx.dtype} of shape "
-                             f"{tuple(idx.shape)}{one}")
+                             f"{tuple(idx.shape)}{hint}")
         T = idx.size(1)
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
