@@ -129,7 +129,7 @@ class Engine:
             return self.model.next_token_logits(seq, None, attention_mask)
         if caches[0].len == 0:
             return self.prefill(seq, caches, attention_mask)
-        caches[0].at.fill_(T - 1)
+        caches[0].at.fill_(T - 1)  # the newest token's slot: its index in seq, the prompt's padding included
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
         # a copy with its own strides: the last column's stride is T, a new one each step, and dynamo guards on strides
