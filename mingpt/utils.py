@@ -331,7 +331,7 @@ def save_checkpoint(checkpoint, path):
 
 def load_checkpoint(path, map_location='cpu', mmap=False):
     """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so.
-    mmap=True maps the tensors instead of reading them: only the ones used are read from the file."""
+    mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
     if os.path.isdir(path):  # a run's folder: its checkpoints are files in it
@@ -472,8 +472,7 @@ def checked_config(cls, checkpoint, weights, path):
 def rebuild_model(cls, path, map_location='cpu'):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
     and the checkpoint dict, whose 'model' holds the model's own tensors (one copy of the weights, not two)."""
-    # mapped, not read: a part never used costs no memory, such as the optimizer's state in a resume checkpoint
-    checkpoint = load_checkpoint(path, map_location, mmap=True)
+    checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     model = None
