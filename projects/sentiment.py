@@ -357,6 +357,11 @@ def load_lm(config, tokenizer_texts):
     if init:  # a GPT-2 hub id or a Hugging Face directory
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
         check_shape_asked(config.model, gpt.config, init)
+        dropout = {k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')}
+        if any(getattr(gpt.config, k) != p for k, p in dropout.items()):  # the weights in a model built with them
+            state, gpt = gpt.state_dict(), GPT(CN(**{**gpt.config.to_dict(), **dropout}))
+            gpt.load_state_dict(state)
+        gpt.train()  # from_pretrained gives it in eval mode, for sampling: without dropout
         if gpt.config.vocab_size != tokenizer.vocab_size:
             raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
                               f"{tokenizer.vocab_size}: sentiment.py fine-tunes GPT-2 weights with GPT-2's tokenizer")

@@ -470,6 +470,21 @@ def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
         sentiment.main(args + ['--trainer.max_iters=6', '--trainer.resume=True', '--classifier.dropout=0.2'])
 
 
+def test_gpt2_weights_fine_tune_in_train_mode_with_this_runs_dropout(tmp_path):
+    """from_pretrained gives GPT-2 in eval mode, and the trainer keeps a submodule's mode: the whole fine-tune ran
+    without dropout. And --model.attn_pdrop, said to apply, was GPT-2's config.json's 0.1."""
+    transformers = pytest.importorskip('transformers')
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=32))
+    hf.save_pretrained(tmp_path / 'tiny-gpt2')
+    for asked in (0.1, 0.0):  # GPT-2's own, and another
+        config = sentiment.parse_args(['finetune', f'--system.init={tmp_path / "tiny-gpt2"}',
+                                       f'--model.attn_pdrop={asked}'])[0]
+        gpt, _ = sentiment.load_lm(config, [])
+        assert gpt.training and all(m.training for m in gpt.modules())
+        assert gpt.transformer.h[0].attn.attn_dropout.p == asked and gpt.transformer.h[0].mlp.dropout.p == 0.1
+        assert torch.equal(gpt.lm_head.weight, hf.lm_head.weight)
+
+
 def test_finetune_gpt2_from_a_hugging_face_directory(tmp_path, capsys):
     """GPT-2 the same way, on a small random GPT-2 saved by transformers (the real one is 500 MB)."""
     sst2 = data_dir('sentiment', 'sst2')
