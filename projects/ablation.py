@@ -40,11 +40,11 @@ VARIANTS = {
     'relu': {'model.activation': 'relu'},
     'sinusoidal': {'model.pos_embd': 'sinusoidal'},
 }
-# what a resumed ablation may give its runs anew: where their files are, how a run goes on (not what it learns), and
-# more iterations (checked on its own)
+# what a resumed ablation may give its runs anew: where their files are, how a run goes on (not what it learns), the
+# samples it prints (callbacks change no training), and more iterations (checked on its own)
 MAY_CHANGE_ON_RESUME = ('system.work_dir', 'data.path', 'trainer.resume', 'trainer.overwrite', 'trainer.device',
                         'trainer.num_workers', 'trainer.compile', 'trainer.quiet', 'trainer.log_interval',
-                        'trainer.checkpoint_interval', 'trainer.max_iters')
+                        'trainer.checkpoint_interval', 'trainer.max_iters', 'sample.prompt', 'sample.length')
 
 
 def get_config():
