@@ -392,6 +392,10 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
         if Path(directory).is_file():  # e.g. its encoder.json
             raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
+        if not Path(directory).is_dir():  # nowhere: perhaps a misspelt name, such as gpt-2
+            raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: give "
+                                    "'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one with "
+                                    f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
         names = find_vocabulary(directory) or VOCAB_FILES[0]
         if names == ('tokenizer.json',):
             return read_tokenizer_json(Path(directory, names[0]))
@@ -402,10 +406,6 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                                         "both, the tokens and the merges; save it there again whole "
                                         "(tok.save_pretrained(folder), or tok.encoder.save(folder) for GPT-2's "
                                         "names, encoder.json and vocab.bpe)")
-            if not Path(directory).is_dir():  # nowhere: perhaps a misspelt name, such as gpt-2
-                raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: "
-                                        "give 'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one "
-                                        f"with `python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
             if not path.is_file():
                 raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
                                         f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}` (a "
