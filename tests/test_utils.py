@@ -669,8 +669,9 @@ def test_atomic_write_to_a_folder_names_it(tmp_path):
     """--plot.out=out/existing_folder said "[Errno 21] Is a directory: 'out/nodir.tmp20116' -> 'out/nodir'", and
     out/new/ "[Errno 2] ... 'out/new/.tmp6623'", both naming a temporary file the user never gave."""
     for folder in (str(tmp_path), f"{tmp_path / 'new'}/"):
+        example = re.escape(os.path.join(folder, 'NAME'))
         with pytest.raises(IsADirectoryError, match=f"{re.escape(folder)} is a folder, not a file: give the path of "
-                                                    f"the file to write, e.g. {re.escape(os.path.join(folder, 'NAME'))}"):
+                                                    f"the file to write, e.g. {example}"):
             atomic_write(folder, lambda tmp: Path(tmp).write_text('x'))
     assert list(tmp_path.iterdir()) == []  # nothing made, not even the new folder
 
