@@ -316,6 +316,9 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
+            if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
+                raise ValueError("targets is idx itself: targets are the next token at each position, the ids shifted "
+                                 "by one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels")
             if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
                 raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                                  f"got {tuple(targets.shape)}")
