@@ -41,7 +41,8 @@ EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # dense bf16 tensor-core peak FLOP/s, the denominator of MFU
 # dense bf16 peaks from NVIDIA's datasheets; the first name that matches
-PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
+PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL': 835e12, 'H200': 989e12,
+              'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
@@ -293,7 +294,7 @@ class Trainer:
         if low and self.rank == 0:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16), which is for sampling
             name = str(min(low, key=str)).removeprefix('torch.')
             warnings.warn(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
-                          "its weight (in bfloat16 any below 1/256 of it), so most of AdamW's steps change little or "
+                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change little or "
                           f"nothing: keep the weights in float32 and compute in {name} with trainer.dtype='{name}' "
                           "(autocast), e.g. GPT.from_pretrained(name) without a dtype", stacklevel=3)
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
@@ -1027,7 +1028,8 @@ def flops_per_token(model, seq_len):
     Q. N leaves out the position embeddings, a lookup. None for a model without GPT's config, and for an
     encoder-decoder (seq2seq's Transformer), whose three attentions per layer over two lengths it does not count."""
     c = getattr(model, 'config', None)
-    if not all(hasattr(c, k) for k in ('n_layer', 'n_head', 'n_embd')) or hasattr(model, 'encoder'):
+    encoder_decoder = isinstance(getattr(model, 'encoder', None), torch.nn.Module)
+    if encoder_decoder or not all(hasattr(c, k) for k in ('n_layer', 'n_head', 'n_embd')):
         return None
     n = sum(p.numel() for p in model.parameters())
     wpe = getattr(getattr(model, 'transformer', None), 'wpe', None)

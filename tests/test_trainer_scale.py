@@ -119,7 +119,8 @@ def test_torchrun_refuses_more_processes_than_gpus(monkeypatch):
 
 
 @pytest.mark.parametrize('name, peak', [('NVIDIA H100 80GB HBM3', 989e12), ('NVIDIA H100 PCIe', 756e12),
-                                        ('NVIDIA H100 NVL', 835e12), ('NVIDIA A100-SXM4-80GB', 312e12),
+                                        ('NVIDIA H100 NVL', 835e12), ('NVIDIA H200 NVL', 835e12), ('NVIDIA H200', 989e12),
+                                        ('NVIDIA A100-SXM4-80GB', 312e12),
                                         ('NVIDIA GeForce RTX 3090', None)])
 def test_peak_flops_of_the_gpus_we_know(monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device=None: name)
@@ -171,6 +172,8 @@ def test_flops_per_token_by_hand_with_either_positional_encoding():
     C = Transformer.get_default_config()
     C.merge_from_dict(dict(model_type='transformer-micro', vocab_size=20, block_size=BLOCK))
     assert flops_per_token(Transformer(C), BLOCK) is None
+    model.encoder = object()  # a GPT that keeps something else under that name still gets its count
+    assert flops_per_token(model, BLOCK) == 6 * n + attention
 
 
 def test_lr_schedule_warmup_then_cosine():
