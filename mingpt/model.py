@@ -7,6 +7,7 @@ so that its checkpoints map one to one (see pretrained.py), and "Attention is al
 for the switchable parts: sinusoidal positions, post-norm ("Add & Norm") and ReLU.
 """
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -114,8 +115,8 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.attn_dropout.p if self.training else 0.0
         if self.attn_impl == 'explicit' or self.keep_weights or (dropout_p > 0 and q.is_cpu):
             return self.explicit_attention(q, k, v, causal_mask(Tq, Tk, q.device) if causal else mask)
-        if causal and Tq != Tk:  # new tokens after a cache: SDPA's is_causal would match them to the first keys
-            mask = causal_mask(Tq, Tk, q.device) if Tq > 1 else None  # a single new token may see every key
+        if causal and Tq > 1 and Tq != Tk:  # after a cache: SDPA's is_causal would match queries to the first keys
+            mask = causal_mask(Tq, Tk, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                               is_causal=causal and Tq == Tk)
 
@@ -317,8 +318,9 @@ class GPT(nn.Module):
         loss = None
         if targets is not None:  # -1 marks positions that do not count (padding)
             if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
-                raise ValueError("targets is idx itself: targets are the next token at each position, the ids shifted "
-                                 "by one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels")
+                warnings.warn("targets is idx itself: targets are the next token at each position, the ids shifted "
+                              "by one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels",
+                              stacklevel=2)
             if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
                 raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                                  f"got {tuple(targets.shape)}")
@@ -416,6 +418,7 @@ class GPT(nn.Module):
         """Continue each prompt of idx (B, T), token ids, by max_new_tokens tokens, each fed back in to choose the
         next; returns (B, T + new tokens), the prompt as given (see attention_mask in generate_stream) first. Call
         model.eval() first: in training mode dropout makes the choices random.
+
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
         top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. A row that has emitted
         eos_token_id is padded with it, and generation stops early once every row has."""
