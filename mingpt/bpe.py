@@ -349,6 +349,19 @@ def find_vocabulary(directory):
     return next((names for names in VOCAB_FILES if Path(directory, names[0]).is_file()), None)
 
 
+def _tokens_added_around_text(processor):
+    """What a tokenizer.json's post-processor adds to the ids of a text: nothing in GPT-2's own (ByteLevel, which
+    changes only offsets); <|endoftext|> first in a tokenizer saved with add_bos_token (a TemplateProcessing)."""
+    kind = (processor or {}).get('type')
+    if kind in (None, 'ByteLevel'):
+        return []
+    if kind == 'Sequence':
+        return [t for p in processor['processors'] for t in _tokens_added_around_text(p)]
+    if kind == 'TemplateProcessing':  # 'single': the template of one text, its Sequence and the tokens around it
+        return [piece['SpecialToken']['id'] for piece in processor['single'] if 'SpecialToken' in piece]
+    return [f"the tokens of a {kind}"]  # e.g. RobertaProcessing: <s> and </s>
+
+
 def read_tokenizer_json(path):
     """An Encoder from a Hugging Face tokenizer.json of GPT-2's kind: a byte-level BPE with GPT-2's regex. The tokens
     added after the vocabulary (tokenizer.add_tokens, before model.resize_token_embeddings) are special tokens here;
@@ -361,6 +374,12 @@ def read_tokenizer_json(path):
                 ('BPE', None, 'ByteLevel', True, False):
             raise ValueError(f"it is not a byte-level BPE with GPT-2's pre-tokeniser (model {model['type']!r}, "
                              f"normalizer {hf['normalizer']!r}, pre_tokenizer {hf['pre_tokenizer']!r})")
+        added = _tokens_added_around_text(hf.get('post_processor'))
+        if added:  # add_bos_token / add_eos_token: transformers' ids would start or end with them, ours not
+            raise ValueError(f"its post-processor adds {', '.join(added)} around every text (add_bos_token or "
+                             "add_eos_token), which mingpt's tokenizer does not, so its ids would differ from "
+                             "transformers'; save the tokenizer without those options and put the ids before or "
+                             "after a text's ids yourself")
         encoder = {**model['vocab'], **{t['content']: t['id'] for t in hf['added_tokens']}}
         merges = [m.split(' ') if isinstance(m, str) else m for m in model['merges']]  # 'a b' in older files
         encoder = Encoder(encoder, merges)

@@ -702,6 +702,24 @@ def test_added_tokens_that_hugging_face_matches_otherwise_are_refused_not_read_a
         get_encoder(directory=tmp_path / 'plain')
 
 
+@pytest.mark.parametrize('option', ['add_bos_token', 'add_eos_token'])
+def test_a_tokenizer_json_that_adds_endoftext_around_text_is_refused_not_read_without_it(tmp_path, option):
+    """transformers saves add_bos_token (add_eos_token) as a post-processor that puts <|endoftext|> before (after)
+    every text: GPT2Tokenizer gives [50256, 15496, 995] for 'Hello world', and get_encoder read the folder as
+    GPT-2's plain [15496, 995]. Without the option the same folder is read, with transformers' ids."""
+    transformers = pytest.importorskip('transformers')
+    BPETokenizer().save_pretrained(tmp_path)
+    for added in (False, True):
+        hf = transformers.GPT2Tokenizer.from_pretrained(tmp_path, **{option: added})
+        hf.save_pretrained(tmp_path / option)
+        if not added:
+            assert get_encoder(directory=tmp_path / option).encode('Hello world') == hf.encode('Hello world')
+    assert 50256 in hf.encode('Hello world')  # what the option does in transformers
+    with pytest.raises(ValueError, match=r"its post-processor adds <\|endoftext\|> around every text \(add_bos_token "
+                                         r"or add_eos_token\), which mingpt's tokenizer does not"):
+        get_encoder(directory=tmp_path / option)
+
+
 def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_config(tmp_path, tiktoken_gpt2):
     """GPT.save_pretrained writes config.json and the weights only: AutoTokenizer read that folder as a tokenizer of
     no tokens ('Hello' gave []). BPETokenizer.save_pretrained adds the vocabulary, special tokens included: GPT-2's
