@@ -396,6 +396,38 @@ def read_tokenizer_json(path):
         raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {reason}") from None
 
 
+def _refuse_hf_tokenizer_options(directory, encoder):
+    """Refuse what transformers reads beside vocab.json and merges.txt and mingpt would not follow, each of which
+    gives other ids: a space put before the text, <|endoftext|> around it (tokenizer_config.json's add_prefix_space,
+    add_bos_token, add_eos_token), or tokens added past vocab.json (its added_tokens_decoder or named tokens, and
+    older transformers' added_tokens.json). Such a folder re-saved by transformers holds a tokenizer.json, read
+    with its added tokens."""
+    def read(name):
+        path = directory / name
+        try:
+            value = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
+        except (ValueError, RecursionError) as e:
+            value = e
+        if not isinstance(value, dict):
+            raise ValueError(f"cannot read {path} as a JSON object ({value!r:.60}); delete it or save the tokenizer "
+                             "again")
+        return value
+    config, added = read('tokenizer_config.json'), read('added_tokens.json')
+    options = [k for k in ('add_prefix_space', 'add_bos_token', 'add_eos_token') if config.get(k)]
+    named = [config.get(k) for k in ('bos_token', 'eos_token', 'unk_token', 'pad_token')]
+    tokens = [*added, *(t.get('content') for t in config.get('added_tokens_decoder', {}).values()),
+              *(t.get('content') if isinstance(t, dict) else t for t in named if t)]
+    new = sorted({t for t in tokens if t not in encoder})
+    why = [f"{', '.join(options)} set"] * bool(options)
+    why += [f"the tokens {new[:5]} added past vocab.json"] * bool(new)
+    if why:
+        raise ValueError(f"{directory}'s tokenizer has {' and '.join(why)}, which mingpt does not follow from "
+                         "vocab.json and merges.txt, so its ids would differ from transformers'; save it with "
+                         "transformers 5 (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes "
+                         "tokenizer.json, read with its added tokens), without add_prefix_space, add_bos_token and "
+                         "add_eos_token")
+
+
 def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     """A new Encoder. With `directory`: the encoder.json and vocab.bpe in it (as Encoder.save writes them), or a
     Hugging Face folder's tokenizer.json, or its vocab.json and merges.txt (a relative directory not found here is
@@ -436,6 +468,8 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                 local_copy=local_copy)
     bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256, local_copy=local_copy)
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
+    if directory is not None and names == VOCAB_FILES[-1]:
+        _refuse_hf_tokenizer_options(Path(directory), encoder)
     try:
         return Encoder(encoder, merges, pattern=pattern)
     except ValueError as e:

@@ -720,6 +720,28 @@ def test_a_tokenizer_json_that_adds_endoftext_around_text_is_refused_not_read_wi
         get_encoder(directory=tmp_path / option)
 
 
+@pytest.mark.parametrize('config, refused', [
+    ({'add_prefix_space': True}, r"add_prefix_space set"),  # transformers: 'Hello world' is [18435, 995]
+    ({'add_bos_token': True}, r"add_bos_token set"),  # [50256, 15496, 995]
+    ({'added_tokens_decoder': {'50257': {'content': '[PAD]', 'special': True}}, 'pad_token': '[PAD]'},
+     r"the tokens \['\[PAD\]'\] added past vocab.json"),  # 'Hello [PAD]' ends in 50257
+])
+def test_options_beside_vocab_json_that_change_the_ids_are_refused_not_ignored(tmp_path, config, refused):
+    """An older transformers saved GPT-2's tokenizer as vocab.json and merges.txt with its options in
+    tokenizer_config.json; transformers follows them, and get_encoder read the two files alone, as GPT-2's
+    ([15496, 995] for 'Hello world', [15496, 685, 47, 2885, 60] for 'Hello [PAD]'). mingpt's own save_pretrained
+    writes a tokenizer_config.json too, which is read."""
+    transformers = pytest.importorskip('transformers')
+    BPETokenizer().save_pretrained(tmp_path)
+    text = 'Hello world [PAD]'
+    theirs = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    assert get_encoder(directory=tmp_path).encode(text) == theirs.encode(text)
+    (tmp_path / 'tokenizer_config.json').write_text(json.dumps({'tokenizer_class': 'GPT2Tokenizer', **config}))
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path).encode(text) != get_encoder().encode(text)
+    with pytest.raises(ValueError, match=rf"{tmp_path.name}'s tokenizer has {refused}, which mingpt does not follow"):
+        get_encoder(directory=tmp_path)
+
+
 def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_config(tmp_path, tiktoken_gpt2):
     """GPT.save_pretrained writes config.json and the weights only: AutoTokenizer read that folder as a tokenizer of
     no tokens ('Hello' gave []). BPETokenizer.save_pretrained adds the vocabulary, special tokens included: GPT-2's
