@@ -522,11 +522,13 @@ class BPETokenizer:
         return self.encoder.save(directory, hugging_face=True)
 
     def decode(self, ids):
-        """ids: a 1-D tensor or list of ints -> str; a 2-D tensor or list of lists -> list of str."""
+        """ids: a 1-D tensor or list of ints -> str; a 2-D tensor or list of lists (or of 1-D tensors, e.g. rows cut
+        to their lengths) -> list of str."""
         if hasattr(ids, 'tolist'):
             ids = ids.tolist()
         if isinstance(ids, int):
             ids = [ids]
+        ids = [i.tolist() if hasattr(i, 'tolist') else i for i in ids]  # a list of tensors as a list of lists
         if ids and isinstance(ids[0], (list, tuple)):
             return [self.encoder.decode(list(row)) for row in ids]
         return self.encoder.decode(list(ids))

@@ -278,6 +278,16 @@ def test_tokenizer_interface(encoder):
         tok('x', return_tensors='np')
 
 
+def test_decode_takes_a_list_of_tensors_as_rows():
+    """Rows of different lengths, each cut to its length, are a list of 1-D tensors (what Hugging Face's batch_decode
+    takes): decode raised 'Boolean value of Tensor with more than one value is ambiguous'."""
+    tok = BPETokenizer()
+    batch, lengths = tok(['hi', 'hello there world', ''], return_lengths=True)
+    rows = [row[:n] for row, n in zip(batch, lengths)]
+    assert tok.decode(rows) == ['hi', 'hello there world', ''] == [tok.decode(row.tolist()) for row in rows]
+    assert tok.decode(list(batch[1])) == 'hello there world'  # a list of 0-d tensors is one row of ids
+
+
 class FakeResponse:
     """Enough of requests.Response for mingpt.data.download."""
     history = []  # no redirects
