@@ -172,6 +172,11 @@ def _load_hf_weights(model, weights, path):
             w = w.t().contiguous()  # HF's Conv1D stores (in, out); nn.Linear wants (out, in)
         if w.shape != ours[name].shape:
             transposed = ' (transposed from Conv1D)' if name.endswith(HF_CONV1D) else ''
+            if transposed and w.t().shape == ours[name].shape:  # e.g. torch.save(model.state_dict()) of a GPT
+                raise ValueError(f"{path}: {key!r} is stored (out, in), as nn.Linear keeps it in a GPT's own "
+                                 "state_dict, not (in, out) as Hugging Face's Conv1D: write the folder with "
+                                 "model.save_pretrained(folder) (GPT2LMHeadModel reads it too), or load such a file "
+                                 "with model.load_state_dict(torch.load(file))")
             raise ValueError(f"{path}: key {key!r} has shape {tuple(w.shape)}{transposed} but the model built from "
                              f"config.json expects {tuple(ours[name].shape)}; the "
                              "weights and config.json do not belong together")

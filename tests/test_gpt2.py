@@ -234,6 +234,22 @@ def test_shape_mismatch_names_key_and_shapes(small_dir):
         GPT.from_pretrained(small_dir)
 
 
+def test_a_gpts_own_state_dict_beside_config_json_is_named_as_such(small_dir):
+    """torch.save(model.state_dict()) as pytorch_model.bin beside save_pretrained's config.json (as one saves a
+    GPT2LMHeadModel's): from_pretrained said 'the weights and config.json do not belong together', blaming the
+    config, where the weights are in nn.Linear's layout; the fix it names loads them."""
+    model = GPT.from_pretrained(small_dir)
+    (small_dir / 'model.safetensors').unlink()
+    torch.save(model.state_dict(), small_dir / 'pytorch_model.bin')
+    with pytest.raises(ValueError, match=r"'transformer.h.0.attn.c_attn.weight' is stored \(out, in\), as nn.Linear "
+                                         r"keeps it in a GPT's own state_dict.*model.save_pretrained\(folder\)"):
+        GPT.from_pretrained(small_dir)
+    again = GPT.from_pretrained(save_hf(hf_model(seed=1, **SMALL), small_dir.parent / 'other', 'safetensors'))
+    again.load_state_dict(torch.load(small_dir / 'pytorch_model.bin'))
+    idx = torch.randint(0, SMALL['vocab_size'], (1, 9))
+    assert torch.equal(again(idx)[0], model(idx)[0])
+
+
 @pytest.mark.parametrize('key, value', [('n_layer', 10 ** 7), ('n_embd', 2 ** 20), ('vocab_size', 10 ** 9)])
 def test_a_config_json_asking_for_sizes_its_weights_have_not_is_refused_before_the_model_is_built(
         small_dir, monkeypatch, key, value):
