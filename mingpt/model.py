@@ -324,7 +324,12 @@ class GPT(nn.Module):
             if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
                 raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                                  f"got {tuple(targets.shape)}")
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
+            try:
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
+            except IndexError:  # raised on CPU, as the embedding's (a GPU stops at a device-side assert)
+                raise ValueError(f"targets hold ids from {targets.min().item()} to {targets.max().item()}: each must "
+                                 f"be a token id below vocab_size={self.config.vocab_size}, or -1 for a position that "
+                                 "does not count (Hugging Face's -100)") from None
         return logits, loss
 
     def attention_maps(self, idx, attention_mask=None):

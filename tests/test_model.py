@@ -228,6 +228,10 @@ def test_targets_of_another_shape_are_refused_and_int32_ids_work():
     logits, loss = m(idx.int(), idx.roll(-1, 1).int())  # int32, as a numpy-made dataset may give
     assert torch.equal(loss, m(idx, idx.roll(-1, 1))[1])
     assert torch.equal(loss, m(idx, idx.roll(-1, 1).view(-1))[1])  # flattened, as minGPT's forward accepted them
+    for bad in (idx.masked_fill(idx == 3, -100), idx + 9):  # Hugging Face's ignored label; an id past the vocabulary
+        with pytest.raises(ValueError, match=rf"targets hold ids from {bad.min()} to {bad.max()}: each must be a token "
+                                             r"id below vocab_size=11, or -1 for a position that does not count"):
+            m(idx, bad)
     # Hugging Face's model(input_ids, labels=input_ids), which it shifts itself: here it trains to copy the input.
     # Warned of, not refused: minGPT's forward took it, and code written for minGPT runs unchanged
     with pytest.warns(UserWarning, match=r"targets is idx itself: targets are the next token at each position, the "
