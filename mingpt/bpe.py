@@ -396,34 +396,38 @@ def read_tokenizer_json(path):
         raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {reason}") from None
 
 
+def _json_object(path):
+    """The JSON object in path, {} if there is no such file: a tokenizer's options beside its vocabulary."""
+    try:
+        value = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
+    except (ValueError, RecursionError) as e:
+        value = e
+    if not isinstance(value, dict):
+        raise ValueError(f"cannot read {path} as a JSON object ({value!r:.60}); delete it or save the tokenizer again")
+    return value
+
+
 def _refuse_hf_tokenizer_options(directory, encoder):
     """Refuse what transformers reads beside vocab.json and merges.txt and mingpt would not follow, each of which
     gives other ids: a space put before the text, <|endoftext|> around it (tokenizer_config.json's add_prefix_space,
     add_bos_token, add_eos_token), or tokens added past vocab.json (its added_tokens_decoder or named tokens, and
     older transformers' added_tokens.json). Such a folder re-saved by transformers holds a tokenizer.json, read
     with its added tokens."""
-    def read(name):
-        path = directory / name
-        try:
-            value = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
-        except (ValueError, RecursionError) as e:
-            value = e
-        if not isinstance(value, dict):
-            raise ValueError(f"cannot read {path} as a JSON object ({value!r:.60}); delete it or save the tokenizer "
-                             "again")
-        return value
-    config, added = read('tokenizer_config.json'), read('added_tokens.json')
+    config, added = _json_object(directory / 'tokenizer_config.json'), _json_object(directory / 'added_tokens.json')
     options = [k for k in ('add_prefix_space', 'add_bos_token', 'add_eos_token') if config.get(k)]
     named = [config.get(k) for k in ('bos_token', 'eos_token', 'unk_token', 'pad_token')]
     tokens = [*added, *(t.get('content') for t in config.get('added_tokens_decoder', {}).values()),
               *(t.get('content') if isinstance(t, dict) else t for t in named if t)]
     new = sorted({t for t in tokens if t not in encoder})
-    why = [f"{', '.join(options)} set"] * bool(options)
-    why += [f"the tokens {new[:5]} added past vocab.json"] * bool(new)
+    why = []
+    if options:
+        why.append(f"{', '.join(options)} set")
+    if new:
+        why.append(f"the tokens {new[:5]} added past vocab.json")
     if why:
         raise ValueError(f"{directory}'s tokenizer has {' and '.join(why)}, which mingpt does not follow from "
                          "vocab.json and merges.txt, so its ids would differ from transformers'; save it with "
-                         "transformers 5 (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes "
+                         "transformers (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes "
                          "tokenizer.json, read with its added tokens), without add_prefix_space, add_bos_token and "
                          "add_eos_token")
 
@@ -449,6 +453,10 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                                     f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
         names = find_vocabulary(directory) or VOCAB_FILES[0]
         if names == ('tokenizer.json',):
+            if _json_object(Path(directory, 'tokenizer_config.json')).get('add_prefix_space'):
+                raise ValueError(f"{directory}'s tokenizer_config.json sets add_prefix_space, which transformers "
+                                 "follows (a space before every text) and mingpt does not, so its ids would differ; "
+                                 "save the tokenizer without it")
             return read_tokenizer_json(Path(directory, names[0]))
         encoder_path, vocab_path = (Path(directory) / name for name in names)
         for path, other in ((encoder_path, vocab_path), (vocab_path, encoder_path)):

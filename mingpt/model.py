@@ -320,7 +320,7 @@ class GPT(nn.Module):
             if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
                 warnings.warn("targets is idx itself: targets are the next token at each position, the ids shifted "
                               "by one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels",
-                              stacklevel=2)
+                              stacklevel=4)  # the caller's line, past nn.Module's __call__ (two frames)
             if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
                 raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                                  f"got {tuple(targets.shape)}")

@@ -39,8 +39,7 @@ from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, 
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
-# dense bf16 tensor-core peak FLOP/s, the denominator of MFU
-# dense bf16 peaks from NVIDIA's datasheets; the first name that matches
+# dense bf16 tensor-core peak FLOP/s from NVIDIA's datasheets, the denominator of MFU; the first name that matches
 PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL': 835e12, 'H200': 989e12,
               'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
@@ -294,8 +293,8 @@ class Trainer:
         if low and self.rank == 0:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16), which is for sampling
             name = str(min(low, key=str)).removeprefix('torch.')
             warnings.warn(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
-                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change little or "
-                          f"nothing: keep the weights in float32 and compute in {name} with trainer.dtype='{name}' "
+                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change little "
+                          f"or nothing: keep the weights in float32 and compute in {name} with trainer.dtype='{name}' "
                           "(autocast), e.g. GPT.from_pretrained(name) without a dtype", stacklevel=3)
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)

@@ -725,9 +725,26 @@ def test_a_tokenizer_json_that_adds_endoftext_around_text_is_refused_not_read_wi
         if not added:
             assert get_encoder(directory=tmp_path / option).encode('Hello world') == hf.encode('Hello world')
     assert 50256 in hf.encode('Hello world')  # what the option does in transformers
+    if not (tmp_path / option / 'tokenizer.json').exists():  # transformers 4's GPT2Tokenizer writes none
+        pytest.skip("this transformers saves no tokenizer.json (the vocab.json folder's own check applies)")
     with pytest.raises(ValueError, match=r"its post-processor adds <\|endoftext\|> around every text \(add_bos_token "
                                          r"or add_eos_token\), which mingpt's tokenizer does not"):
         get_encoder(directory=tmp_path / option)
+
+
+def test_add_prefix_space_beside_a_tokenizer_json_is_refused(tmp_path):
+    """transformers reads tokenizer_config.json's add_prefix_space beside a tokenizer.json too ('Hello world' is
+    [18435, 995]); get_encoder read the tokenizer.json alone, as [15496, 995]."""
+    transformers = pytest.importorskip('transformers')
+    BPETokenizer().save_pretrained(tmp_path)
+    transformers.GPT2Tokenizer.from_pretrained(tmp_path).save_pretrained(tmp_path / 'hf')
+    if not (tmp_path / 'hf' / 'tokenizer.json').exists():  # transformers 4's GPT2Tokenizer writes none
+        pytest.skip("this transformers saves no tokenizer.json")
+    config = json.loads((tmp_path / 'hf' / 'tokenizer_config.json').read_text())
+    (tmp_path / 'hf' / 'tokenizer_config.json').write_text(json.dumps({**config, 'add_prefix_space': True}))
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / 'hf').encode('Hello world') == [18435, 995]
+    with pytest.raises(ValueError, match=r"tokenizer_config.json sets add_prefix_space, which transformers follows"):
+        get_encoder(directory=tmp_path / 'hf')
 
 
 @pytest.mark.parametrize('config, refused', [

@@ -119,8 +119,8 @@ def test_torchrun_refuses_more_processes_than_gpus(monkeypatch):
 
 
 @pytest.mark.parametrize('name, peak', [('NVIDIA H100 80GB HBM3', 989e12), ('NVIDIA H100 PCIe', 756e12),
-                                        ('NVIDIA H100 NVL', 835e12), ('NVIDIA H200 NVL', 835e12), ('NVIDIA H200', 989e12),
-                                        ('NVIDIA A100-SXM4-80GB', 312e12),
+                                        ('NVIDIA H100 NVL', 835e12), ('NVIDIA H200 NVL', 835e12),
+                                        ('NVIDIA H200', 989e12), ('NVIDIA A100-SXM4-80GB', 312e12),
                                         ('NVIDIA GeForce RTX 3090', None)])
 def test_peak_flops_of_the_gpus_we_know(monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device=None: name)
