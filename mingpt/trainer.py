@@ -293,9 +293,10 @@ class Trainer:
         if low and self.rank == 0:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16), which is for sampling
             name = str(min(low, key=str)).removeprefix('torch.')
             warnings.warn(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
-                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change little "
-                          f"or nothing: keep the weights in float32 and compute in {name} with trainer.dtype='{name}' "
-                          "(autocast), e.g. GPT.from_pretrained(name) without a dtype", stacklevel=3)
+                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change "
+                          f"little or nothing: keep the weights in float32 and compute in {name} with "
+                          f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype",
+                          stacklevel=3)
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
