@@ -4,7 +4,9 @@ import ast
 import io
 import json
 import math
+import multiprocessing
 import os
+import pickle
 import random
 import re
 import shlex
@@ -13,6 +15,7 @@ import signal
 import sys
 import threading
 import traceback
+import types
 import warnings
 import zipfile
 from contextlib import contextmanager, redirect_stdout
@@ -145,6 +148,44 @@ def eval_mode(model):
     with modes_kept(model):
         model.eval()
         yield model
+
+
+class _MainFinder(pickle.Pickler):
+    """A pickler that notes each class or function that the pickle names as __main__'s."""
+
+    def __init__(self, file):
+        super().__init__(file)
+        self.found = []
+
+    def persistent_id(self, obj):  # pickle asks this of every object it meets
+        if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == '__main__':
+            self.found.append(obj.__qualname__)
+        return None  # None: pickle it as usual
+
+
+def check_dataset_for_workers(dataset, num_workers):
+    """Refuse, before training, a dataset that DataLoader workers could not receive. Where they start as a new Python
+    ('spawn': macOS, Windows; 'forkserver': Linux from Python 3.14), each gets the dataset pickled and imports its
+    class, and any function it holds, by module and name: one defined inside a function, a lambda, or one defined in
+    a notebook (its __main__ has no file to import) failed there as 'DataLoader worker exited unexpectedly'."""
+    method = multiprocessing.get_start_method()
+    if num_workers == 0 or method == 'fork':  # a forked worker has the dataset already
+        return
+    workers = f"the DataLoader workers (trainer.num_workers={num_workers}), which start as a new Python ('{method}')"
+    fix = "or set trainer.num_workers=0 (the batches are then cut in this process)"
+    with open(os.devnull, 'wb') as nowhere:  # only pickle's walk over the objects is wanted, not the bytes
+        finder = _MainFinder(nowhere)
+        try:
+            finder.dump(dataset)
+        except Exception as e:  # pickle's own errors, and an object's refusal (an open file's TypeError)
+            raise ValueError(f"the dataset cannot be sent to {workers} and receive it pickled: {type(e).__name__}: "
+                             f"{e}. Define its class and the functions it holds at the top level of a module, not "
+                             f"inside a function or as a lambda, {fix}") from None
+    script = getattr(sys.modules['__main__'], '__file__', None)  # a notebook has none, python - has '<stdin>'
+    if finder.found and not (script and os.path.isfile(script)):
+        raise ValueError(f"the dataset's {', '.join(dict.fromkeys(finder.found))} is defined in a notebook (or python "
+                         f"-c, or stdin), which {workers} cannot import: move it into a .py file and import it from "
+                         f"there, {fix}")
 
 
 def other_rank():

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from conftest import deflate, load_project
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, model_state,
+from mingpt.data import CharDataset
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
+                          load_checkpoint, model_state,
                           remove_stale_temps, resolve_device, run_cli, save_checkpoint, set_from_data, set_seed,
                           setup_logging)
 
@@ -874,3 +876,79 @@ def test_masking_a_windows_targets_in_place_changes_no_other_window(tmp_path):
         y[:2] = -1
         assert x.tolist() == before[0][0]
         assert [tuple(t.tolist() for t in data[i]) for i in range(3)] == before
+
+
+NOTEBOOK_DATASET = """
+import multiprocessing, torch
+from mingpt.utils import check_dataset_for_workers
+class Windows(torch.utils.data.Dataset):  # defined where a notebook defines it: in a __main__ without a file
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return torch.tensor([i])
+if __name__ == '__main__':
+    multiprocessing.set_start_method('spawn')  # macOS's and Windows' default
+    try:
+        check_dataset_for_workers(Windows(), 1)
+    except ValueError as e:
+        print('refused:', e)
+    check_dataset_for_workers(Windows(), 0)  # batches cut in this process: nothing to refuse
+    try:
+        next(iter(torch.utils.data.DataLoader(Windows(), num_workers=1)))
+    except RuntimeError as e:  # what a Trainer met without the check
+        print('the workers:', e)
+"""
+
+
+@pytest.mark.parametrize('args, stdin', [(['-c', NOTEBOOK_DATASET], None), (['-'], NOTEBOOK_DATASET)],
+                         ids=['python -c', 'python - (stdin)'])
+def test_a_dataset_class_of_a_notebook_is_refused_where_spawned_workers_could_not_import_it(args, stdin):
+    """On macOS and Windows a dataset class defined in a notebook (or python -c, or a script piped to python -)
+    stopped training with 'DataLoader worker (pid 123) exited unexpectedly' (the worker's own error: Can't get
+    attribute 'Windows' on <module '__main__'>). The refusal is checked against a real spawned DataLoader, which
+    fails on the same dataset."""
+    out = subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}).stdout
+    assert "refused: the dataset's Windows is defined in a notebook" in out
+    assert "move it into a .py file" in out and "trainer.num_workers=0" in out
+    assert "the workers: DataLoader worker" in out  # the refusal is not spurious: the workers do fail
+
+
+class WithTransform(torch.utils.data.Dataset):
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.transform(torch.tensor([i]))
+
+
+def test_a_dataset_that_cannot_be_pickled_is_refused_for_spawned_workers_only(monkeypatch):
+    """A lambda, or a class defined inside a function, cannot be pickled, as spawned workers receive a dataset."""
+    def local():
+        class Local(torch.utils.data.Dataset):
+            pass
+        return Local()
+    monkeypatch.setattr('multiprocessing.get_start_method', lambda: 'spawn')
+    for dataset, name in [(WithTransform(lambda x: x * 2), 'lambda'), (local(), 'Local')]:
+        with pytest.raises(ValueError, match=f"cannot be sent to the DataLoader workers.*{name}.*top level of a "
+                                             "module.*num_workers=0"):
+            check_dataset_for_workers(dataset, 2)
+        check_dataset_for_workers(dataset, 0)
+    monkeypatch.setattr('multiprocessing.get_start_method', lambda: 'fork')  # a forked worker has it already
+    check_dataset_for_workers(WithTransform(lambda x: x * 2), 2)
+
+
+def test_a_module_level_dataset_passes_and_spawned_workers_give_its_batches(monkeypatch):
+    """No false refusal: mingpt's own dataset, and a class of an imported module holding a module's function, pass;
+    a spawned worker's batch is the one cut in this process."""
+    monkeypatch.setattr('multiprocessing.get_start_method', lambda: 'spawn')
+    dataset = CharDataset('hello spawned workers ' * 4, block_size=5)
+    check_dataset_for_workers(WithTransform(torch.neg), 2)
+    check_dataset_for_workers(dataset, 2)
+    spawned = torch.utils.data.DataLoader(dataset, batch_size=3, num_workers=1, multiprocessing_context='spawn')
+    here = torch.utils.data.DataLoader(dataset, batch_size=3)
+    for (x1, y1), (x0, y0) in zip(spawned, here):
+        assert torch.equal(x1, x0) and torch.equal(y1, y0)
