@@ -302,12 +302,20 @@ CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
 
 def make_folder(folder):
     """os.makedirs(folder, exist_ok=True), but naming the file (or broken link) that stands where a folder of the
-    path should be, where makedirs said '[Errno 17] File exists: out' of a file named out."""
+    path should be, where makedirs said '[Errno 17] File exists: out' of a file named out; or the drive that is not
+    there (Windows), or the folder in which none can be made."""
     folder = Path(os.path.abspath(folder))
     try:
         os.makedirs(folder, exist_ok=True)
-    except (FileExistsError, NotADirectoryError, FileNotFoundError):
-        blocking = next(p for p in (folder, *folder.parents) if os.path.lexists(p))
+    except (FileExistsError, NotADirectoryError, FileNotFoundError) as e:
+        blocking = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), None)
+        if blocking is None:  # on Windows, a drive or a network share that is not there
+            raise FileNotFoundError(f"cannot make the folder {folder}: {folder.anchor} does not exist (a drive not "
+                                    "plugged in, or a network share not reachable?); choose a folder on a drive that "
+                                    "is there") from None
+        if blocking.is_dir():  # a folder in which none can be made, such as Linux's /proc/1
+            raise FileNotFoundError(f"cannot make the folder {folder} in {blocking} ({e.strerror}); choose a folder "
+                                    "that can be written") from None
         what = 'a file' if blocking.exists() else 'a broken link'
         raise NotADirectoryError(f"cannot make the folder {folder}: {blocking} is {what}, not a folder") from None
 

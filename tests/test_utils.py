@@ -15,7 +15,7 @@ import torch
 from conftest import deflate, load_project
 from mingpt.data import CharDataset
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
-                          load_checkpoint, model_state,
+                          load_checkpoint, make_folder, model_state,
                           remove_stale_temps, resolve_device, run_cli, save_checkpoint, set_from_data, set_seed,
                           setup_logging)
 
@@ -952,3 +952,25 @@ def test_a_module_level_dataset_passes_and_spawned_workers_give_its_batches(monk
     here = torch.utils.data.DataLoader(dataset, batch_size=3)
     for (x1, y1), (x0, y0) in zip(spawned, here):
         assert torch.equal(x1, x0) and torch.equal(y1, y0)
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason="needs Linux's /proc")
+def test_a_folder_that_cannot_be_made_in_a_folder_is_not_called_a_file():
+    """A cache under /proc/self (a folder where no folder can be made) was named as '/proc/self is a file'."""
+    with pytest.raises(FileNotFoundError, match=r"cannot make the folder /proc/self/mingpt/tokens in /proc/self \(.*\); "
+                                                "choose a folder that can be written") as e:
+        make_folder('/proc/self/mingpt/tokens')
+    assert 'is a file' not in str(e.value)
+
+
+def test_a_folder_on_a_drive_that_is_not_there_is_named(monkeypatch, tmp_path):
+    """MINGPT_CACHE_DIR=E:/cache with no drive E: (a USB disk unplugged): makedirs says FileNotFoundError and no part
+    of the path exists, which escaped as a bare StopIteration (a traceback even under run_cli). Simulated here: every
+    part of the path reads as missing, as none of E:/cache does on Windows."""
+    def no_drive(name, exist_ok=False):
+        raise FileNotFoundError(2, 'The system cannot find the path specified', name)
+    monkeypatch.setattr(os, 'makedirs', no_drive)
+    monkeypatch.setattr(os.path, 'lexists', lambda p: False)
+    with pytest.raises(FileNotFoundError, match=r"cannot make the folder .*cache: / does not exist \(a drive not "
+                                                r"plugged in, or a network share not reachable\?\)"):
+        make_folder(tmp_path / 'cache')
