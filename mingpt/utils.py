@@ -162,6 +162,12 @@ class _MainFinder(pickle.Pickler):
             self.found.append(obj.__qualname__)
         return None  # None: pickle it as usual
 
+    def reducer_override(self, obj):
+        # the numbers of an array always pickle: skip them, rather than copy a dataset held in memory
+        if isinstance(obj, torch.Tensor) or isinstance(obj, np.ndarray) and obj.dtype != object:
+            return int, ()
+        return NotImplemented
+
 
 def check_dataset_for_workers(dataset, num_workers):
     """Refuse, before training, a dataset that DataLoader workers could not receive. Where they start as a new Python

@@ -5,6 +5,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -954,11 +955,25 @@ def test_a_module_level_dataset_passes_and_spawned_workers_give_its_batches(monk
         assert torch.equal(x1, x0) and torch.equal(y1, y0)
 
 
+def test_the_check_for_workers_does_not_copy_a_dataset_held_in_memory(monkeypatch):
+    """Pickling a dataset copies its tensors and arrays into bytes: 8 GB more for a billion ids held in memory."""
+    monkeypatch.setattr('multiprocessing.get_start_method', lambda: 'spawn')
+    dataset = WithTransform(torch.neg)
+    dataset.ids, dataset.mask = torch.zeros(4_000_000, dtype=torch.long), np.zeros(4_000_000)  # 32 MB each
+    tracemalloc.start()  # it sees the bytes that pickle makes (not torch's own memory)
+    try:
+        check_dataset_for_workers(dataset, 2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+
+
 @pytest.mark.skipif(not os.path.isdir('/proc/self'), reason="needs Linux's /proc")
 def test_a_folder_that_cannot_be_made_in_a_folder_is_not_called_a_file():
     """A cache under /proc/self (a folder where no folder can be made) was named as '/proc/self is a file'."""
-    with pytest.raises(FileNotFoundError, match=r"cannot make the folder /proc/self/mingpt/tokens in /proc/self \(.*\); "
-                                                "choose a folder that can be written") as e:
+    with pytest.raises(FileNotFoundError, match=r"cannot make the folder /proc/self/mingpt/tokens in /proc/self "
+                                                r"\(.*\); choose a folder that can be written") as e:
         make_folder('/proc/self/mingpt/tokens')
     assert 'is a file' not in str(e.value)
 
