@@ -164,7 +164,7 @@ class _MainFinder(pickle.Pickler):
 
     def reducer_override(self, obj):
         # the numbers of an array always pickle: skip them, rather than copy a dataset held in memory
-        if isinstance(obj, torch.Tensor) or isinstance(obj, np.ndarray) and obj.dtype != object:
+        if isinstance(obj, torch.Tensor) or (isinstance(obj, np.ndarray) and obj.dtype != object):
             return int, ()
         return NotImplemented
 
