@@ -26,9 +26,20 @@ TINY_SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/mast
 TINY_SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'  # as widely pinned
 
 
+def env_folder(name):
+    """The folder that the environment variable `name` names, None where it is unset or empty. Quotation marks around
+    it are refused: Windows' cmd keeps them as part of the value (set MINGPT_DATA_DIR="C:\\My Data"), which named a
+    folder that nothing held, or made one named '"' in the current folder."""
+    value, quotes = os.environ.get(name, ''), '"\''
+    if value and (value[0] in quotes or value[-1] in quotes):
+        raise ValueError(f"{name}={value} has quotation marks around it, which cmd's set keeps as part of the value: "
+                         f"set it without them (set {name}={value.strip(quotes)}), or as set \"{name}=...\"")
+    return Path(value).expanduser() if value else None
+
+
 def cache_dir():
-    if os.environ.get('MINGPT_CACHE_DIR'):
-        return Path(os.environ['MINGPT_CACHE_DIR']).expanduser()
+    if folder := env_folder('MINGPT_CACHE_DIR'):
+        return folder
     try:
         return Path.home() / '.cache' / 'mingpt'
     except RuntimeError:  # no HOME and no user entry, as in a container run under an arbitrary user id
@@ -150,8 +161,8 @@ def wait_for_download(url, dest, part):
 
 def data_roots():
     """Where data files are looked for, in order: $MINGPT_DATA_DIR (if set), then the download cache."""
-    roots = [Path(os.environ['MINGPT_DATA_DIR']).expanduser()] if os.environ.get('MINGPT_DATA_DIR') else []
-    return roots + [cache_dir()]
+    folder = env_folder('MINGPT_DATA_DIR')
+    return ([folder] if folder else []) + [cache_dir()]
 
 
 def find_local(path):

@@ -439,3 +439,19 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys):
         err = capsys.readouterr().err
         assert 'interrupted (every file written is whole)' in err
         assert ('Traceback' in err) == debug
+
+
+@pytest.mark.parametrize('variable', ['MINGPT_DATA_DIR', 'MINGPT_CACHE_DIR'])
+def test_a_folder_variable_set_with_quotes_is_refused_before_anything_is_written(variable, text, tmp_path, capsys,
+                                                                                monkeypatch):
+    """Windows' cmd keeps the quotes of set MINGPT_CACHE_DIR="C:\\My Cache" in the value: the tokens went to a folder
+    named '"' in the current folder (on Windows: an invalid file name), and a quoted data folder was never found."""
+    folder = tmp_path / 'My Data'
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, f'"{folder}"')
+    with pytest.raises(SystemExit) as e:
+        run_cli(chargpt.main, TINY + [f'--data.path={text}', '--trainer.max_iters=1', '--system.work_dir=run'])
+    assert e.value.code == 2
+    assert (f'error: {variable}="{folder}" has quotation marks around it, which cmd\'s set keeps as part of the '
+            f'value: set it without them (set {variable}={folder})') in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
