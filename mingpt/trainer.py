@@ -33,9 +33,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_loads_back, check_range,
-                          escape_what_stdout_cannot_encode, eval_mode, load_checkpoint, model_state, modes_kept,
-                          plural, remove_stale_temps, resolve_device, save_checkpoint, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
+                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, load_checkpoint,
+                          model_state, modes_kept, plural, remove_stale_temps, resolve_device, save_checkpoint,
+                          setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -281,6 +282,7 @@ class Trainer:
         for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
+        check_dataset_for_workers(self.train_dataset, c.num_workers)  # else a spawned worker dies without a reason
         if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
             raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
                              "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")

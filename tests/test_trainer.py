@@ -1,6 +1,7 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
 import io
 import json
+import multiprocessing
 import os
 import re
 import subprocess
@@ -759,3 +760,18 @@ def test_training_weights_held_in_bfloat16_is_warned_of():
     with warnings.catch_warnings():
         warnings.simplefilter('error')  # float32 weights: no warning
         trainer.run()
+
+
+def test_a_dataset_spawned_workers_cannot_import_is_refused_before_training(monkeypatch, tmp_path):
+    """On macOS and Windows DataLoader workers start as a new Python and import the dataset's class: one defined
+    inside a function (or in a notebook) stopped training with 'DataLoader worker exited unexpectedly'."""
+    class Local(Repeat):  # defined here, inside a function: no worker can import it
+        pass
+
+    monkeypatch.setattr(multiprocessing, 'get_start_method', lambda *args, **kw: 'spawn')  # as on macOS
+    trainer = make_trainer(max_iters=1, num_workers=2, work_dir=str(tmp_path / 'run'))
+    trainer.train_dataset = Local()
+    with pytest.raises(ValueError, match=r"the dataset cannot be sent to the DataLoader workers \(trainer.num_workers=2"
+                                         r"\), which start as a new Python \('spawn'\).* or set trainer.num_workers=0"):
+        trainer.run()
+    assert trainer.iter_num == 0 and not (tmp_path / 'run').exists()  # refused before a step or a file
