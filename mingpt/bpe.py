@@ -330,9 +330,9 @@ def _read_vocab(encoder_path, vocab_path):
 @functools.lru_cache(maxsize=4)
 def _read_vocab_files(encoder_path, vocab_path, stamps):
     try:
-        with open(encoder_path, encoding='utf-8') as f:
+        with open(encoder_path, encoding='utf-8-sig') as f:  # -sig: a file Notepad saved starts with a BOM
             encoder = json.load(f)
-        with open(vocab_path, encoding='utf-8') as f:
+        with open(vocab_path, encoding='utf-8-sig') as f:
             lines = f.read().split('\n')
         # every reader skips the header line unread: an empty file passed as no merges, a headerless one lost one
         if not lines[0].startswith('#version'):

@@ -18,7 +18,7 @@ import urllib3
 from conftest import data_dir, load_project
 
 from mingpt import bpe, data
-from mingpt.bpe import BPETokenizer, Encoder, bytes_to_unicode, get_encoder
+from mingpt.bpe import BPETokenizer, Encoder, bytes_to_unicode, get_encoder, train_bpe
 
 
 @pytest.fixture(scope='module')
@@ -903,6 +903,19 @@ def test_half_a_saved_tokenizer_is_named_as_such(tmp_path, kept):
     other = {'vocab.json': 'merges.txt', 'encoder.json': 'vocab.bpe', 'vocab.bpe': 'encoder.json'}[kept]
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path} has {kept} but not {other}: a BPE tokenizer needs both"):
         get_encoder(directory=tmp_path)
+
+
+def test_a_vocabulary_saved_by_notepad_is_read(tmp_path):
+    """Notepad saves UTF-8 with a byte-order mark (and CRLF): the files were refused as damaged, with advice to delete
+    them, a vocabulary the user had trained."""
+    train_bpe('the cat sat on the mat. ' * 20, vocab_size=265).save(tmp_path / 'plain')
+    (tmp_path / 'notepad').mkdir()
+    for name in ('encoder.json', 'vocab.bpe'):
+        text = (tmp_path / 'plain' / name).read_text(encoding='utf-8')
+        (tmp_path / 'notepad' / name).write_bytes(b'\xef\xbb\xbf' + text.replace('\n', '\r\n').encode('utf-8'))
+    plain, notepad = get_encoder(directory=tmp_path / 'plain'), get_encoder(directory=tmp_path / 'notepad')
+    assert notepad.encoder == plain.encoder and notepad.bpe_merges == plain.bpe_merges
+    assert notepad.encode(' the cat sat') == plain.encode(' the cat sat')
 
 
 def test_a_vocabulary_nested_too_deep_for_json_is_named(tmp_path):
