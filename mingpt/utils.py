@@ -524,6 +524,16 @@ def checked_config(cls, checkpoint, weights, path):
     return config
 
 
+def with_options(model, **options):
+    """model, or its weights in a new model of its class built with these config options (e.g. a fine-tune's own
+    dropout, where a checkpoint or config.json gave another), where they differ from model.config's."""
+    if all(getattr(model.config, k) == v for k, v in options.items()):
+        return model
+    state, model = model.state_dict(), type(model)(CfgNode(**{**model.config.to_dict(), **options}))
+    model.load_state_dict(state)
+    return model
+
+
 def rebuild_model(cls, path, map_location='cpu'):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
     and the checkpoint dict, whose 'model' holds the model's own tensors (one copy of the weights, not two)."""

@@ -29,7 +29,7 @@ from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, refuse_ignored, run_cli, set_from_data,
-                          set_seed)
+                          set_seed, with_options)
 
 
 def get_config():
@@ -74,11 +74,8 @@ def start_from(config):
     if config.data.block_size > model.block_size:
         raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
                           f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
+    model = with_options(model, **{k: getattr(M, k) for k in dropout})  # this run's dropout
     config.model = CN(**model.config.to_dict())  # what the checkpoints record, and a resume compares
-    config.model.merge_from_dict({k: getattr(M, k) for k in dropout})
-    if config.model.to_dict() != model.config.to_dict():  # other dropout: the same weights in a model built with it
-        state, model = model.state_dict(), GPT(config.model)
-        model.load_state_dict(state)
     print(f"starting from {init}: {config.model.n_layer} layers, {config.model.n_head} heads, {config.model.n_embd} "
           f"wide, block_size {model.block_size}, a vocabulary of {config.model.vocab_size} tokens")
     return model, tokenizer

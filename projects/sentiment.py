@@ -48,7 +48,8 @@ from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_lo
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, checked_config, eval_mode,
-                          load_checkpoint, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed)
+                          load_checkpoint, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed,
+                          with_options)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -357,10 +358,7 @@ def load_lm(config, tokenizer_texts):
     if init:  # a GPT-2 hub id or a Hugging Face directory
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
         check_shape_asked(config.model, gpt.config, init)
-        dropout = {k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')}
-        if any(getattr(gpt.config, k) != p for k, p in dropout.items()):  # the weights in a model built with them
-            state, gpt = gpt.state_dict(), GPT(CN(**{**gpt.config.to_dict(), **dropout}))
-            gpt.load_state_dict(state)
+        gpt = with_options(gpt, **{k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         gpt.train()  # from_pretrained gives it in eval mode, for sampling: without dropout
         if gpt.config.vocab_size != tokenizer.vocab_size:
             raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
