@@ -766,12 +766,13 @@ class Trainer:
 
     def _write_metrics(self, record):
         """record, with the numbers callbacks put in trainer.metrics (then emptied), as a line of metrics.jsonl."""
-        clash = sorted(self.metrics.keys() & set(METRICS_KEYS))
-        if clash:
-            raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
-                             f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
-        record.update({k: metric_value(k, v) for k, v in self.metrics.items()})
-        self.metrics.clear()
+        if self.metrics:  # most steps' callbacks add none
+            clash = sorted(self.metrics.keys() & set(METRICS_KEYS))
+            if clash:
+                raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
+                                 f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
+            record.update({k: metric_value(k, v) for k, v in self.metrics.items()})
+            self.metrics.clear()
         if self.rank == 0 and self.config.work_dir is not None:
             with open(self._path('metrics.jsonl'), 'a') as f:
                 f.write(json.dumps(record) + '\n')
