@@ -316,14 +316,8 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
-        if targets is not None:  # -1 marks positions that do not count (padding)
-            if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
-                warnings.warn("targets is idx itself: targets are the next token at each position, the ids shifted "
-                              "by one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels",
-                              stacklevel=4)  # the caller's line, past nn.Module's __call__ (two frames)
-            if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
-                raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
-                                 f"got {tuple(targets.shape)}")
+        if targets is not None:  # the next token at each position; -1 marks one that does not count (padding)
+            self.check_targets(idx, targets)
             try:
                 loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
             except IndexError:  # raised on CPU, as the embedding's (a GPU stops at a device-side assert)
@@ -438,6 +432,16 @@ class GPT(nn.Module):
     def check_config(cls, config):
         """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
         check_model_config(cls, config)
+
+    def check_targets(self, idx, targets):
+        """Refuse targets that are not one next token per position of idx; warn of idx itself as its targets."""
+        if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
+            warnings.warn("targets is idx itself: targets are the next token at each position, the ids shifted by "
+                          "one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels",
+                          stacklevel=5)  # the caller's line, past forward and nn.Module's __call__ (two frames)
+        if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
+            raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
+                             f"got {tuple(targets.shape)}")
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
