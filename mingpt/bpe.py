@@ -451,7 +451,9 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
             raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: give "
                                     "'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one with "
                                     f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
-        names = find_vocabulary(directory) or VOCAB_FILES[0]
+        # else the pair whose merges are there (half a tokenizer, named below), else GPT-2's names
+        names = find_vocabulary(directory) or next(
+            (names for names in VOCAB_FILES if Path(directory, names[-1]).is_file()), VOCAB_FILES[0])
         if names == ('tokenizer.json',):
             if _json_object(Path(directory, 'tokenizer_config.json')).get('add_prefix_space'):
                 raise ValueError(f"{directory}'s tokenizer_config.json sets add_prefix_space, which transformers "

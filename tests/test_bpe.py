@@ -896,11 +896,12 @@ def test_a_malformed_vocabulary_is_refused_naming_its_files(tmp_path, tokens, me
         get_encoder(directory=tmp_path)
 
 
-@pytest.mark.parametrize('kept', ['vocab.json', 'encoder.json', 'vocab.bpe'])
+@pytest.mark.parametrize('kept', ['vocab.json', 'merges.txt', 'encoder.json', 'vocab.bpe'])
 def test_half_a_saved_tokenizer_is_named_as_such(tmp_path, kept):
     """A folder with one file of the pair was told to train a vocabulary into it: wrong for a model's own folder."""
     (tmp_path / kept).write_text('{}')
-    other = {'vocab.json': 'merges.txt', 'encoder.json': 'vocab.bpe', 'vocab.bpe': 'encoder.json'}[kept]
+    other = {'vocab.json': 'merges.txt', 'merges.txt': 'vocab.json', 'encoder.json': 'vocab.bpe',
+             'vocab.bpe': 'encoder.json'}[kept]
     with pytest.raises(FileNotFoundError, match=rf"{tmp_path} has {kept} but not {other}: a BPE tokenizer needs both"):
         get_encoder(directory=tmp_path)
 
