@@ -329,6 +329,14 @@ class Trainer:
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
         if not self.model.training:  # e.g. loaded for sampling; a submodule kept in eval() in a training model stays
             self.model.train()
+        left = trainable_in_eval(self.model)
+        if left and self.rank == 0:
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ''
+            warnings.warn(f"{', '.join(left[:3])}{more} hold trainable parameters but are in eval mode, so they "
+                          "train without their dropout: a GPT from from_pretrained or from_checkpoint comes in eval "
+                          "mode (for sampling), and run() switches only a model given in eval mode as a whole. Call "
+                          "model.train() on your whole module before run(), then put only frozen parts back in eval: "
+                          "part.requires_grad_(False).eval()", stacklevel=3)
         self.iter_time = time.time()
         self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
         return batches
@@ -854,6 +862,16 @@ def metric_value(name, value):
 def trainable_names(model):
     """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
     return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def trainable_in_eval(model):
+    """The names of the modules in eval mode that hold trainable parameters of their own, where model has dropout that
+    eval mode switches off (else the modes train alike). A frozen part kept in eval on purpose is not named: its
+    parameters do not train."""
+    modules = list(model.named_modules())
+    if not any(isinstance(m, torch.nn.Dropout) and m.p > 0 and not m.training for _, m in modules):
+        return []
+    return [name for name, m in modules if not m.training and any(p.requires_grad for p in m.parameters(recurse=False))]
 
 
 def unwritable(work_dir):

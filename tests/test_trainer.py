@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from mingpt import trainer as trainer_module
 from mingpt.model import GPT
@@ -39,6 +40,35 @@ def make_trainer(**kw):
     T.merge_from_dict(dict(max_iters=60, batch_size=16, learning_rate=3e-3, num_workers=0, quiet=True, device='cpu'))
     T.merge_from_dict(kw)
     return Trainer(T, GPT(C), Repeat())
+
+
+class Labelled(Repeat):
+    """Repeat's sequences, each labelled with one of two classes."""
+
+    def __getitem__(self, i):
+        return super().__getitem__(i)[0], torch.tensor(i % 2)
+
+
+class Classifier(torch.nn.Module):
+    """A module of one's own around a GPT, as a student writes it: the last position's hidden state, a linear head."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.gpt = gpt
+        self.head = torch.nn.Linear(gpt.config.n_embd, 2)
+
+    def forward(self, x, y=None):
+        logits = self.head(self.gpt.hidden_states(x)[:, -1])
+        return logits, None if y is None else F.cross_entropy(logits, y)
+
+    configure_optimizers = GPT.configure_optimizers
+
+
+def make_classifier_trainer(**kw):
+    """make_trainer's GPT inside a Classifier, in eval mode as GPT.from_checkpoint and from_pretrained return it."""
+    trainer = make_trainer(**kw)
+    trainer.model, trainer.train_dataset = Classifier(trainer.model.eval()), Labelled()
+    return trainer
 
 
 class Items(torch.utils.data.Dataset):
@@ -775,3 +805,26 @@ def test_a_dataset_spawned_workers_cannot_import_is_refused_before_training(monk
                                          r"\), which start as a new Python \('spawn'\).* or set trainer.num_workers=0"):
         trainer.run()
     assert trainer.iter_num == 0 and not (tmp_path / 'run').exists()  # refused before a step or a file
+
+
+def test_a_trainable_gpt_left_in_eval_mode_inside_a_module_of_ones_own_is_warned_of():
+    """A GPT from from_checkpoint or from_pretrained (eval mode, for sampling) inside a classifier of one's own, a new
+    module and so in train mode: run() left the GPT in eval mode, and it trained without dropout, with no word. Parts
+    frozen and kept in eval on purpose (sentiment.py's freeze) are not warned of, nor is a model without dropout."""
+    trainer = make_classifier_trainer(max_iters=2)
+    gpt = trainer.model.gpt
+    with pytest.warns(UserWarning, match=r"gpt.transformer.wte, gpt.transformer.wpe, .* and \d+ more hold trainable "
+                                         r"parameters but are in eval mode, so they train without their dropout.* "
+                                         r"Call model.train\(\) on your whole module before run\(\)"):
+        trainer.run()
+    assert not gpt.training  # what the warning is about: the run kept it so
+    gpt.requires_grad_(False).eval()
+    gpt.transformer.h[-1].requires_grad_(True).train()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        trainer.run()  # the frozen blocks in eval, the block that trains in train mode
+        gpt.requires_grad_(True).eval()
+        for module in gpt.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        trainer.run()  # no dropout: eval mode trains as train mode does
