@@ -301,6 +301,14 @@ class Trainer:
                           stacklevel=3)
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
+        left = parameters_left_out(self.model, self.optimizer)
+        if left and self.rank == 0:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ''
+            warnings.warn(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
+                          f"trainable {', '.join(left[:3])}{more}, so they never change (their gradients add up and "
+                          "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
+                          "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
+                          "requires_grad_(False)", stacklevel=3)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
         self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
@@ -862,6 +870,18 @@ def metric_value(name, value):
 def trainable_names(model):
     """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
     return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def parameters_left_out(model, optimizer):
+    """The names of model's trainable parameters that optimizer, what configure_optimizers returned, does not hold.
+    Anything but an optimizer is refused: a configure_optimizers without its return gave None, which the loop met as
+    'NoneType' object has no attribute 'param_groups'."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"{type(model).__name__}.configure_optimizers(train_config) returned "
+                        f"{type(optimizer).__name__}, not a torch.optim optimizer: return the one it makes, e.g. "
+                        "return torch.optim.AdamW(self.parameters(), lr=train_config.learning_rate)")
+    held = {id(p) for group in optimizer.param_groups for p in group['params']}
+    return [name for name, p in model.named_parameters() if p.requires_grad and id(p) not in held]
 
 
 def trainable_in_eval(model):

@@ -828,3 +828,32 @@ def test_a_trainable_gpt_left_in_eval_mode_inside_a_module_of_ones_own_is_warned
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
         trainer.run()  # no dropout: eval mode trains as train mode does
+
+
+def test_trainable_parameters_the_optimizer_leaves_out_are_warned_of_and_a_missing_optimizer_is_named():
+    """A classifier whose configure_optimizers returns its GPT's trained the GPT and never its head, with no word; one
+    that forgot to return its optimizer stopped with "'NoneType' object has no attribute 'param_groups'"."""
+    class Delegating(Classifier):
+        def configure_optimizers(self, train_config):
+            return self.gpt.configure_optimizers(train_config)
+
+    class NoReturn(Classifier):
+        def configure_optimizers(self, train_config):
+            torch.optim.AdamW(self.parameters(), lr=train_config.learning_rate)
+
+    trainer = make_classifier_trainer(max_iters=2)
+    trainer.model = Delegating(trainer.model.gpt.train())
+    head = trainer.model.head.weight.detach().clone()
+    with pytest.warns(UserWarning, match=r"the optimizer from Delegating.configure_optimizers leaves out the trainable "
+                                         r"head.weight, head.bias, so they never change .* e.g. configure_optimizers = "
+                                         r"GPT.configure_optimizers in the class, or freeze them"):
+        trainer.run()
+    assert torch.equal(trainer.model.head.weight, head)  # what the warning is about
+    trainer.model.head.requires_grad_(False)  # left out on purpose: frozen
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        trainer.run()
+    trainer.model = NoReturn(trainer.model.gpt)
+    with pytest.raises(TypeError, match=r"NoReturn.configure_optimizers\(train_config\) returned NoneType, not a "
+                                        r"torch.optim optimizer: return the one it makes"):
+        trainer.run()
