@@ -361,7 +361,7 @@ class Trainer:
             sync = self.world_size == 1 or micro_step == A - 1
             with nullcontext() if sync else model.no_sync():
                 with self.autocast:
-                    _, loss = model(x, y)
+                    loss = loss_of(model(x, y), self.model)
                 # the tokens read, not padding (-1, as in sentiment's rows); this rank's share times the ranks
                 self._since_log[1] += (x >= 0).sum() * self.world_size
                 x, y = self._to_device(next(batches))
@@ -747,7 +747,7 @@ class Trainer:
                 for chunk in np.array_split(ix[rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
                     x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
                     with self.autocast:
-                        loss = model(x, y)[1]
+                        loss = loss_of(model(x, y), self.model)
                     total[0] += loss.to(dtype) * len(chunk)
                     total[1] += len(chunk)
         if collective:
@@ -870,6 +870,25 @@ def metric_value(name, value):
 def trainable_names(model):
     """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
     return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def loss_of(output, model):
+    """The loss in model(x, y)'s output, which minGPT's contract makes (logits, loss), the loss one number. Anything
+    else is named: the loop met the loss alone as 'iteration over a 0-d tensor', a loss per row or (loss, logits) as
+    'grad can be implicitly created only for scalar outputs', a dict as a str divided by an int."""
+    loss = output[1] if isinstance(output, (tuple, list)) and len(output) == 2 else None
+    if torch.is_tensor(loss) and loss.dim() == 0 and loss.is_floating_point():
+        return loss
+
+    def described(value):
+        if isinstance(value, (tuple, list)):
+            return f"({', '.join(described(v) for v in value)})"
+        if torch.is_tensor(value):
+            return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+        return type(value).__name__
+    raise TypeError(f"{type(model).__name__}'s forward(x, y) returned {described(output)}; the trainer needs (logits, "
+                    "loss), the loss one number (a 0-dim float tensor: the batch's mean), as GPT's forward returns: "
+                    "e.g. return logits, F.cross_entropy(logits, y)")
 
 
 def parameters_left_out(model, optimizer):

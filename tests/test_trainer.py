@@ -857,3 +857,31 @@ def test_trainable_parameters_the_optimizer_leaves_out_are_warned_of_and_a_missi
     with pytest.raises(TypeError, match=r"NoReturn.configure_optimizers\(train_config\) returned NoneType, not a "
                                         r"torch.optim optimizer: return the one it makes"):
         trainer.run()
+
+
+@pytest.mark.parametrize('returns, named', [
+    (lambda logits, loss: loss, r"returned a float32 tensor of shape \(\)"),
+    (lambda logits, loss: (loss, logits), r"returned \(a float32 tensor of shape \(\), a float32 tensor of shape "
+                                          r"\(16, 2\)\)"),
+    (lambda logits, loss: dict(logits=logits, loss=loss), r"returned dict"),
+    (lambda logits, loss: (logits, None), r"returned \(a float32 tensor of shape \(16, 2\), NoneType\)")],
+    ids=['the loss alone', '(loss, logits)', 'a dict', 'no loss'])
+def test_a_forward_that_does_not_return_logits_and_one_loss_is_named(returns, named):
+    """minGPT's contract is model(x, y) -> (logits, loss). A classifier of one's own that returned the loss alone met
+    'iteration over a 0-d tensor'; (loss, logits), 'grad can be implicitly created only for scalar outputs'; a dict,
+    "unsupported operand type(s) for /: 'str' and 'int'"; a forward that ignored y, NoneType's. Each is named, with
+    the fix, before a step."""
+    class Returns(Classifier):
+        def forward(self, x, y=None):
+            logits, loss = super().forward(x, y)
+            return returns(logits, loss)
+
+    trainer = make_classifier_trainer(max_iters=1)
+    trainer.model = Returns(trainer.model.gpt.train())
+    refused = (r"Returns's forward\(x, y\) " + named + r"; the trainer needs \(logits, loss\), the loss one number .* "
+               r"e.g. return logits, F.cross_entropy\(logits, y\)")
+    with pytest.raises(TypeError, match=refused):
+        trainer.run()
+    assert trainer.iter_num == 0
+    with pytest.raises(TypeError, match=refused):
+        trainer.evaluate(Labelled())  # evaluation reads the loss as the step does
