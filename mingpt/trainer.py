@@ -303,9 +303,8 @@ class Trainer:
         self.optimizer = self.model.configure_optimizers(c)
         left = parameters_left_out(self.model, self.optimizer)
         if left and self.rank == 0:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
-            more = f" and {len(left) - 3} more" if len(left) > 3 else ''
             warnings.warn(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
-                          f"trainable {', '.join(left[:3])}{more}, so they never change (their gradients add up and "
+                          f"trainable {first_names(left)}, so they never change (their gradients add up and "
                           "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
                           "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
                           "requires_grad_(False)", stacklevel=3)
@@ -339,8 +338,7 @@ class Trainer:
             self.model.train()
         left = trainable_in_eval(self.model)
         if left and self.rank == 0:
-            more = f" and {len(left) - 3} more" if len(left) > 3 else ''
-            warnings.warn(f"{', '.join(left[:3])}{more} hold trainable parameters but are in eval mode, so they "
+            warnings.warn(f"{first_names(left)} hold trainable parameters but are in eval mode, so they "
                           "train without their dropout: a GPT from from_pretrained or from_checkpoint comes in eval "
                           "mode (for sampling), and run() switches only a model given in eval mode as a whole. Call "
                           "model.train() on your whole module before run(), then put only frozen parts back in eval: "
@@ -911,6 +909,11 @@ def trainable_in_eval(model):
     if not any(isinstance(m, torch.nn.Dropout) and m.p > 0 and not m.training for _, m in modules):
         return []
     return [name for name, m in modules if not m.training and any(p.requires_grad for p in m.parameters(recurse=False))]
+
+
+def first_names(names):
+    """'a, b, c and 7 more': a long list of modules or parameters, named in a line."""
+    return ', '.join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else '')
 
 
 def unwritable(work_dir):
