@@ -38,6 +38,17 @@ def set_seed(seed):
     torch.cuda.manual_seed_all(seed)
 
 
+@torch.no_grad()
+def sample(model, x, steps, temperature=1.0, sample=False, top_k=None):
+    """minGPT's generation function from before model.generate, kept because its scripts and notebooks (2020-2022:
+    play_char, adder, chargpt, generate.ipynb) call it: continue x (B, T) by `steps` tokens, greedy unless `sample`.
+    As minGPT's, it puts the model in eval mode and crops a context longer than block_size to its last block_size
+    tokens (model.generate refuses such a prompt); the result starts with all of x."""
+    model.eval()
+    out = model.generate(x[:, -model.block_size:], steps, temperature=temperature, do_sample=sample, top_k=top_k)
+    return torch.cat([x[:, :-model.block_size], out], dim=1)
+
+
 def python_scalar(value):
     """A numpy or 0-d torch scalar (e.g. data.max() + 1, which minGPT took as a size) as the Python number, which
     config.json and checkpoints can hold; anything else as it is."""

@@ -246,6 +246,30 @@ def test_set_seed_seeds_python_numpy_and_torch_as_their_own_seeding_does():
                      torch.rand(1, generator=torch.Generator().manual_seed(7)).item())
 
 
+def test_minGPTs_sample_continues_as_its_loop_did_cropping_a_long_context():
+    """minGPT's scripts and notebooks of 2020-2022 (adder, chargpt, generate.ipynb, play_char) import sample from
+    mingpt.utils; here it is checked against minGPT's loop written out: crop to block_size, forward, argmax."""
+    from mingpt.model import GPT
+    from mingpt.utils import sample
+    C = GPT.get_default_config()
+    C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 65, 8
+    set_seed(0)
+    model = GPT(C)  # in train mode: sample puts it in eval mode, as minGPT's did
+    for prompt in (torch.randint(65, (2, 5)), torch.randint(65, (2, 20))):  # the second is longer than block_size
+        model.eval()
+        expected = prompt
+        for _ in range(12):  # past block_size: the window slides
+            logits, _ = model(expected[:, -8:])
+            expected = torch.cat([expected, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        model.train()
+        got = sample(model=model, x=prompt, steps=12, sample=False)  # the keywords of minGPT's HF import test
+        assert not model.training and torch.equal(got, expected)
+        # sampling and top_k reach the draw: one candidate is the greedy choice, 65 almost never are
+        assert torch.equal(sample(model, prompt, 12, temperature=1.0, sample=True, top_k=1), expected)
+        set_seed(0)
+        assert not torch.equal(sample(model, prompt, 12, sample=True), expected)
+
+
 def test_setup_logging(tmp_path, monkeypatch):
     C = CN(system=CN(work_dir=str(tmp_path / 'run')), x=CN(a=1))
     monkeypatch.setenv('RANK', '1')  # under torchrun only rank 0 writes
