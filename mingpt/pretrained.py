@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
-from mingpt.data import CharTokenizer, fetch
+from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, load_weights, parameters_on_meta, refuse_compressed, refuse_non_tensors,
                           unpickling_refused)
 
@@ -66,6 +66,10 @@ def _hf_files(name_or_path):
                                     f"and model.safetensors or pytorch_model.bin; it has {has}{ours}")
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
+        ours = [root / 'hf' / name_or_path for root in data_roots()]
+        snapshot = _hf_hub_snapshot(name_or_path)
+        if snapshot and not any((f / 'config.json').exists() and (f / 'model.safetensors').exists() for f in ours):
+            return _hf_files(str(snapshot))
         # offline, a copy got elsewhere is used as a folder: both files, in one folder
         local_copy = (f"put it in one folder with the other file the model needs (config.json and model.safetensors), "
                       f"and pass that folder instead of {name_or_path!r} (GPT.from_pretrained(folder), a project's "
@@ -76,6 +80,21 @@ def _hf_files(name_or_path):
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
                      f"holding config.json and model.safetensors (or pytorch_model.bin); {there}")
+
+
+def _hf_hub_snapshot(name):
+    """The folder of hub id `name`'s config.json and weights in Hugging Face's own download cache, where transformers
+    (and so minGPT's from_pretrained, which called it) left them, or None: read there, they need no download."""
+    home = os.environ.get('HF_HOME') or os.path.join(os.environ.get('XDG_CACHE_HOME') or '~/.cache', 'huggingface')
+    hub = os.environ.get('HF_HUB_CACHE') or os.environ.get('HUGGINGFACE_HUB_CACHE') or os.path.join(home, 'hub')
+    for repo in (f'models--{name}', f'models--openai-community--{name}'):  # the id as asked for, and as renamed
+        repo = Path(hub).expanduser() / repo
+        ref = repo / 'refs' / 'main'  # names the revision the last download saved
+        snapshot = repo / 'snapshots' / ref.read_text().strip() if ref.is_file() else None
+        if snapshot and (snapshot / 'config.json').is_file() and any(
+                (snapshot / f).is_file() for f in ('model.safetensors', 'pytorch_model.bin')):
+            return snapshot
+    return None
 
 
 def _config_from_hf(C, config_path):
