@@ -66,7 +66,7 @@ def _hf_files(name_or_path):
                                     f"and model.safetensors or pytorch_model.bin; it has {has}{ours}")
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
-        ours = [root / 'hf' / name_or_path for root in data_roots()]
+        ours = [root / 'hf' / name_or_path for root in data_roots()]  # a copy of mingpt's own comes first
         snapshot = _hf_hub_snapshot(name_or_path)
         if snapshot and not any((f / 'config.json').exists() and (f / 'model.safetensors').exists() for f in ours):
             return _hf_files(str(snapshot))
@@ -87,8 +87,8 @@ def _hf_hub_snapshot(name):
     (and so minGPT's from_pretrained, which called it) left them, or None: read there, they need no download."""
     home = os.environ.get('HF_HOME') or os.path.join(os.environ.get('XDG_CACHE_HOME') or '~/.cache', 'huggingface')
     hub = os.environ.get('HF_HUB_CACHE') or os.environ.get('HUGGINGFACE_HUB_CACHE') or os.path.join(home, 'hub')
-    for repo in (f'models--{name}', f'models--openai-community--{name}'):  # the id as asked for, and as renamed
-        repo = Path(hub).expanduser() / repo
+    for folder in (f'models--{name}', f'models--openai-community--{name}'):  # the id as asked for, and as renamed
+        repo = Path(hub).expanduser() / folder
         ref = repo / 'refs' / 'main'  # names the revision the last download saved
         snapshot = repo / 'snapshots' / ref.read_text().strip() if ref.is_file() else None
         if snapshot and (snapshot / 'config.json').is_file() and any(
