@@ -35,9 +35,12 @@ def data_root():
 @pytest.fixture(scope='session', autouse=True)
 def own_cache(tmp_path_factory):
     """A cache folder of the tests' own, from before any module's fixtures run: what the projects save there (the
-    tokens of every text they train on) stays out of the user's ~/.cache/mingpt. A test may set MINGPT_CACHE_DIR."""
+    tokens of every text they train on) stays out of the user's ~/.cache/mingpt. A test may set MINGPT_CACHE_DIR.
+    Hugging Face's hub cache, which from_pretrained also reads, is an empty folder: a gpt2 the user downloaded with
+    transformers would answer the tests that a hub id is downloaded or refused offline."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv('MINGPT_CACHE_DIR', str(tmp_path_factory.mktemp('cache')))
+        mp.setenv('HF_HUB_CACHE', str(tmp_path_factory.mktemp('hf_hub')))
         yield
 
 
