@@ -21,7 +21,7 @@ recounting: a merge touches only the words that contain its pair.
 
 Unicode versions: \p{L}, \p{N} and \s come from the `regex` package's Unicode tables. For characters assigned
 after GPT-2 was trained that is a choice, not a fact: e.g. regex 2026.x knows Unicode 17 (CJK Extension J,
-U+323B0..U+3347F, is letters) while tiktoken 0.14's Rust engine knows Unicode 16 (the same code points are
+U+323B0..U+33479, is letters) while tiktoken 0.14's Rust engine knows Unicode 16 (the same code points are
 symbols), so text containing them splits differently. On every other character the ids are tiktoken's.
 """
 import argparse
