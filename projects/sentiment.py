@@ -90,7 +90,7 @@ def get_config(stage='finetune'):
     C.classifier.head = 'linear'  # linear | label_words
     C.classifier.label_words = (' negative', ' positive')  # label_words head: one word (one token) per class
     C.classifier.suffix = ENDOFTEXT  # appended to every sentence; the head reads the state at its last token
-    C.classifier.trainable_blocks = -1  # -1: train everything; 0: only the head; N: the head and the last N blocks
+    C.classifier.trainable_blocks = -1  # -1: train everything; 0: only the head; N: also ln_f and the last N blocks
     C.classifier.dropout = 0.1
     C.classifier.lm_loss_weight = 0.0  # > 0 adds this times the LM loss on the sentences while fine-tuning (GPT-1)
     # the trainer does the files (--help lists its options): metrics.jsonl, model.pt, ckpt.pt every
