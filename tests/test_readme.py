@@ -169,3 +169,19 @@ def test_the_tables_of_defaults_give_the_configs_defaults():
         section, key = option.split('.')
         assert configs[section][key] == printed, f"the README gives {option} the default {printed!r}, the code " \
                                                  f"{configs[section][key]!r}"
+
+
+def test_the_ablation_tables_parameter_counts_are_its_models():
+    """The README's ablation table: each variant's 'parameters' is the size of the model that ablation.py builds for
+    it with its defaults on Tiny Shakespeare's characters."""
+    from mingpt.model import GPT
+    ablation = load_project('ablation')
+    vocab_size = len(set(data_dir('tinyshakespeare', 'input.txt').read_text()))
+    table = README.split('### An ablation anyone can rerun', 1)[1].split('\n\n| variant |', 1)[1].split('\n\n', 1)[0]
+    rows = [[c.strip() for c in row.strip('|').split('|')] for row in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == list(ablation.VARIANTS)
+    for variant, _, printed, *_ in rows:
+        config = ablation.get_config()
+        config.merge_from_dict({'model': {'vocab_size': vocab_size, 'block_size': config.data.block_size}})
+        config.merge_from_dict({'model': {k.split('.')[1]: v for k, v in ablation.VARIANTS[variant].items()}})
+        assert GPT(config.model).num_parameters() == int(printed.replace(',', '')), variant
