@@ -5,6 +5,9 @@ the order in which a person carries: each digit then depends only on digits the 
     python projects/adder.py                      # 2-digit addition
     python projects/adder.py --data.ndigit=3
     python projects/adder.py --trainer.resume=True  # continue from out/adder/ckpt.pt
+
+There is no val loss: eval.interval sets how often the accuracy on the held-out problems is measured, and
+trainer.eval_interval and trainer.eval_iters, listed below, are refused.
 """
 import os
 

@@ -13,7 +13,9 @@ The default task is generated in code, so it runs offline: "the 3rd of March, 20
 characters, or a byte-level BPE trained on its training lines with mingpt.bpe.train_bpe; BLEU is reported when
 the sacrebleu package is installed. work_dir gets model.pt (weights, config, tokenizer), metrics.jsonl,
 translations.tsv (every held-out pair: source, reference, prediction, correct) and translate_attention.png: for the
-longest held-out sentence, the last decoder layer's cross-attention, heads averaged.
+longest held-out sentence, the last decoder layer's cross-attention, heads averaged. There is no val loss:
+eval.interval sets how often exact match is measured, and trainer.eval_interval and trainer.eval_iters, listed
+below, are refused.
 """
 import csv
 import datetime

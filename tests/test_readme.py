@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import data_dir, load_project
+from mingpt.utils import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / 'README.md').read_text()
@@ -185,3 +186,20 @@ def test_the_ablation_tables_parameter_counts_are_its_models():
         config.merge_from_dict({'model': {'vocab_size': vocab_size, 'block_size': config.data.block_size}})
         config.merge_from_dict({'model': {k.split('.')[1]: v for k, v in ablation.VARIANTS[variant].items()}})
         assert GPT(config.model).num_parameters() == int(printed.replace(',', '')), variant
+
+
+def test_a_help_text_names_the_trainer_options_its_project_refuses():
+    """--help lists every trainer option with a value; one that a project always refuses (no val set: no val loss to
+    evaluate) is said to be refused there, not left to read as the value it runs with."""
+    found = 0
+    for project in PROJECTS:
+        module = load_project(project)
+        source = (ROOT / 'projects' / f'{project}.py').read_text()
+        for names in re.findall(r"refuse_ignored\('trainer', config\.trainer, get_config\(\)\.trainer, \(([^)]*)\)",
+                                source):
+            for name in re.findall(r"'(\w+)'", names):
+                with pytest.raises(ConfigError, match='would do nothing here'):
+                    module.main([f'--trainer.{name}=7'])
+                assert f'trainer.{name}' in module.__doc__, f"{project}'s --help does not say it refuses {name}"
+                found += 1
+    assert found >= 4, found  # adder's and translate's eval_interval and eval_iters
