@@ -272,9 +272,10 @@ def text_pieces(text, size):
 
 
 class CharTokenizer:
-    """A character-level vocabulary: each distinct character of the training text is one token. (Any hashable
-    symbols work, e.g. the ids of a larger vocabulary to renumber.) With unknown=True one more id, len(chars),
-    stands for every symbol outside the vocabulary, where encode would otherwise refuse the text."""
+    """A character-level vocabulary: each distinct character of the training text is one token. With unknown=True
+    one more id, len(chars), stands for every symbol outside the vocabulary, where encode would otherwise refuse the
+    text; then encode also renumbers other hashable symbols, such as the ids of a larger vocabulary (decode and the
+    refusal need characters)."""
 
     def __init__(self, chars, unknown=False):
         self.chars = list(chars)
