@@ -50,7 +50,7 @@ def get_config():
     C.system = CN()
     C.system.seed = 1337
     C.system.device = 'auto'  # 'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
-    C.system.dtype = 'auto'  # 'auto' (bfloat16 on CUDA, else float32), 'float32', 'bfloat16', 'float16'
+    C.system.dtype = 'auto'  # 'auto' (bfloat16 on Ampere+ GPUs, float16 on older ones, else float32), 'float32', ...
     C.system.compile = False  # compile the decode step (torch.compile; CUDA graphs on CUDA)
     C.model = 'gpt2'  # a hub id (gpt2, gpt2-medium, gpt2-large, gpt2-xl), an HF directory, or a .pt checkpoint
     C.sample = CN()
@@ -285,6 +285,14 @@ def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
     return ids
 
 
+def auto_dtype(device):
+    """bfloat16 on a GPU that computes in it (Ampere and later), float16 on older ones (Colab's T4, a V100), where
+    bfloat16 is emulated, slowly; float32 elsewhere."""
+    if not device.startswith('cuda'):
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.get_device_capability(device)[0] >= 8 else torch.float16
+
+
 def main(argv):
     config = get_config()
     config.merge_from_args(argv, usage=__doc__)
@@ -292,7 +300,7 @@ def main(argv):
     S = config.sample
     device = resolve_device(config.system.device)
     dtype = config.system.dtype
-    dtype = DTYPES[dtype] if dtype != 'auto' else torch.bfloat16 if device.startswith('cuda') else torch.float32
+    dtype = DTYPES[dtype] if dtype != 'auto' else auto_dtype(device)
     prompts, line_numbers = read_prompts(S)
     model, tokenizer = load(config.model, device, dtype)
     ids = encode_prompts(tokenizer, prompts, line_numbers, S.prompt_file)
