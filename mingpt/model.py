@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from mingpt.sampling import sample_next
 from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural,
-                          rebuild_model)
+                          rebuild_model, refuse_untied_state_dict)
 
 
 # ---- positional encoding ----
@@ -253,6 +253,7 @@ class GPT(nn.Module):
         self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # tied (one tensor): the head reads tokens as the input does
+        self.register_load_state_dict_pre_hook(refuse_untied_state_dict)  # a state dict whose two differ
 
         # GPT-2's initialisation: N(0, 0.02), and residual projections scaled by 1/sqrt(2 * n_layer) so the
         # residual stream's variance does not grow with depth

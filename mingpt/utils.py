@@ -556,7 +556,10 @@ def rebuild_model(cls, path, map_location='cpu'):
         config = checked_config(cls, checkpoint, weights, path)
         with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
             model = cls(config)
-        refuse_untied(model, weights, path)
+        refuse_untied(model, weights, path, "it was saved from a model untied after it was built. Build that model "
+                      f"and load it: checkpoint = torch.load({str(path)!r}); model = {cls.__name__}(mingpt.utils."
+                      "CfgNode(**checkpoint['model_config'])); untie it the same way; "
+                      "model.load_state_dict(checkpoint['model'])")
         # on the device map_location read the weights to, as torch.load would leave them
         load_weights(model, weights, next(iter(weights.values())).device if weights else 'cpu')
     except (ConfigError, RuntimeError) as e:
@@ -639,17 +642,23 @@ def load_weights(model, weights, device='cpu'):
     model.to(device)  # the buffers, built on the CPU (a table that no file holds, such as the sinusoidal one)
 
 
-def refuse_untied(model, weights, path):
+def refuse_untied(model, weights, source, fix):
     """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
     embedding and output head: load_state_dict would keep the one it copies last, with no word."""
     for tied in tied_names(model):
         saved = [weights[name] for name in tied if name in weights]
         if any(not torch.equal(saved[0], w) for w in saved[1:]):
-            raise ValueError(f"{path}'s {' and '.join(tied)} differ, where {type(model).__name__} ties them into one "
-                             "tensor: it was saved from a model untied after it was built. Build that model and load "
-                             f"it: checkpoint = torch.load({str(path)!r}); model = {type(model).__name__}(mingpt.utils."
-                             "CfgNode(**checkpoint['model_config'])); untie it the same way; "
-                             "model.load_state_dict(checkpoint['model'])")
+            raise ValueError(f"{source}'s {' and '.join(tied)} differ, where {type(model).__name__} ties them into one "
+                             f"tensor: {fix}")
+
+
+def refuse_untied_state_dict(module, state_dict, prefix, *args):
+    """A load_state_dict pre-hook (GPT registers it): refuse_untied for a state dict loaded by hand, such as minGPT's,
+    whose output head is a matrix of its own; strict=False, which lets its attn.bias masks pass, would otherwise load
+    its token embedding or its head into the one tied tensor, whichever came last."""
+    weights = {name[len(prefix):]: w for name, w in state_dict.items() if name.startswith(prefix)}
+    refuse_untied(module, weights, 'the state dict', "it comes from a model with an output head of its own, such as "
+                  "minGPT's, which this model cannot hold: train this one, or build that model and load it there")
 
 
 def check_model_config(cls, config):

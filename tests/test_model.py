@@ -775,3 +775,23 @@ def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedd
     assert torch.equal(loaded.lm_head.weight, m.lm_head.weight)
     save_checkpoint(model_state(model()), tmp_path / 'tied.pt')  # the same values under both names: loaded
     assert torch.equal(GPT.from_checkpoint(tmp_path / 'tied.pt')[0].transformer.wte.weight, model().lm_head.weight)
+
+
+def test_a_state_dict_with_its_own_head_is_refused_by_load_state_dict():
+    """minGPT's GPT keeps lm_head apart from wte. Its state dict is refused for its attn.bias masks, but
+    load_state_dict(sd, strict=False), the usual way past that, loaded both into the one tied matrix: the embedding
+    became minGPT's head, with no word."""
+    m = model()
+    minGPTs = {name: w.clone() for name, w in m.state_dict().items()}
+    minGPTs['lm_head.weight'] += 1
+    minGPTs['transformer.h.0.attn.bias'] = torch.ones(1, 1, 8, 8).tril()
+    kept = {name: w.clone() for name, w in m.state_dict().items()}
+    with pytest.raises(ValueError, match=r"the state dict's transformer.wte.weight and lm_head.weight differ, where GPT "
+                                         r"ties them into one tensor: it comes from a model with an output head of its "
+                                         r"own, such as minGPT's"):
+        m.load_state_dict(minGPTs, strict=False)
+    assert all(torch.equal(w, kept[name]) for name, w in m.state_dict().items())  # nothing was loaded
+    wrapped = torch.nn.ModuleDict(dict(gpt=m))  # inside one's own module too, where the names have a prefix
+    with pytest.raises(ValueError, match="differ, where GPT ties them"):
+        wrapped.load_state_dict({f'gpt.{name}': w for name, w in minGPTs.items()}, strict=False)
+    m.load_state_dict(kept)  # its own state dict (one tensor, under both names) loads
