@@ -235,7 +235,9 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
     if (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):
         then = f"resumed at iteration {resumed_at}" if resumed_at is not None else "then, with the run above held here"
-        command = f"{Path(earlier).read_text(encoding='utf-8')}# {then}:\n{command}"
+        # args.txt of mingpt before 3214903 has no final newline: the note would go on the old command's line
+        kept = Path(earlier).read_text(encoding='utf-8').rstrip('\n')
+        command = f"{kept}\n# {then}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
         # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option

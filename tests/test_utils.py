@@ -302,6 +302,18 @@ def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp
     assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.resume=True\n'
 
 
+def test_a_resume_over_an_args_txt_of_older_mingpt_puts_its_note_on_a_line_of_its_own(tmp_path, monkeypatch):
+    """mingpt's first versions wrote args.txt as the script and its options, without a final newline: a resume with
+    today's code glued '# resumed at iteration 6:' onto the old command, which a shell then read as more options."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'args.txt').write_text('projects/chargpt.py --trainer.max_iters=6')  # as 4b47e87's chargpt wrote it
+    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.resume=True'])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))), resumed_at=6)
+    assert (tmp_path / 'args.txt').read_text().splitlines() == [
+        'projects/chargpt.py --trainer.max_iters=6', '# resumed at iteration 6:',
+        f'cd {tmp_path} && python chargpt.py --trainer.resume=True']
+
+
 def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_anew(tmp_path, monkeypatch):
     """The run held is replaced, so its commands are not this run's history: they were kept above the overwrite's
     command, marked 'then, with the run above held here', of a run the Trainer then removed."""
