@@ -987,6 +987,8 @@ def describe_difference(saved, now):
             there, here = saved.get(key), now.get(key)
             if isinstance(there, (list, tuple, dict)) and isinstance(here, (list, tuple, dict)):
                 parts.append(f"{key}: {describe_difference(there, here)}")
+            elif key not in saved:  # an option added to mingpt after the checkpoint was written
+                parts.append(f"{key} not recorded there (older than that option), {here!r} here")
             else:
                 parts.append(f"{key}={there!r} there, {here!r} here")
         return '; '.join(parts)

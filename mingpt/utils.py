@@ -235,7 +235,7 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
     if (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):
         then = f"resumed at iteration {resumed_at}" if resumed_at is not None else "then, with the run above held here"
-        # args.txt of mingpt before 3214903 has no final newline: the note would go on the old command's line
+        # an older mingpt's args.txt has no final newline: the note would go on the old command's line
         kept = Path(earlier).read_text(encoding='utf-8').rstrip('\n')
         command = f"{kept}\n# {then}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from mingpt import trainer as trainer_module
 from mingpt.model import GPT
-from mingpt.trainer import Trainer
+from mingpt.trainer import Trainer, describe_difference
 from mingpt.utils import ConfigError, load_checkpoint
 
 
@@ -885,3 +885,11 @@ def test_a_forward_that_does_not_return_logits_and_one_loss_is_named(returns, na
     assert trainer.iter_num == 0
     with pytest.raises(TypeError, match=refused):
         trainer.evaluate(Labelled())  # evaluation reads the loss as the step does
+
+
+def test_a_setting_the_checkpoint_does_not_record_is_named_as_newer_than_it():
+    """A sentiment checkpoint written before lm_loss_weight existed was refused with 'lm_loss_weight=None there, 0.0
+    here', as if its run had set it to None; a value recorded as None is still None."""
+    assert (describe_difference({'dropout': 0.1}, {'dropout': 0.1, 'lm_loss_weight': 0.0})
+            == "lm_loss_weight not recorded there (older than that option), 0.0 here")
+    assert describe_difference({'head': None}, {'head': 'linear'}) == "head=None there, 'linear' here"
