@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_model_config, check_range, rebuild_model
+from mingpt.utils import ConfigError, check_model_config, check_range, rebuild_model, refuse_untied_state_dict
 
 
 def key_padding_mask(ids, pad_token_id):
@@ -134,6 +134,7 @@ class Transformer(nn.Module):
         self.decoder.wte.weight = self.lm_head.weight  # tied: the generator reads tokens as the decoder does
         if config.share_embeddings:
             self.encoder.wte.weight = self.lm_head.weight
+        self.register_load_state_dict_pre_hook(refuse_untied_state_dict)  # a state dict whose tied weights differ
         print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
     @staticmethod

@@ -795,3 +795,9 @@ def test_a_state_dict_with_its_own_head_is_refused_by_load_state_dict():
     with pytest.raises(ValueError, match="differ, where GPT ties them"):
         wrapped.load_state_dict({f'gpt.{name}': w for name, w in minGPTs.items()}, strict=False)
     m.load_state_dict(kept)  # its own state dict (one tensor, under both names) loads
+    for name in ('lm_head.weight', 'transformer.wte.weight'):  # a run that diverged saves NaN, under both names
+        kept[name][0, 0] = float('nan')  # and NaN != NaN
+    m.load_state_dict(kept)
+    assert m.lm_head.weight[0, 0].isnan()
+    with torch.device('meta'):  # a state dict of sizes only, which load_state_dict(assign=True) takes
+        GPT(m.config).load_state_dict(GPT(m.config).state_dict(), assign=True)

@@ -824,3 +824,15 @@ def test_a_resume_refuses_a_corpus_edited_since(tmp_path, capsys):
     save_checkpoint(ckpt, tmp_path / 'run' / 'ckpt.pt')
     translate.main(run + ['--trainer.max_iters=3', '--trainer.resume=True'])
     assert 'does not record its corpus' in capsys.readouterr().out
+
+
+def test_a_state_dict_whose_tied_embeddings_differ_is_refused():
+    """The decoder's embedding and the generator head are one tensor (and the encoder's too, with share_embeddings):
+    load_state_dict took a state dict in which they differ and kept whichever it copied last, with no word."""
+    model = tiny(share_embeddings=True)
+    for name in ('encoder.wte.weight', 'decoder.wte.weight'):
+        state = {k: w.clone() for k, w in model.state_dict().items()}
+        state[name] += 1
+        with pytest.raises(ValueError, match=r"differ, where Transformer ties them into one tensor"):
+            model.load_state_dict(state)
+    model.load_state_dict(model.state_dict())
