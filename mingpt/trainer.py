@@ -902,13 +902,20 @@ def parameters_left_out(model, optimizer):
 
 
 def trainable_in_eval(model):
-    """The names of the modules in eval mode that hold trainable parameters of their own, where model has dropout that
-    eval mode switches off (else the modes train alike). A frozen part kept in eval on purpose is not named: its
-    parameters do not train."""
-    modules = list(model.named_modules())
-    if not any(isinstance(m, torch.nn.Dropout) and m.p > 0 and not m.training for _, m in modules):
-        return []
-    return [name for name, m in modules if not m.training and any(p.requires_grad for p in m.parameters(recurse=False))]
+    """The names of the modules in eval mode that hold trainable parameters of their own, inside a part of model kept
+    in eval mode whose dropout (p > 0) eval mode switches off. A frozen part kept in eval on purpose is not named (its
+    parameters do not train), nor a part without dropout (the two modes train it alike), such as a distilled student
+    beside its frozen teacher."""
+    names, parts = [], {}  # parts: the outermost modules in eval mode, and whether dropout is switched off in each
+    for name, m in model.named_modules():  # a module comes before the modules inside it
+        if m.training:
+            continue
+        part = next((p for p in parts if name.startswith(f'{p}.')), name)
+        if part == name:
+            parts[name] = any(isinstance(d, torch.nn.Dropout) and d.p > 0 and not d.training for d in m.modules())
+        if parts[part] and any(p.requires_grad for p in m.parameters(recurse=False)):
+            names.append(name)
+    return names
 
 
 def first_names(names):

@@ -828,6 +828,9 @@ def test_a_trainable_gpt_left_in_eval_mode_inside_a_module_of_ones_own_is_warned
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
         trainer.run()  # no dropout: eval mode trains as train mode does
+        teacher = make_trainer().model.requires_grad_(False).eval()  # with dropout, frozen: distilled into gpt
+        trainer.model.teacher = teacher
+        trainer.run()  # gpt, the student, has no dropout: nothing to warn of (the teacher's counted for it before)
 
 
 def test_trainable_parameters_the_optimizer_leaves_out_are_warned_of_and_a_missing_optimizer_is_named():
