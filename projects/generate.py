@@ -50,7 +50,7 @@ def get_config():
     C.system = CN()
     C.system.seed = 1337
     C.system.device = 'auto'  # 'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:1', 'mps'
-    C.system.dtype = 'auto'  # 'auto' (bfloat16 on Ampere+ GPUs, float16 on older ones, else float32), 'float32', ...
+    C.system.dtype = 'auto'  # 'auto' (bfloat16 from Ampere on, float16 on a V100/T4, else float32), 'float32', ...
     C.system.compile = False  # compile the decode step (torch.compile; CUDA graphs on CUDA)
     C.model = 'gpt2'  # a hub id (gpt2, gpt2-medium, gpt2-large, gpt2-xl), an HF directory, or a .pt checkpoint
     C.sample = CN()
@@ -286,11 +286,10 @@ def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
 
 
 def auto_dtype(device):
-    """bfloat16 on a GPU that computes in it (Ampere and later), float16 on older ones (Colab's T4, a V100), where
-    bfloat16 is emulated, slowly; float32 elsewhere."""
-    if not device.startswith('cuda'):
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.get_device_capability(device)[0] >= 8 else torch.float16
+    """bfloat16 on a GPU that computes in it (Ampere and later), float16 on Volta and Turing (a V100, Colab's T4),
+    where bfloat16 is emulated, slowly; float32 on older GPUs (a GTX 10xx computes float16 slowly too) and off CUDA."""
+    major = torch.cuda.get_device_capability(device)[0] if device.startswith('cuda') else 0
+    return torch.bfloat16 if major >= 8 else torch.float16 if major >= 7 else torch.float32
 
 
 def main(argv):

@@ -796,12 +796,14 @@ def test_the_seed_chooses_the_samples(g, hf_dir, capsys):
     ([], 'cpu', torch.float32),  # auto: float32 off CUDA
     (['--system.device=cuda:1'], 'cuda:1', torch.bfloat16),  # auto: bfloat16 on an Ampere (8.0) GPU
     (['--system.device=cuda:0'], 'cuda:0', torch.float16),  # auto: float16 on a T4 (7.5), which emulates bfloat16
+    (['--system.device=cuda:2'], 'cuda:2', torch.float32),  # auto: float32 on a GTX 1080 (6.1), slow in float16
     (['--system.device=cuda:1', '--system.dtype=float16'], 'cuda:1', torch.float16),
     (['--system.device=cpu', '--system.dtype=bfloat16'], 'cpu', torch.bfloat16),
 ])
 def test_the_model_is_loaded_on_the_device_and_in_the_dtype_asked(g, options, device, dtype, monkeypatch):
     asked = []
-    monkeypatch.setattr(torch.cuda, 'get_device_capability', lambda device: {'cuda:0': (7, 5), 'cuda:1': (8, 0)}[device])
+    capability = {'cuda:0': (7, 5), 'cuda:1': (8, 0), 'cuda:2': (6, 1)}
+    monkeypatch.setattr(torch.cuda, 'get_device_capability', lambda device: capability[device])
     monkeypatch.setattr(g, 'resolve_device', lambda name: asked.append(name) or ('cpu' if name == 'auto' else name))
 
     def load(name, device, dtype):
