@@ -792,6 +792,20 @@ def test_training_weights_held_in_bfloat16_is_warned_of():
         trainer.run()
 
 
+def test_float16_weights_under_the_float16_gradient_scaler_are_refused_before_training(tmp_path):
+    """Colab's T4 has no bfloat16, so float16 it is: GPT.from_pretrained(name, dtype=torch.float16) trained with
+    trainer.dtype='float16' stopped at the first step with torch's 'Attempting to unscale FP16 gradients.' The CPU's
+    GradScaler is the same code as CUDA's."""
+    trainer = make_trainer(max_iters=2, dtype='float16', work_dir=str(tmp_path / 'run'))
+    trainer.model.half()
+    with pytest.raises(ValueError, match=r"parameters are float16, and trainer.dtype='float16' adds a gradient scaler.*"
+                                         r"keep the weights in float32"):
+        trainer.run()
+    assert not (tmp_path / 'run').exists()  # refused before any file
+    trainer.model.float()  # the fix the message gives: float32 weights, float16 autocast
+    trainer.run()
+    assert trainer.scaler.is_enabled() and trainer.steps_done == 2
+
 def test_a_dataset_spawned_workers_cannot_import_is_refused_before_training(monkeypatch, tmp_path):
     """On macOS and Windows DataLoader workers start as a new Python and import the dataset's class: one defined
     inside a function (or in a notebook) stopped training with 'DataLoader worker exited unexpectedly'."""
