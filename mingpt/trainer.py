@@ -294,9 +294,9 @@ class Trainer:
         low = {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
         if torch.float16 in low and c.dtype == 'float16':  # else torch's 'Attempting to unscale FP16 gradients.'
             raise ValueError("the model's trainable parameters are float16, and trainer.dtype='float16' adds a "
-                             "gradient scaler, which needs float32 weights to unscale their gradients into: keep the "
-                             "weights in float32 and let autocast compute in float16, e.g. GPT.from_pretrained(name) "
-                             "without a dtype, or model.float() before training")
+                             "gradient scaler, which refuses float16 gradients (mixed precision trains float32 "
+                             "weights): keep the weights in float32 and let autocast compute in float16, e.g. "
+                             "GPT.from_pretrained(name) without a dtype, or model.float() before training")
         if low and self.rank == 0:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16), which is for sampling
             name = str(min(low, key=str)).removeprefix('torch.')
             warnings.warn(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
