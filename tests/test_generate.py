@@ -196,6 +196,25 @@ def test_show_next_keeps_its_columns_under_their_headers_for_long_tokens(tmp_pat
     assert {len(line) for line in lines} == {len(lines[0])}  # every row as wide as the header: numbers under it
 
 
+def test_show_next_names_a_token_that_is_part_of_a_character_by_its_bytes(tmp_path, capsys):
+    """A byte-level token that is only part of a character (GPT-2 writes most of Japanese or Hindi so) was shown as
+    '\ufffd', alike for every such token. A vocabulary of the 256 bytes, every logit 0: the table lists each byte
+    once, the 128 ASCII ones as text and the others, which no text holds alone, as bytes."""
+    tokenizer = Encoder({c: i for i, c in enumerate(bytes_to_unicode().values())}, [])
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(tokenizer), block_size=16))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()  # every logit 0
+    save_checkpoint({**model_state(model), **tokenizer_record(tokenizer)}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=256'])
+    tokens = [line[6:].rsplit(maxsplit=3)[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    byte = dict(zip(bytes_to_unicode().values(), bytes_to_unicode().keys()))  # the table's character -> its byte
+    expected = [repr(chr(b)) if b < 128 else repr(bytes([b])) for b in map(byte.get, tokenizer.encoder)]
+    assert sorted(tokens) == sorted(expected) and "b'\\xe3'" in tokens
+
+
 def test_a_sentiment_lm_on_gpt2s_full_vocabulary_is_read_with_gpt2s_tokenizer(tmp_path, monkeypatch):
     """sentiment.py pretrain --system.init=gpt2 (GPT-2 fine-tuned as a language model on a text) records its
     vocabulary as kind 'gpt2', which is GPT-2's tokenizer unchanged: generate.py and attention.py read it."""
