@@ -9,7 +9,8 @@
   and then backward, so it does not trail a falling loss), val loss as a thicker line with points, in the same colour
   per run.
 - attention maps: every layer x head of a prompt as one grid, or one map large (projects/attention.py draws them
-  from a checkpoint or GPT-2);
+  from a checkpoint or GPT-2); tokens of any script label the axes, in an installed font that has their characters
+  (matplotlib's default has no Japanese, Devanagari or emoji), or as code points if none has;
 - positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
 
 Each picture is a function that returns a matplotlib Figure (look at it in a notebook, or test what it holds);
@@ -24,6 +25,7 @@ import math
 import os
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 
@@ -68,14 +70,15 @@ def save(fig, path, dpi=100):
     return path
 
 
-def set_title(fig, title, fontsize):
+def set_title(fig, title, fontsize, fontfamily=None):
     """fig's title, wrapped to its width (a one-column figure is narrower than a title naming a prompt or a path);
-    past three lines it is cut with '\u2026': a long prompt's would cover the maps (its tokens are along the axes)."""
+    past three lines it is cut with '\u2026': a long prompt's would cover the maps (its tokens are along the axes).
+    fontfamily: as fonts_for gives it, for a title beyond the default font."""
     fits = int(fig.get_figwidth() * 72 / (0.65 * fontsize))  # characters of this size across the figure
     lines = textwrap.wrap(title, fits)
     if len(lines) > 3:
         lines = lines[:2] + [lines[2][:-1] + '\u2026']
-    fig.suptitle('\n'.join(lines), fontsize=fontsize)
+    fig.suptitle('\n'.join(lines), fontsize=fontsize, fontfamily=fontfamily)
 
 
 def as_array(x):
@@ -83,6 +86,54 @@ def as_array(x):
     if hasattr(x, 'detach'):
         x = x.detach().float().cpu()
     return np.asarray(x, dtype=np.float64)
+
+
+# ---- text beyond the default font ----
+
+@functools.cache
+def installed_fonts():
+    """{family: the code points its regular face draws} for the fonts matplotlib knows, but its Last Resort font,
+    whose glyphs are boxes that name a script, not the characters."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+    faces = {}
+    for entry in sorted(font_manager.fontManager.ttflist, key=lambda e: (e.style != 'normal', e.weight != 400)):
+        faces.setdefault(entry.name, entry.fname)  # the regular face first: the one drawn
+    fonts = {}
+    for name, path in sorted(faces.items()):
+        font = FT2Font(path)
+        if font.scalable and not name.startswith('Last Resort'):  # a bitmap font (colour emoji) has no other sizes
+            fonts[name] = set(font.get_charmap())
+    return fonts
+
+
+def fonts_for(texts):
+    """(families, missing) to draw texts with: matplotlib's default font, then installed fonts for the characters it
+    lacks (Japanese, Devanagari...; matplotlib falls back along the list glyph by glyph), and the code points that no
+    installed font draws. Those come back with a warning: install a font that has them."""
+    from matplotlib import font_manager, rcParams
+    from matplotlib.ft2font import FT2Font
+    need = {ord(c) for text in texts for c in text}
+    need -= set(FT2Font(font_manager.findfont(font_manager.FontProperties())).get_charmap())
+    families = list(rcParams['font.family'])
+    while need:  # each time the font that draws most of what is still missing
+        name, has = max(((name, need & chars) for name, chars in installed_fonts().items()),
+                        key=lambda font: len(font[1]), default=(None, None))
+        if not has:
+            break
+        families.append(name)
+        need -= has
+    if need:
+        warnings.warn(f"no installed font draws {' '.join(map(chr, sorted(need)))}, so the picture writes them as "
+                      "code points ('\\u5409'), not as boxes alike for all: install a font that has them (e.g. Noto "
+                      "Sans CJK, Noto Sans Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for "
+                      "it to be found", stacklevel=3)
+    return families, need
+
+
+def escaped(text, missing):
+    """text with each code point in missing written as its escape ('\\u5409')."""
+    return ''.join(c.encode('unicode_escape').decode() if ord(c) in missing else c for c in text)
 
 
 # ---- loss curves ----
@@ -208,6 +259,8 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     from matplotlib.colors import PowerNorm
     axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True, sharey=True)
     labels = [readable(t) for t in tokens]
+    families, missing = fonts_for(labels + [title or ''])
+    labels, title = [escaped(label, missing) for label in labels], title and escaped(title, missing)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     norm = PowerNorm(gamma=0.5, vmin=0, vmax=1)
     for layer in range(n_layer):
@@ -215,7 +268,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
             ax = axes[layer, head]
             image = ax.imshow(np.ma.masked_array(maps[layer, head], future), cmap='viridis', norm=norm,
                               interpolation='nearest')
-            ax.tick_params(length=1.5, pad=1, labelsize=fontsize)
+            ax.tick_params(length=1.5, pad=1, labelsize=fontsize, labelfontfamily=families)
             ax.tick_params(axis='x', labelrotation=90)
             if one:
                 ax.set_title(f'layer {layers[0]}, head {heads[0]}', fontsize=9)
@@ -234,7 +287,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     fig.supylabel(f'query (the token attending) \u2192 down{shown}', fontsize=9)
     fig.supxlabel(f'key (the token attended to) \u2192 right{shown}', fontsize=9)
     if title:
-        set_title(fig, title, fontsize=11)
+        set_title(fig, title, fontsize=11, fontfamily=families)
     return fig
 
 

@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,26 @@ def test_readable_shows_spaces_newlines_and_controls():
     assert plot.readable(' a\n\tb\x01') == '\u2423a\u21b5\u21e5b\\x01'
     # a BPE token's bytes: those that are part of a character as escapes, not each as the same U+FFFD
     assert [plot.readable(b) for b in (b' \xc3', b'\xa9', 'é'.encode())] == ['\u2423\\xc3', '\\xa9', 'é']
+
+
+def test_characters_beyond_the_default_font_are_drawn_by_an_installed_font_or_named_by_code_point(monkeypatch):
+    """Japanese, Devanagari or emoji tokens were drawn in matplotlib's default font, which lacks them: each label
+    a box, alike for every character. The reference is matplotlib's own check, its 'Glyph ... missing' warning as it
+    draws. '\u1d81' is in the STIX fonts that come with matplotlib, not in its default DejaVu Sans: it is drawn, in
+    STIX. '\u543e' is in no font (made so here, as on a machine without CJK fonts): its labels name its code point,
+    and one warning says what to install."""
+    fonts = {name: chars - {0x543e} for name, chars in plot.installed_fonts().items()}
+    monkeypatch.setattr(plot, 'installed_fonts', lambda: fonts)
+    with pytest.warns(UserWarning, match="no installed font draws \u543e, .* install a font that has them"):
+        fig = plot.attention_figure(torch.rand(2, 2, 3, 3).softmax(-1), ['a', '\u1d81', '\u543e'], title='\u1d81\u543e')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        plot.png_bytes(fig)
+    assert [str(w.message) for w in caught if 'missing from font' in str(w.message)] == []
+    panel = image_axes(fig)[2]  # bottom left: its labels are drawn
+    assert [t.get_text() for t in panel.get_yticklabels()] == ['a', '\u1d81', '\\u543e']
+    assert [t.get_text() for t in panel.get_xticklabels()] == ['a', '\u1d81', '\\u543e']
+    assert fig.get_suptitle() == '\u1d81\\u543e'
 
 
 def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
