@@ -9,13 +9,13 @@
   and then backward, so it does not trail a falling loss), val loss as a thicker line with points, in the same colour
   per run.
 - attention maps: every layer x head of a prompt as one grid, or one map large (projects/attention.py draws them
-  from a checkpoint or GPT-2); tokens of any script label the axes, in an installed font that has their characters
-  (matplotlib's default has no Japanese, Devanagari or emoji), or as code points if none has;
+  from a checkpoint or GPT-2);
 - positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
 
 Each picture is a function that returns a matplotlib Figure (look at it in a notebook, or test what it holds);
 save() writes one to a PNG (or the format its file's suffix names). Figures are made without pyplot, so no display
-and no global backend are needed.
+and no global backend are needed. Text in any script (tokens, run names, titles) is drawn in an installed font that
+has its characters (matplotlib's default has no Japanese, Devanagari or emoji), or as code points where none has.
 """
 import argparse
 import functools
@@ -73,7 +73,7 @@ def save(fig, path, dpi=100):
 def set_title(fig, title, fontsize, fontfamily=None):
     """fig's title, wrapped to its width (a one-column figure is narrower than a title naming a prompt or a path);
     past three lines it is cut with '\u2026': a long prompt's would cover the maps (its tokens are along the axes).
-    fontfamily: as fonts_for gives it, for a title beyond the default font."""
+    fontfamily: as drawable gives it, for a title beyond the default font."""
     fits = int(fig.get_figwidth() * 72 / (0.65 * fontsize))  # characters of this size across the figure
     lines = textwrap.wrap(title, fits)
     if len(lines) > 3:
@@ -107,10 +107,11 @@ def installed_fonts():
     return fonts
 
 
-def fonts_for(texts):
-    """(families, missing) to draw texts with: matplotlib's default font, then installed fonts for the characters it
-    lacks (Japanese, Devanagari...; matplotlib falls back along the list glyph by glyph), and the code points that no
-    installed font draws. Those come back with a warning: install a font that has them."""
+def drawable(texts):
+    """(texts, families): texts as they can be drawn, and the font families to draw them in. The families are
+    matplotlib's default, then installed fonts for the characters it lacks (Japanese, Devanagari...; matplotlib
+    falls back along the list glyph by glyph). A character no installed font has is written as its code point
+    ('\\u5409'), not as a box alike for all, with a warning that says what to install."""
     from matplotlib import font_manager, rcParams
     from matplotlib.ft2font import FT2Font
     need = {ord(c) for text in texts for c in text}
@@ -125,10 +126,10 @@ def fonts_for(texts):
         need -= has
     if need:
         warnings.warn(f"no installed font draws {' '.join(map(chr, sorted(need)))}, so the picture writes them as "
-                      "code points ('\\u5409'), not as boxes alike for all: install a font that has them (e.g. Noto "
-                      "Sans CJK, Noto Sans Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for "
-                      "it to be found", stacklevel=3)
-    return families, need
+                      "code points ('\\u5409'): install a font that has them (e.g. Noto Sans CJK, Noto Sans "
+                      "Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found",
+                      stacklevel=3)
+    return [escaped(text, need) for text in texts], families
 
 
 def escaped(text, missing):
@@ -178,11 +179,12 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
     """Train and val loss against iteration, one colour per metrics.jsonl in paths."""
     fig = new_figure(7, 4.2)
     ax = fig.subplots()
-    for i, path in enumerate(paths):
+    names = labels or [os.path.basename(os.path.dirname(os.path.abspath(path))) or path for path in paths]
+    (*names, title), families = drawable(list(names) + [title or ''])
+    for i, (path, name) in enumerate(zip(paths, names)):
         records = read_metrics(path)
         if not records:
             raise ValueError(f"{path} holds no metrics; is it a trainer's metrics.jsonl?")
-        name = labels[i] if labels else os.path.basename(os.path.dirname(os.path.abspath(path))) or path
         colour = f'C{i}'
         it = [r['iter'] for r in records]
         loss = [r['loss'] for r in records]
@@ -208,9 +210,9 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
         ax.yaxis.set_major_formatter(PlainNumbers(labelOnlyBase=False))
         ax.yaxis.set_minor_formatter(PlainNumbers(labelOnlyBase=False))
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontfamily=families)
     ax.grid(alpha=0.3, which='both' if logy else 'major')
-    ax.legend(fontsize=8)
+    ax.legend(prop={'size': 8, 'family': families})
     return fig
 
 
@@ -258,9 +260,7 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     fig = new_figure(n_head * panel + 1.6, n_layer * panel + 1.2)  # first: it says if matplotlib is missing
     from matplotlib.colors import PowerNorm
     axes = fig.subplots(n_layer, n_head, squeeze=False, sharex=True, sharey=True)
-    labels = [readable(t) for t in tokens]
-    families, missing = fonts_for(labels + [title or ''])
-    labels, title = [escaped(label, missing) for label in labels], title and escaped(title, missing)
+    (*labels, title), families = drawable([readable(t) for t in tokens] + [title or ''])
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     norm = PowerNorm(gamma=0.5, vmin=0, vmax=1)
     for layer in range(n_layer):

@@ -64,20 +64,29 @@ def test_readable_shows_spaces_newlines_and_controls():
     assert [plot.readable(b) for b in (b' \xc3', b'\xa9', 'é'.encode())] == ['\u2423\\xc3', '\\xa9', 'é']
 
 
-def test_characters_beyond_the_default_font_are_drawn_by_an_installed_font_or_named_by_code_point(monkeypatch):
-    """Japanese, Devanagari or emoji tokens were drawn in matplotlib's default font, which lacks them: each label
-    a box, alike for every character. The reference is matplotlib's own check, its 'Glyph ... missing' warning as it
-    draws. '\u1d81' is in the STIX fonts that come with matplotlib, not in its default DejaVu Sans: it is drawn, in
-    STIX. '\u543e' is in no font (made so here, as on a machine without CJK fonts): its labels name its code point,
-    and one warning says what to install."""
-    fonts = {name: chars - {0x543e} for name, chars in plot.installed_fonts().items()}
+def without_a_font_for(monkeypatch, code_point):
+    """As on a machine where no installed font draws code_point (one without CJK fonts, say)."""
+    fonts = {name: chars - {code_point} for name, chars in plot.installed_fonts().items()}
     monkeypatch.setattr(plot, 'installed_fonts', lambda: fonts)
-    with pytest.warns(UserWarning, match="no installed font draws \u543e, .* install a font that has them"):
-        fig = plot.attention_figure(torch.rand(2, 2, 3, 3).softmax(-1), ['a', '\u1d81', '\u543e'], title='\u1d81\u543e')
+
+
+def glyphs_missing_when_drawn(fig):
+    """matplotlib's own check: the 'Glyph ... missing from font(s)' warnings it gives as it draws fig."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         plot.png_bytes(fig)
-    assert [str(w.message) for w in caught if 'missing from font' in str(w.message)] == []
+    return [str(w.message) for w in caught if 'missing from font' in str(w.message)]
+
+
+def test_characters_beyond_the_default_font_are_drawn_by_an_installed_font_or_named_by_code_point(monkeypatch):
+    """Japanese, Devanagari or emoji tokens were drawn in matplotlib's default font, which lacks them: each label
+    a box, alike for every character. '\u1d81' is in the STIX fonts that come with matplotlib, not in its default
+    DejaVu Sans: it is drawn, in STIX. '\u543e' is in no font (made so here): its labels name its code point, and
+    one warning says what to install."""
+    without_a_font_for(monkeypatch, 0x543e)
+    with pytest.warns(UserWarning, match="no installed font draws \u543e, .* install a font that has them"):
+        fig = plot.attention_figure(torch.rand(2, 2, 3, 3).softmax(-1), ['a', '\u1d81', '\u543e'], title='\u1d81\u543e')
+    assert glyphs_missing_when_drawn(fig) == []
     panel = image_axes(fig)[2]  # bottom left: its labels are drawn
     assert [t.get_text() for t in panel.get_yticklabels()] == ['a', '\u1d81', '\\u543e']
     assert [t.get_text() for t in panel.get_xticklabels()] == ['a', '\u1d81', '\\u543e']
@@ -253,6 +262,18 @@ def test_the_smoothed_train_loss_does_not_trail_a_falling_loss(tmp_path):
     assert np.mean(np.array(plot.ema(noisy, 0.9))[inner] - line[inner]) > 0.08  # the forward average alone: 9 x 0.01
     np.testing.assert_allclose(plot.smoothed(line, 0.9)[inner], line[inner], atol=1e-3)  # the ends' pull fades as 0.9^k
     assert plot.smoothed([5.0] * 4, 0.5) == [5.0] * 4
+
+
+def test_a_run_name_beyond_the_default_font_is_drawn_or_named_by_code_point(tmp_path, monkeypatch):
+    """A run in a folder named in Japanese had a legend of boxes: its name, as the attention labels above."""
+    without_a_font_for(monkeypatch, 0x543e)
+    (tmp_path / '\u543e').mkdir()
+    (tmp_path / '\u543e' / 'metrics.jsonl').write_text(json.dumps({'iter': 0, 'loss': 1.0}) + '\n')
+    with pytest.warns(UserWarning, match="no installed font draws \u543e,"):
+        fig = plot.loss_figure([tmp_path / '\u543e' / 'metrics.jsonl'], title='\u1d81')
+    assert glyphs_missing_when_drawn(fig) == []
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['\\u543e train'] and ax.get_title() == '\u1d81'
 
 
 def test_a_log_loss_axis_is_labelled_with_numbers_and_has_grid_lines(tmp_path):
