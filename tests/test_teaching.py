@@ -384,6 +384,18 @@ def test_attention_project_draws_a_chargpt_checkpoint(ablation_dir, tmp_path, ca
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1  # one column is narrower than the title: it was cut off both sides
 
 
+def test_attention_project_names_the_prompt_a_character_model_cannot_read(ablation_dir):
+    """A model trained on Japanese, drawn without --prompt, refused ' ,:?BEMOR...' without saying where they came
+    from: the default prompt, which the student never typed. (The text here lacks 'R', 'O', 'M' and 'E'.)"""
+    attention = load_project('attention')
+    model = f'--model={ablation_dir / "gpt2" / "model.pt"}'
+    with pytest.raises(ConfigError, match=r"^plot.prompt \(the default prompt, .* --prompt=\.\.\.\): characters "
+                                          r"'.*EMOR.*' are not in the vocabulary"):
+        attention.main([model])
+    with pytest.raises(ConfigError, match=r"^plot.prompt: characters 'R' are not in the vocabulary"):
+        attention.main([model, '--prompt=First R'])
+
+
 def test_attention_project_draws_the_layer_and_head_asked_for(ablation_dir):
     attention = load_project('attention')
     model, tokenizer = load_model_and_tokenizer(str(ablation_dir / 'gpt2' / 'model.pt'))  # 3 layers, 3 heads
