@@ -24,7 +24,7 @@ import json
 import math
 import os
 import sys
-import textwrap
+import unicodedata
 import warnings
 
 import numpy as np
@@ -75,10 +75,35 @@ def set_title(fig, title, fontsize, fontfamily=None):
     past three lines it is cut with '\u2026': a long prompt's would cover the maps (its tokens are along the axes).
     fontfamily: as drawable gives it, for a title beyond the default font."""
     fits = int(fig.get_figwidth() * 72 / (0.65 * fontsize))  # characters of this size across the figure
-    lines = textwrap.wrap(title, fits)
+    lines = wrapped(title, fits)
     if len(lines) > 3:
         lines = lines[:2] + [lines[2][:-1] + '\u2026']
     fig.suptitle('\n'.join(lines), fontsize=fontsize, fontfamily=fontfamily)
+
+
+def columns(text):
+    """text's width in average characters: a wide one (Chinese, Japanese, most emoji) takes about two."""
+    return sum(2 if unicodedata.east_asian_width(c) in 'WF' else 1 for c in text)
+
+
+def wrapped(text, width):
+    """text as lines at most width columns wide, broken at spaces, or inside a word too long for a line (Chinese
+    and Japanese put no spaces between words)."""
+    lines, line = [], ''
+    for word in text.split(' '):
+        longer = f'{line} {word}' if line else word
+        if columns(longer) <= width:
+            line = longer
+            continue
+        if line:
+            lines.append(line)
+        line = ''
+        for c in word:
+            if columns(line + c) > width:
+                lines.append(line)
+                line = ''
+            line += c
+    return lines + [line]
 
 
 def as_array(x):

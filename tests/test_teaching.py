@@ -144,6 +144,25 @@ def test_a_long_title_fits_a_one_column_grid():
     assert 0 <= box.x0 and box.x1 <= fig.bbox.x1 and '\n' in fig.get_suptitle()  # it was cut off on both sides
 
 
+def test_a_title_of_wide_characters_fits_the_figure():
+    """Emoji, Chinese and Japanese characters are about twice as wide as Latin ones, and Chinese and Japanese put no
+    spaces between words: a title of them, wrapped as if each were Latin, ran off both sides of the figure. The
+    emoji are in matplotlib's default font, so its measure of the drawn title is the reference; Japanese, which
+    may have no font here, is checked in columns: each line half as many characters, none lost."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    emoji = '\U0001f600' * 150
+    fig = plot.attention_figure(torch.rand(1, 1, 30, 30).softmax(-1), ['a'] * 30, title=emoji)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    suptitle = next(t for t in fig.texts if t.get_text() == fig.get_suptitle())
+    box = suptitle.get_window_extent(canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1
+    assert fig.get_suptitle().replace('\n', '')[:-1] in emoji  # its start, cut, and no character lost between
+    japanese = '\u732b\u304c\u3044\u308b' * 40  # 160 characters, no space
+    lines = plot.wrapped(japanese, 64)
+    assert list(map(len, lines)) == [32] * 5 and ''.join(lines) == japanese
+
+
 def test_a_long_prompts_title_is_cut_to_three_lines_and_leaves_the_maps_their_room():
     """A 700-token prompt's title wrapped to 40 lines over a 2 x 2 grid: matplotlib gave up its layout ('axes sizes
     collapsed to zero') and the title covered the maps. The tokens are along the axes; the title keeps three lines."""
