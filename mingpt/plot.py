@@ -82,8 +82,10 @@ def set_title(fig, title, fontsize, fontfamily=None):
 
 
 def columns(text):
-    """text's width in average characters: a wide one (Chinese, Japanese, most emoji) takes about two."""
-    return sum(2 if unicodedata.east_asian_width(c) in 'WF' else 1 for c in text)
+    """text's width in average characters, as a terminal counts them: a wide one (Chinese, Japanese, most emoji)
+    takes two, a combining mark (an accent, most Devanagari vowel signs) none: it sits on the one before."""
+    return sum(0 if unicodedata.category(c) in ('Mn', 'Me') else 2 if unicodedata.east_asian_width(c) in 'WF' else 1
+               for c in text)
 
 
 def wrapped(text, width):

@@ -38,6 +38,7 @@ import torch
 from mingpt.bpe import ENDOFTEXT, Encoder
 from mingpt.data import read_text
 from mingpt.engine import Engine
+from mingpt.plot import columns
 from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, resolve_device, run_cli, set_seed
@@ -239,10 +240,11 @@ def show_next(model, tokenizer, prompt, ids, S, device):
           f"{int((drawn > 0).sum()):,} of the {len(p):,} tokens; greedy decoding takes rank 1")
     top = p.topk(min(S.show_next, len(p))).indices.tolist()
     tokens = [token_repr(tokenizer, i) for i in top]
-    width = max(16, *map(len, tokens))  # GPT-2 has tokens such as ' irregularities': the columns make room
+    width = max(16, *map(columns, tokens))  # GPT-2 has tokens such as ' irregularities': the columns make room
     print(f"{'rank':>4}  {'token':<{width}} {'p':>7} {'p at T':>7} {'drawn':>7}")
     for rank, (i, token) in enumerate(zip(top, tokens), 1):
-        print(f"{rank:>4}  {token:<{width}} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
+        pad = ' ' * (width - columns(token))  # by columns on screen: '猫' takes two, an accent alone none
+        print(f"{rank:>4}  {token}{pad} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
 
 
 def token_repr(tokenizer, i):

@@ -196,6 +196,24 @@ def test_show_next_keeps_its_columns_under_their_headers_for_long_tokens(tmp_pat
     assert {len(line) for line in lines} == {len(lines[0])}  # every row as wide as the header: numbers under it
 
 
+def test_show_next_keeps_its_columns_for_wide_characters_and_accents(tmp_path, capsys):
+    """A Japanese character takes two columns on a terminal and a combining accent none, but the table padded
+    each token by its count of characters: every row of a Japanese model's table pushed its numbers one column
+    right of the headers, and a lone accent's row pulled them one left. The widths here are written by hand."""
+    chars = ['a', '\u732b', '\u0301', 'b']
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()  # every logit 0: the four tokens tie, each shown
+    save_checkpoint({**model_state(model), 'vocab': chars}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=4'])
+    lines = capsys.readouterr().out.splitlines()[1:]
+    on_screen = [sum({'\u732b': 2, '\u0301': 0}.get(c, 1) for c in line) for line in lines]
+    assert len(lines) == 1 + 4 and on_screen == [on_screen[0]] * 5  # every row as wide as the header
+
+
 def test_show_next_names_a_token_that_is_part_of_a_character_by_its_bytes(tmp_path, capsys):
     """A byte-level token that is only part of a character (GPT-2 writes most of Japanese or Hindi so) was shown as
     '\ufffd', alike for every such token. A vocabulary of the 256 bytes, every logit 0: the table lists each byte
