@@ -11,8 +11,8 @@ setup(
     install_requires=['torch>=2.4', 'numpy>=1.24', 'regex', 'requests', 'tqdm'],
     extras_require={
         # the reference libraries the tests compare against, and matplotlib for the pictures' tests
-        'test': ['pytest', 'transformers', 'tiktoken', 'safetensors', 'matplotlib'],
+        'test': ['pytest', 'transformers', 'tiktoken', 'safetensors', 'matplotlib>=3.8'],
         # loss curves, attention maps, positional encodings (mingpt.plot, projects/attention.py, ablation.py)
-        'plot': ['matplotlib'],
+        'plot': ['matplotlib>=3.8'],  # 3.8: tick labels take a font family list
     },
 )
