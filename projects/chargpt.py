@@ -97,7 +97,9 @@ def prompt_ids(tokenizer, prompt, block_size):
     try:
         ids = tokenizer.encode(prompt)
     except ValueError as e:  # characters outside a character vocabulary
-        raise ConfigError(f"sample.prompt: {e}") from None
+        default = (" (the default prompt, Shakespeare's: give one in your text's characters with --sample.prompt=...)"
+                   if prompt == get_config().sample.prompt else '')
+        raise ConfigError(f"sample.prompt{default}: {e}") from None
     if not 1 <= len(ids) <= block_size:
         fix = "shorten it, or train with a larger --data.block_size" if ids else "give some text, e.g. a newline"
         raise ConfigError(f"sample.prompt is {len(ids)} tokens long; it must be 1 to {block_size} tokens, the "

@@ -180,6 +180,20 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=' + 'a' * 17])
 
 
+def test_chargpt_on_a_text_without_the_default_prompts_characters_says_it_is_the_default(tmp_path):
+    """A model of Japanese text refused ' ,!GOdo' at start-up, characters the student never typed: the default
+    prompt is Shakespeare's."""
+    text = tmp_path / 'haiku.txt'
+    text.write_text('ふるいけや かわずとびこむ みずのおと\n' * 500, encoding='utf-8')
+    chargpt = load_project('chargpt')
+    with pytest.raises(ConfigError, match=r"sample.prompt \(the default prompt, Shakespeare's: give one in your "
+                                          r"text's characters with --sample.prompt=...\): characters"):
+        chargpt.main([f'--data.path={text}', f'--system.work_dir={tmp_path / "run"}'])
+    assert not (tmp_path / 'run').exists()  # refused before any file
+    with pytest.raises(ConfigError, match=r"sample.prompt: characters 'x' are not"):  # one given: no word of it
+        chargpt.main([f'--data.path={text}', f'--system.work_dir={tmp_path / "run"}', '--sample.prompt=x'])
+
+
 def test_offline_chargpt_names_the_option_for_a_local_copy(tmp_path, no_network, monkeypatch):
     monkeypatch.delenv('MINGPT_DATA_DIR', raising=False)
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
