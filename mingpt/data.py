@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -295,8 +296,13 @@ class CharTokenizer:
             return [self.stoi.get(c, len(self.chars)) for c in text]
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
-            raise ValueError(f"characters {''.join(unknown)!r} are not in the vocabulary of this model "
-                             f"({len(self.chars)} characters: {''.join(self.chars)!r}); remove or replace them")
+            # e.g. a composed 'ê' (NFC, as most keyboards type it) where the text trained on had e and a combining ^
+            forms = ('NFC', 'NFD') if isinstance(text, str) else ()  # (not a list of symbols, such as '<pad>')
+            form = next((f for f in forms if set(unicodedata.normalize(f, text)) <= self.stoi.keys()), None)
+            fix = (f"they are in another Unicode form than the vocabulary's: unicodedata.normalize({form!r}, text) "
+                   "gives its characters" if form else "remove or replace them")
+            raise ValueError(f"characters {on_circle(unknown)!r} are not in the vocabulary of this model "
+                             f"({len(self.chars)} characters: {on_circle(self.chars)!r}); {fix}")
         return [self.stoi[c] for c in text]
 
     def decode(self, ids):
@@ -315,6 +321,12 @@ class CharTokenizer:
         """The text of ids as UTF-8 bytes, as a byte-level BPE's decode_bytes gives them (generate.py streams them,
         the pictures label tokens with them)."""
         return self.decode(ids).encode('utf-8')
+
+
+def on_circle(chars):
+    """chars as one string to show, each combining mark (an accent, a Devanagari vowel sign) on a dotted circle,
+    not piled onto the character shown before it."""
+    return ''.join('\u25cc' + c if len(c) == 1 and unicodedata.combining(c) else c for c in chars)
 
 
 class CharDataset(torch.utils.data.Dataset):

@@ -6,6 +6,7 @@ import shlex
 import subprocess
 import sys
 import tracemalloc
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -1025,3 +1026,20 @@ def test_a_folder_on_a_drive_that_is_not_there_is_named(monkeypatch, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"cannot make the folder .*cache: / does not exist \(a drive not "
                                                 r"plugged in, or a network share not reachable\?\)"):
         make_folder(tmp_path / 'cache')
+
+
+def test_a_text_in_another_unicode_form_than_the_vocabularys_is_named_as_such():
+    """A character model of Vietnamese written decomposed (NFD: e, then a combining circumflex) refused a typed 'Tiê'
+    (NFC: one character) with "characters 'ê' are not in the vocabulary", beside a vocabulary that showed e and the
+    accent, the accent piled onto the letter before it."""
+    from mingpt.data import CharTokenizer
+    decomposed = unicodedata.normalize('NFD', 'Tiếng Việt')
+    assert len(decomposed) == 14  # e with two accents (circumflex and acute; circumflex and dot below), each apart
+    tokenizer = CharTokenizer.from_text(decomposed)
+    with pytest.raises(ValueError, match=r"^characters 'ê' are not in the vocabulary of this model \(11 characters: "
+                                         r"' TVegint\u25cc\u0301\u25cc\u0302\u25cc\u0323'\); they are in another Unicode "
+                                         r"form than the vocabulary's: unicodedata.normalize\('NFD', text\) gives"):
+        tokenizer.encode('Tiê')
+    assert tokenizer.encode(unicodedata.normalize('NFD', 'Tiê')) == tokenizer.encode('Tie\u0302')  # the way, followed
+    with pytest.raises(ValueError, match=r"characters 'z' .*; remove or replace them$"):
+        tokenizer.encode('Tiz')
