@@ -720,7 +720,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
 
 
 def _show_layout(parts, words, limit=400):
-    """The start of the text (about `limit` characters) as a list of distinct-word numbers and special tokens."""
+    """The start of the text (about `limit` characters as --show first writes it, each byte of a character beyond
+    ASCII as \\xNN) as a list of distinct-word numbers and special tokens."""
     index = {word: k for k, word in enumerate(words)}
     layout, size = [], 0
     for k, part in enumerate(parts):
@@ -728,7 +729,7 @@ def _show_layout(parts, words, limit=400):
             if size >= limit:
                 return layout + ['…']
             layout.append(index[item] if k % 2 == 0 else item)
-            size += len(item)
+            size += len(repr(item.encode('utf-8'))) - 3  # as written: Hindi's \xe0\xa4\xa8 for one letter
     return layout
 
 

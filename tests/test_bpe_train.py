@@ -412,6 +412,15 @@ def test_show_writes_a_piece_of_a_utf8_character_as_its_bytes(capsys):
     assert lines[4] == '  ’|’|’| |’|’'
 
 
+def test_show_writes_about_400_characters_of_the_text_in_any_script(capsys):
+    """--show writes the start of the text, about 400 characters of it, after each merge. It counted the text's
+    characters, so Hindi, each of whose characters is written as three bytes (\\xe0\\xa4\\xa8), took about 4,900."""
+    for text in ('To be, or not to be, that is the question. ' * 20, 'नमस्ते दुनिया, यह एक परीक्षा है। ' * 20):
+        train_bpe(text, 258, show=True)
+        start = capsys.readouterr().out.splitlines()[0]
+        assert 400 <= len(start.removeprefix('start: ').replace('|', '')) < 440 and start.endswith('…')
+
+
 def test_vocabulary_curve_png(tmp_path, capsys):
     pytest.importorskip('matplotlib')
     corpus = tmp_path / 'c.txt'
