@@ -178,20 +178,26 @@ def test_show_next_shows_the_small_probabilities_of_a_flat_model(tmp_path, capsy
     assert rows == [['3.3e-05', '3.3e-05', '3.3e-05']] * 3
 
 
+def show_next_of_tied_logits(tmp_path, capsys, record, vocab_size, n):
+    """The lines of --show_next=n (its header first) after 'ab', for a gpt-nano whose logits all tie (every token
+    equally likely, so every one is shown) and the tokenizer in record (a checkpoint's)."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=vocab_size, block_size=16))
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.zero_()  # every logit 0
+    save_checkpoint({**model_state(model), **record}, tmp_path / 'm.pt')
+    capsys.readouterr()
+    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', f'--show_next={n}'])
+    return capsys.readouterr().out.splitlines()[1:]
+
+
 def test_show_next_keeps_its_columns_under_their_headers_for_long_tokens(tmp_path, capsys):
     """A token wider than the token column (GPT-2's ' irregularities') pushed its row's numbers right of the
     headers. The 257 tokens here (256 bytes and a long special token) all tie, so --show_next=257 shows every one."""
     long = '<|a special token longer than the column|>'
     tokenizer = Encoder({**{c: i for i, c in enumerate(bytes_to_unicode().values())}, long: 256}, [])
-    C = GPT.get_default_config()
-    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(tokenizer), block_size=16))
-    model = GPT(C)
-    with torch.no_grad():
-        model.transformer.wte.weight.zero_()  # every logit 0
-    save_checkpoint({**model_state(model), **tokenizer_record(tokenizer)}, tmp_path / 'm.pt')
-    capsys.readouterr()
-    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=257'])
-    lines = capsys.readouterr().out.splitlines()[1:]
+    lines = show_next_of_tied_logits(tmp_path, capsys, tokenizer_record(tokenizer), len(tokenizer), 257)
     assert len(lines) == 1 + 257 and any(repr(long) in line for line in lines)
     assert {len(line) for line in lines} == {len(lines[0])}  # every row as wide as the header: numbers under it
 
@@ -201,15 +207,7 @@ def test_show_next_keeps_its_columns_for_wide_characters_and_accents(tmp_path, c
     each token by its count of characters: every row of a Japanese model's table pushed its numbers one column
     right of the headers, and a lone accent's row pulled them one left. The widths here are written by hand."""
     chars = ['a', '\u732b', '\u0301', 'b']
-    C = GPT.get_default_config()
-    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
-    model = GPT(C)
-    with torch.no_grad():
-        model.transformer.wte.weight.zero_()  # every logit 0: the four tokens tie, each shown
-    save_checkpoint({**model_state(model), 'vocab': chars}, tmp_path / 'm.pt')
-    capsys.readouterr()
-    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=4'])
-    lines = capsys.readouterr().out.splitlines()[1:]
+    lines = show_next_of_tied_logits(tmp_path, capsys, {'vocab': chars}, len(chars), 4)
     on_screen = [sum({'\u732b': 2, '\u0301': 0}.get(c, 1) for c in line) for line in lines]
     assert len(lines) == 1 + 4 and on_screen == [on_screen[0]] * 5  # every row as wide as the header
 
@@ -219,15 +217,8 @@ def test_show_next_names_a_token_that_is_part_of_a_character_by_its_bytes(tmp_pa
     '\ufffd', alike for every such token. A vocabulary of the 256 bytes, every logit 0: the table lists each byte
     once, the 128 ASCII ones as text and the others, which no text holds alone, as bytes."""
     tokenizer = Encoder({c: i for i, c in enumerate(bytes_to_unicode().values())}, [])
-    C = GPT.get_default_config()
-    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(tokenizer), block_size=16))
-    model = GPT(C)
-    with torch.no_grad():
-        model.transformer.wte.weight.zero_()  # every logit 0
-    save_checkpoint({**model_state(model), **tokenizer_record(tokenizer)}, tmp_path / 'm.pt')
-    capsys.readouterr()
-    generate_module().main([f'--model={tmp_path / "m.pt"}', '--prompt=ab', '--show_next=256'])
-    tokens = [line[6:].rsplit(maxsplit=3)[0] for line in capsys.readouterr().out.splitlines()[2:]]
+    lines = show_next_of_tied_logits(tmp_path, capsys, tokenizer_record(tokenizer), len(tokenizer), 256)
+    tokens = [line[6:].rsplit(maxsplit=3)[0] for line in lines[1:]]
     byte = dict(zip(bytes_to_unicode().values(), bytes_to_unicode().keys()))  # the table's character -> its byte
     expected = [repr(chr(b)) if b < 128 else repr(bytes([b])) for b in map(byte.get, tokenizer.encoder)]
     assert sorted(tokens) == sorted(expected) and "b'\\xe3'" in tokens
