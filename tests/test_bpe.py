@@ -172,6 +172,15 @@ def test_the_cache_is_cleared_when_a_call_would_overflow_it():
     assert set(enc.cache) == {'d', ' e'}  # 3 cached + 2 new words exceed cache_size=3: cleared, then this call's
 
 
+def test_a_special_tokens_spelling_is_text_without_a_pre_tokeniser_too():
+    """Without a pre-tokeniser the whole text is one word, so '<|endoftext|>' written as text reaches the merge loop
+    whole: it must still be its 13 bytes (ids = byte values here), the special id 256 only when allowed."""
+    enc = Encoder({**{c: b for b, c in bytes_to_unicode().items()}, '<|endoftext|>': 256}, [], pattern=None)
+    assert enc.encode('<|endoftext|>') == list(b'<|endoftext|>')
+    assert enc.encode_and_show_work('<|endoftext|>')['bpe_idx'] == list(b'<|endoftext|>')
+    assert enc.encode('a<|endoftext|>', allowed_special=True) == [97, 256]
+
+
 def test_encode_refuses_bytes_with_or_without_a_pre_tokeniser():
     for enc in (bytes_only_encoder(), bytes_only_encoder(pattern=None)):
         for allowed_special in (False, True):
