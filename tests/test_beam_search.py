@@ -155,6 +155,14 @@ def test_sampling_equals_hugging_face(options, tmp_path):
     assert len(set(map(tuple, got.tolist()))) > 1  # the draws differ between rows: sampling, not greedy
 
 
+def test_no_new_tokens_is_the_prompt_with_log_prob_zero_whatever_the_length_penalty():
+    """max_new_tokens=0, as generate allows: one beam, the prompt itself, whose new tokens' log-probs sum to 0 (an
+    empty sum); a length penalty divides that by a length of 0 new tokens, which must not be 0 ** penalty."""
+    for length_penalty in (0.0, 1.0, 2.0):
+        seqs, scores = beam_search(tiny_model(), torch.tensor([PROMPT]), 0, 3, length_penalty=length_penalty)
+        assert seqs.tolist() == [PROMPT] and scores.tolist() == [0.0]
+
+
 def test_bad_arguments():
     model = tiny_model()
     with pytest.raises(ValueError, match='one prompt'):
