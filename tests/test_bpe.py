@@ -183,10 +183,11 @@ def test_a_special_tokens_spelling_is_text_without_a_pre_tokeniser_too():
 
 def test_of_two_special_tokens_where_one_begins_the_other_the_longer_wins():
     """'<|end|>\\n' begins with '<|end|>': where the text holds the longer one it is one token, by hand
-    h i <|end|>\\n o k = 104 105 257 111 107; elsewhere the shorter is."""
+    h i <|end|>\\n o k = 104 105 257 111 107; elsewhere the shorter is. Decoding gives back their text."""
     enc = Encoder({**{c: b for b, c in bytes_to_unicode().items()}, '<|end|>': 256, '<|end|>\n': 257}, [])
     assert enc.encode('hi<|end|>\nok', allowed_special='all') == [104, 105, 257, 111, 107]
     assert enc.encode('<|end|>ok', allowed_special='all') == [256, 111, 107]
+    assert enc.decode([104, 257, 256]) == 'h<|end|>\n<|end|>'  # a special token decodes as its own text, newline too
 
 
 def test_encode_refuses_bytes_with_or_without_a_pre_tokeniser():
