@@ -225,7 +225,7 @@ def test_merge_steps_by_hand():
                                        (('a', 'a'), ['aa', 'a', 'b']),  # a a a: the left pair, not the right
                                        (('a', 'b'), ['aa', 'ab']),
                                        (('aa', 'ab'), ['aaab'])]
-    assert enc.merge_steps('aaaa')[-1] == (('a', 'a'), ['aa', 'aa'])  # both places in one step
+    assert enc.merge_steps('aaaa') == [(None, ['a'] * 4), (('a', 'a'), ['aa', 'aa'])]  # both places in one step
     assert enc.merge_steps('ba') == [(None, ['b', 'a'])]  # no pair has a rank: the bytes stay
 
 
