@@ -574,6 +574,14 @@ def test_top_p_reads_the_distribution_that_top_k_left():
                                torch.tensor([[0.5420, 0.4580, 0, 0, 0]]), atol=1e-4, rtol=0)
 
 
+def test_top_p_one_keeps_every_token_where_the_float_sum_reaches_one_early():
+    """top_p=1 is no cut (HF's generate leaves its warper out). Probabilities 1 - 4.1e-9, 2.06e-9, 2.06e-9
+    (e^-20 = 2.06e-9): in float32 the first already sums to 1, so a cut at p=1 would drop the other two."""
+    logits = torch.tensor([[0.0, -20.0, -20.0]])
+    torch.testing.assert_close(sampling_probs(logits, top_p=1.0), logits.softmax(-1), rtol=0, atol=0)
+    assert (sampling_probs(logits, top_p=1.0) > 0).all()
+
+
 def test_a_tiny_temperature_tends_to_greedy_instead_of_nan():
     """softmax(logits / T) as T -> 0 puts all the mass on the largest logit, shared among equal ones. Below ~1e-38
     logits / T overflowed float32 to inf and softmax gave NaN; ordinary temperatures give HF's warper's, to float
