@@ -809,9 +809,9 @@ def test_a_state_dict_with_its_own_head_is_refused_by_load_state_dict():
     minGPTs['lm_head.weight'] += 1
     minGPTs['transformer.h.0.attn.bias'] = torch.ones(1, 1, 8, 8).tril()
     kept = {name: w.clone() for name, w in m.state_dict().items()}
-    with pytest.raises(ValueError, match=r"the state dict's transformer.wte.weight and lm_head.weight differ, where GPT "
-                                         r"ties them into one tensor: it comes from a model with an output head of its "
-                                         r"own, such as minGPT's"):
+    with pytest.raises(ValueError, match=r"the state dict's transformer.wte.weight and lm_head.weight differ, where "
+                                         r"GPT ties them into one tensor: it comes from a model with an output head of "
+                                         r"its own, such as minGPT's"):
         m.load_state_dict(minGPTs, strict=False)
     assert all(torch.equal(w, kept[name]) for name, w in m.state_dict().items())  # nothing was loaded
     wrapped = torch.nn.ModuleDict(dict(gpt=m))  # inside one's own module too, where the names have a prefix

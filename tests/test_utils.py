@@ -1037,8 +1037,9 @@ def test_a_text_in_another_unicode_form_than_the_vocabularys_is_named_as_such():
     assert len(decomposed) == 14  # e with two accents (circumflex and acute; circumflex and dot below), each apart
     tokenizer = CharTokenizer.from_text(decomposed)
     with pytest.raises(ValueError, match=r"^characters 'ê' are not in the vocabulary of this model \(11 characters: "
-                                         r"' TVegint\u25cc\u0301\u25cc\u0302\u25cc\u0323'\); they are in another Unicode "
-                                         r"form than the vocabulary's: unicodedata.normalize\('NFD', text\) gives"):
+                                         r"' TVegint\u25cc\u0301\u25cc\u0302\u25cc\u0323'\); they are in another "
+                                         r"Unicode form than the vocabulary's: unicodedata.normalize\('NFD', text\) "
+                                         r"gives"):
         tokenizer.encode('Tiê')
     assert tokenizer.encode(unicodedata.normalize('NFD', 'Tiê')) == tokenizer.encode('Tie\u0302')  # the way, followed
     with pytest.raises(ValueError, match=r"characters 'z' .*; remove or replace them$"):
