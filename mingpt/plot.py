@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import unicodedata
 import warnings
@@ -41,6 +42,10 @@ def new_figure(width, height):
             raise RuntimeError(f"drawing needs matplotlib, which is installed but failed to import: {e}") from e
         raise RuntimeError('drawing needs matplotlib, which is not installed: pip install -e ".[plot]" '
                            '(or pip install matplotlib)') from None
+    import matplotlib
+    if tuple(map(int, re.findall(r'\d+', matplotlib.__version__)[:2])) < (3, 8):  # tick labels take a font list
+        raise RuntimeError(f"drawing needs matplotlib 3.8 or later, not {matplotlib.__version__}: pip install -U "
+                           "matplotlib")
     fig = Figure(figsize=(width, height), layout='constrained')  # room for labels and colour bars
     # a notebook shows the picture, not '<Figure size ...>', though no pyplot backend (%matplotlib inline) draws it
     fig._repr_png_ = functools.partial(png_bytes, fig)
@@ -128,7 +133,10 @@ def installed_fonts():
         faces.setdefault(entry.name, entry.fname)  # the regular face first: the one drawn
     fonts = {}
     for name, path in sorted(faces.items()):
-        font = FT2Font(path)
+        try:
+            font = FT2Font(path)
+        except (OSError, RuntimeError):  # a font removed or changed since matplotlib listed it: its findfont skips it
+            continue
         if font.scalable and not name.startswith('Last Resort'):  # a bitmap font (colour emoji) has no other sizes
             fonts[name] = set(font.get_charmap())
     return fonts
@@ -141,7 +149,7 @@ def drawable(texts):
     ('\\u5409'), not as a box alike for all, with a warning that says what to install."""
     from matplotlib import font_manager, rcParams
     from matplotlib.ft2font import FT2Font
-    need = {ord(c) for text in texts for c in text}
+    need = {ord(c) for text in texts for c in text if c.isprintable()}  # a newline is laid out, not drawn
     need -= set(FT2Font(font_manager.findfont(font_manager.FontProperties())).get_charmap())
     families = list(rcParams['font.family'])
     while need:  # each time the font that draws most of what is still missing
@@ -206,7 +214,8 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
     """Train and val loss against iteration, one colour per metrics.jsonl in paths."""
     fig = new_figure(7, 4.2)
     ax = fig.subplots()
-    names = labels or [os.path.basename(os.path.dirname(os.path.abspath(path))) or path for path in paths]
+    names = [str(label) for label in labels] if labels else [
+        os.path.basename(os.path.dirname(os.path.abspath(path))) or path for path in paths]
     (*names, title), families = drawable(list(names) + [title or ''])
     for i, (path, name) in enumerate(zip(paths, names)):
         records = read_metrics(path)

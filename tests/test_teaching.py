@@ -293,6 +293,37 @@ def test_a_run_name_beyond_the_default_font_is_drawn_or_named_by_code_point(tmp_
     assert glyphs_missing_when_drawn(fig) == []
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ['\\u543e train'] and ax.get_title() == '\u1d81'
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # a newline is laid out, not a character a font lacks; a label may be a number
+        fig = plot.loss_figure([tmp_path / '\u543e' / 'metrics.jsonl'], labels=[0.001], title='lr 3e-4\nvs 1e-3')
+    ax = fig.axes[0]
+    assert ax.get_title() == 'lr 3e-4\nvs 1e-3'
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['0.001 train']
+
+
+def test_a_font_file_that_cannot_be_read_is_passed_over(tmp_path, monkeypatch):
+    """A font removed or changed since matplotlib listed it broke every picture with a character beyond the default
+    font (FT_Open_Face failed), where matplotlib's own font search passes it over."""
+    import dataclasses
+
+    from matplotlib import font_manager
+    (tmp_path / 'broken.ttf').write_bytes(b'not a font')
+    entries = font_manager.fontManager.ttflist
+    broken = dataclasses.replace(entries[0], fname=str(tmp_path / 'broken.ttf'), name='Broken Sans')
+    monkeypatch.setattr(font_manager.fontManager, 'ttflist', [broken, *entries])
+    plot.installed_fonts.cache_clear()
+    try:
+        assert 'Broken Sans' not in plot.installed_fonts() and plot.drawable(['\u1d81'])[0] == ['\u1d81']
+    finally:
+        plot.installed_fonts.cache_clear()
+
+
+def test_a_matplotlib_older_than_3_8_is_named_with_the_fix(monkeypatch):
+    """Tick labels take a list of fonts from matplotlib 3.8 on; an older one failed in the middle of a picture."""
+    import matplotlib
+    monkeypatch.setattr(matplotlib, '__version__', '3.7.2')
+    with pytest.raises(RuntimeError, match=r"needs matplotlib 3.8 or later, not 3.7.2: pip install -U matplotlib"):
+        plot.attention_figure(torch.rand(1, 1, 3, 3), ['a', 'b', 'c'])
 
 
 def test_a_log_loss_axis_is_labelled_with_numbers_and_has_grid_lines(tmp_path):
@@ -305,7 +336,6 @@ def test_a_log_loss_axis_is_labelled_with_numbers_and_has_grid_lines(tmp_path):
     shown = {float(t.get_text()): t.get_position()[1] for t in ax.get_yticklabels(minor=True) if t.get_text()}
     assert {3.0, 4.0} <= set(shown) and all(value == at for value, at in shown.items())  # each number at its height
     assert all(tick.gridline.get_visible() for tick in ax.yaxis.get_minor_ticks())
-
 
 
 def test_a_log_loss_axis_below_1_is_labelled_with_plain_numbers(tmp_path):
