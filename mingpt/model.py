@@ -253,7 +253,7 @@ class GPT(nn.Module):
         self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # tied (one tensor): the head reads tokens as the input does
-        self.register_load_state_dict_pre_hook(refuse_untied_state_dict)  # a state dict whose two differ
+        self.register_load_state_dict_pre_hook(refuse_untied_state_dict)  # refuses a head apart from wte (minGPT's)
 
         # GPT-2's initialisation: N(0, 0.02), and residual projections scaled by 1/sqrt(2 * n_layer) so the
         # residual stream's variance does not grow with depth

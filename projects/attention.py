@@ -42,8 +42,8 @@ def draw_attention(model, tokenizer, P, name):
     try:
         ids = tokenizer.encode(P.prompt)
     except ValueError as e:  # characters outside a character vocabulary
-        default = " (the default prompt, Shakespeare's: give one in your text's characters with --prompt=...)" \
-            if P.prompt == get_config().plot.prompt else ''
+        default = (" (the default prompt, Shakespeare's: give one in your text's characters with --prompt=...)"
+                   if P.prompt == get_config().plot.prompt else '')
         raise ConfigError(f"plot.prompt{default}: {e}") from None
     if not 1 <= len(ids) <= model.block_size:
         fix = "shorten it (a map of a long prompt is hard to read anyway)" if ids else "give some text"
