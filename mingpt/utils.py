@@ -648,8 +648,9 @@ def refuse_untied(model, weights, source, fix):
     """Refuse weights (a state dict) with two values for one tensor of model under two names, such as GPT's tied token
     embedding and output head: load_state_dict would keep the one it copies last, with no word."""
     def same(a, b):  # NaN as equal to NaN (a run that diverged saves them); a meta tensor has no values to differ
-        return a is b or a.is_meta or b.is_meta or torch.equal(a, b) or (a.shape == b.shape and torch.allclose(
-            a, b, rtol=0, atol=0, equal_nan=True))
+        if a.is_meta or b.is_meta or (a.data_ptr(), a.shape, a.stride()) == (b.data_ptr(), b.shape, b.stride()):
+            return True  # one tensor's memory under both names (a tied model's state dict, or torch.load of one)
+        return torch.equal(a, b) or (a.shape == b.shape and torch.allclose(a, b, rtol=0, atol=0, equal_nan=True))
     for tied in tied_names(model):
         saved = [weights[name] for name in tied if name in weights]
         if not all(same(saved[0], w) for w in saved[1:]):
