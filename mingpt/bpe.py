@@ -713,7 +713,7 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
             merges.append(step[:2])
             bar.update()
             if show:
-                a, b, ab = (_shown(trainer.vocab[i]) for i in (step[0], step[1], -1))
+                a, b, ab = (token_repr(trainer.vocab[i]) for i in (step[0], step[1], -1))
                 tqdm.write(f'merge {len(merges)}: {a} + {b} -> {ab} (count {step[2]})\n'
                            f'  {_render(trainer, layout)}')
     return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
@@ -733,9 +733,9 @@ def _show_layout(parts, words, limit=400):
     return layout
 
 
-def _shown(token):
-    """A token (bytes) for --show: its text, or its bytes where they are not whole UTF-8 characters (as '�' they
-    would all look alike)."""
+def token_repr(token):
+    """A token (bytes) as --show and generate.py's --show_next name it: its text, quoted, or its bytes where they are
+    not whole UTF-8 characters (as '\ufffd' they would all look alike): b'\\xe0\\xa4'."""
     try:
         return repr(token.decode('utf-8'))
     except UnicodeDecodeError:

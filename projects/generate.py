@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from mingpt.bpe import ENDOFTEXT, Encoder
+from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
@@ -239,22 +239,12 @@ def show_next(model, tokenizer, prompt, ids, S, device):
     print(f"after {prompt!r} (temperature {S.temperature}, top_k {S.top_k}, top_p {S.top_p}): sampling draws from "
           f"{int((drawn > 0).sum()):,} of the {len(p):,} tokens; greedy decoding takes rank 1")
     top = p.topk(min(S.show_next, len(p))).indices.tolist()
-    tokens = [token_repr(tokenizer, i) for i in top]
+    tokens = [token_repr(tokenizer.decode_bytes([i])) for i in top]  # a piece of a character as its bytes
     width = max(16, *map(columns, tokens))  # GPT-2 has tokens such as ' irregularities': the columns make room
     print(f"{'rank':>4}  {'token':<{width}} {'p':>7} {'p at T':>7} {'drawn':>7}")
     for rank, (i, token) in enumerate(zip(top, tokens), 1):
         pad = ' ' * (width - columns(token))  # by columns on screen: '猫' takes two, an accent alone none
         print(f"{rank:>4}  {token}{pad} {shown(p[i]):>7} {shown(at_t[i]):>7} {shown(drawn[i]):>7}")
-
-
-def token_repr(tokenizer, i):
-    """Token i as show_next names it: its text, quoted; or, for a byte-level token that is only part of a character
-    (its text would be U+FFFD, alike for every such token), its bytes: b'\\xe0\\xa4'."""
-    raw = tokenizer.decode_bytes([i])
-    try:
-        return repr(raw.decode('utf-8'))
-    except UnicodeDecodeError:
-        return repr(raw)
 
 
 def shown(prob):
