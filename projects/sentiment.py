@@ -31,7 +31,8 @@ label words, so before any fine-tuning it scores a sentence by the LM's own next
 
 Tokens: `data.tokenizer=bpe` is GPT-2's byte-level BPE with the vocabulary cut down to the ids that occur in the
 SST-2 training sentences (others read as <|unk|>): a 48-wide model cannot afford 50,257 x 48 embeddings. `gpt2` is
-the full GPT-2 vocabulary (forced when starting from GPT-2 weights); `char` is one token per character.
+the full GPT-2 vocabulary (GPT-2 weights bring it, and a checkpoint its own: another one asked for is refused);
+`char` is one token per character.
 """
 import json
 import os
@@ -347,6 +348,7 @@ def load_lm(config, tokenizer_texts):
         # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
         shape, state, tokenizer = saved_gpt(load_checkpoint(init), init)
         check_shape_asked(config.model, shape, init)
+        check_tokenizer_asked(config.data, tokenizer.kind, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         config.model = shape
         gpt = GPT(shape)
@@ -356,6 +358,7 @@ def load_lm(config, tokenizer_texts):
         config.data.tokenizer = tokenizer.kind
         return gpt, tokenizer
     if init:  # a GPT-2 hub id or a Hugging Face directory
+        check_tokenizer_asked(config.data, 'gpt2', init)  # before the weights are read (or downloaded)
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
         check_shape_asked(config.model, gpt.config, init)
         gpt = with_options(gpt, **{k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
@@ -421,6 +424,14 @@ def check_shape_asked(model, shape, init, note=' (only the dropouts apply)'):
     asked = {**GPT.PRESETS.get(preset, {}), **{k: v for k, v in model.to_dict().items()
                                                 if k in ('n_layer', 'n_head', 'n_embd') and v is not None}}
     refuse_other(asked, shape, 'model', init, note)
+
+
+def check_tokenizer_asked(data, kind, init):
+    """--system.init brings its own tokenizer (`kind`): the default gives way to it, but another one asked for on the
+    command line would be ignored, so it is refused."""
+    if data.tokenizer not in (get_config().data.tokenizer, kind):
+        raise ConfigError(f"{init} brings its own tokenizer ({kind}), so data.tokenizer={data.tokenizer!r} cannot be "
+                          "chosen; leave --data.tokenizer out")
 
 
 def refuse_other(asked, saved, section, source, note=''):

@@ -531,6 +531,25 @@ def test_a_fine_tuned_classifier_starts_a_new_run_with_its_gpt_and_this_runs_dro
     assert gpt.config.resid_pdrop == gpt.transformer.h[0].attn.resid_dropout.p == 0.3  # the checkpoint had 0.0
 
 
+def test_a_tokenizer_asked_for_that_the_starting_weights_do_not_have_is_refused(tmp_path):
+    """finetune --system.init=<a char-vocabulary checkpoint, or GPT-2> --data.tokenizer=bpe ran with the weights'
+    own tokenizer, the option ignored with a note; model sizes asked for were already refused."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer)
+    for init, kind, other in ((str(tmp_path / 'model.pt'), 'char', 'gpt2'), ('gpt2', 'gpt2', 'char')):
+        config = sentiment.get_config('finetune')
+        config.system.init = init
+        config.data.tokenizer = other
+        with pytest.raises(ConfigError, match=rf"brings its own tokenizer \({kind}\), so data.tokenizer='{other}' "
+                                              r"cannot be chosen; leave --data.tokenizer out"):
+            sentiment.load_lm(config, [])  # GPT-2's weights are not read: refused first
+    config = sentiment.get_config('finetune')
+    config.system.init = str(tmp_path / 'model.pt')  # the default tokenizer gives way, as does the same one
+    for asked in ('bpe', 'char'):
+        config.data.tokenizer = asked
+        assert sentiment.load_lm(config, [])[1].state() == tokenizer.state() and config.data.tokenizer == 'char'
+
+
 @pytest.mark.parametrize('key, value, saved', [('n_layer', 10 ** 6, 2), ('n_embd', 2 ** 30, 16)])
 @pytest.mark.parametrize('stage', ['finetune', 'evaluate'])
 def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_before_the_gpt_is_built(
