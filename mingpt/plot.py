@@ -29,6 +29,7 @@ import unicodedata
 import warnings
 
 import numpy as np
+import regex
 
 from mingpt.utils import atomic_write, run_cli
 
@@ -95,7 +96,8 @@ def columns(text):
 
 def wrapped(text, width):
     """text as lines at most width columns wide, broken at spaces, or inside a word too long for a line (Chinese
-    and Japanese put no spaces between words)."""
+    and Japanese put no spaces between words), there between what a reader sees as one character (regex's \\X:
+    a letter and its accents, an emoji with its skin tone or its ZWJ-joined parts)."""
     lines, line = [], ''
     for word in text.split(' '):
         longer = f'{line} {word}' if line else word
@@ -105,8 +107,8 @@ def wrapped(text, width):
         if line:
             lines.append(line)
         line = ''
-        for c in word:
-            if columns(line + c) > width:
+        for c in regex.findall(r'\X', word):
+            if line and columns(line + c) > width:  # one wider than a line has a line of its own
                 lines.append(line)
                 line = ''
             line += c

@@ -161,6 +161,12 @@ def test_a_title_of_wide_characters_fits_the_figure():
     japanese = '\u732b\u304c\u3044\u308b' * 40  # 160 characters, no space
     lines = plot.wrapped(japanese, 64)
     assert list(map(len, lines)) == [32] * 5 and ''.join(lines) == japanese
+    # never inside what is drawn as one character: it was cut before a ZWJ, a skin tone, a second accent
+    for one in ('\U0001f469\u200d\U0001f4bb', '\U0001f44d\U0001f3fd', 'e\u0301\u0323', '\U0001f1ef\U0001f1f5'):
+        for width in range(2, 12):
+            lines = plot.wrapped(one * 20, width)
+            assert ''.join(lines) == one * 20 and all(lines), width
+            assert all(line == one * line.count(one) for line in lines), (width, lines)
 
 
 def test_a_long_prompts_title_is_cut_to_three_lines_and_leaves_the_maps_their_room():
