@@ -136,16 +136,12 @@ def main():
         tok = {s: [r['tokens_per_s'] for r in runs[s]] for s in SIDES}
         ms = {s: [r['first_token_ms'] for r in runs[s]] for s in SIDES}
         med = {s: statistics.median(tok[s]) for s in SIDES}
-        cells = [f"{med[s]:,.1f}" + cell_spread(tok[s]) for s in SIDES]
-        firsts = ', '.join(f"{statistics.median(ms[s]):,.0f}" + cell_spread(ms[s]) for s in SIDES)
+        cells = [f"{med[s]:,.1f}" + spread(tok[s]) for s in SIDES]
+        firsts = ', '.join(f"{statistics.median(ms[s]):,.0f}" + spread(ms[s]) for s in SIDES)
         print(f"| {name} | {' | '.join(cells)} | {med['compiled'] / med['eager']:.2f}x | "
               f"{med['compiled'] / med['hf']:.2f}x | {firsts} |", flush=True)
     print(f"\ncompiling the decode step (once per process, before timing): median {statistics.median(compile_s):.0f} s"
-          + cell_spread(compile_s))
-
-
-def cell_spread(xs):
-    return f" ({spread(xs)})" if len(xs) > 1 else ''
+          + spread(compile_s))
 
 
 if __name__ == '__main__':

@@ -77,7 +77,7 @@ def main():
                 cmd = [sys.executable, __file__, '--worker', LAYOUTS[name], str(batch), '--threads', str(args.threads)]
                 ms[name].append(run_worker(cmd, f"{name} batch {batch}"))
         a, b = statistics.median(ms[linear]), statistics.median(ms[conv1d])
-        print(f"| {batch} | {a:.1f} ({spread(ms[linear], '.1f')}) | {b:.1f} ({spread(ms[conv1d], '.1f')}) | "
+        print(f"| {batch} | {a:.1f}{spread(ms[linear], '.1f')} | {b:.1f}{spread(ms[conv1d], '.1f')} | "
               f"{b / a:.2f}x |", flush=True)
 
 

@@ -124,7 +124,8 @@ def cpu_name():
 
 
 def spread(xs, fmt=',.0f'):
-    return f"{min(xs):{fmt}}-{max(xs):{fmt}}" if len(xs) > 1 else ''
+    """' (min-max)' of several rounds' figures, to follow their median; nothing for one round."""
+    return f" ({min(xs):{fmt}}-{max(xs):{fmt}})" if len(xs) > 1 else ''
 
 
 def main():
@@ -152,7 +153,7 @@ def main():
             for side in (['mingpt', 'hf'] if r % 2 == 0 else ['hf', 'mingpt']):
                 runs[side].append(measure(name, side, args.threads, args.quick))
         o, h = statistics.median(runs['mingpt']), statistics.median(runs['hf'])
-        print(f"| {name} | {o:,.0f} ({spread(runs['mingpt'])}) | {h:,.0f} ({spread(runs['hf'])}) | {o / h:.2f}x |",
+        print(f"| {name} | {o:,.0f}{spread(runs['mingpt'])} | {h:,.0f}{spread(runs['hf'])} | {o / h:.2f}x |",
               flush=True)
 
 
