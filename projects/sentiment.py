@@ -346,15 +346,18 @@ def load_lm(config, tokenizer_texts):
     init = config.system.init
     if init and Path(init).is_file():
         # the checkpoint's shape and tokenizer (said, and recorded in config.json), this run's dropout
-        shape, state, tokenizer = saved_gpt(load_checkpoint(init), init)
+        ckpt = load_checkpoint(init)
+        shape, state, tokenizer = saved_gpt(ckpt, init)
         check_shape_asked(config.model, shape, init)
         check_tokenizer_asked(config.data, tokenizer.kind, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
         config.model = shape
         gpt = GPT(shape)
         gpt.load_state_dict(state)
-        print(f"starting from {init}: its model ({shape.n_layer} layers, {shape.n_head} heads, {shape.n_embd} "
-              f"wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
+        # how long it trained: a run stopped early leaves the model.pt of its first evaluation, after 1 iteration
+        trained = f" (after {ckpt['iter_num']} iterations)" if isinstance(ckpt.get('iter_num'), int) else ''
+        print(f"starting from {init}{trained}: its model ({shape.n_layer} layers, {shape.n_head} heads, "
+              f"{shape.n_embd} wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind
         return gpt, tokenizer
     if init:  # a GPT-2 hub id or a Hugging Face directory

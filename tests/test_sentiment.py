@@ -376,7 +376,9 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
                     '--trainer.max_iters=4', '--trainer.eval_interval=2'] + common + ['--data.block_size=12'])
     out = capsys.readouterr().out
     assert out.count('dev accuracy: ') == 3  # iterations 0, 2, 3
-    assert 'its model (2 layers, 2 heads, 16 wide) and its bpe tokenizer; --data.tokenizer does not apply' in out
+    iters = torch.load(book / 'model.pt', weights_only=True)['iter_num']  # the best by val loss: how long it trained
+    assert (f"starting from {book / 'model.pt'} (after {iters} iterations): its model (2 layers, 2 heads, 16 wide) and "
+            "its bpe tokenizer; --data.tokenizer does not apply") in out
     assert json.loads((fine / 'config.json').read_text())['model']['n_layer'] == 2  # what was used
     report = json.loads((fine / 'eval.json').read_text())
     assert set(report) >= {'accuracy', 'classes', 'confusion_matrix'} and report['n'] == 40
