@@ -92,6 +92,28 @@ def test_woodchuck_walkthrough():
                                                                   ' ', 'chuck', ' wood']
 
 
+def test_three_merges_by_hand_their_ids_files_and_encodings(tmp_path):
+    # Wikipedia's example, 'aaabdaaabac' (one pre-token), counted by hand. Pairs, overlaps included: a+a 4 (aaa
+    # twice holds two), a+b 2, b+d, d+a, b+a, a+c 1 each. Merge 1, a+a, left to right: aa|a|b|d|aa|a|b|a|c.
+    # Now aa+a 2 and a+b 2 tie; the pair met first in the text wins, aa+a at position 0 (Wikipedia takes a+b
+    # here: any fixed tie rule is a valid BPE). Merge 2: aaa|b|d|aaa|b|a|c. Merge 3, aaa+b 2: aaab|d|aaab|a|c.
+    # Ids: the bytes by value (a=97, b=98, c=99, d=100, ' '=32), then the merges 256, 257, 258, then <|endoftext|>.
+    text = 'aaabdaaabac'
+    assert fast_bpe(text, 3) == naive_bpe(text, 3) == [(b'a', b'a', 4), (b'aa', b'a', 2), (b'aaa', b'b', 2)]
+    encoder = train_bpe(text, 256 + 3 + 1)
+    assert encoder.bpe_merges == [('a', 'a'), ('aa', 'a'), ('aaa', 'b')]  # their rank is their place in the list
+    assert {s: i for s, i in encoder.encoder.items() if i >= 256} == {'aa': 256, 'aaa': 257, 'aaab': 258, EOT: 259}
+    assert encoder.encode(text) == [258, 100, 258, 97, 99]  # aaab d aaab a c
+    # a word never seen: the lowest rank present first, everywhere. 'aaaab' is aa|aa|b after a+a, and no pair of
+    # those has a rank, so it is not aaab+... nor a|aaab. ' baaa': 'Ġ'+'b' has no rank, a+a then aa+a give b|aaa.
+    assert encoder.encode('aaaab baaa') == [256, 256, 98, 32, 98, 257]
+    assert encoder.decode([258, 32, 257, 259]) == 'aaab aaa<|endoftext|>'
+    # vocab.bpe is the merges in rank order after its header line; encoder.json the tokens with their ids
+    encoder.save(tmp_path)
+    assert (tmp_path / 'vocab.bpe').read_text() == '#version: 0.2\na a\naa a\naaa b\n'
+    assert get_encoder(directory=tmp_path).encode(text) == [258, 100, 258, 97, 99]
+
+
 def random_corpus(seed, n):
     """Small texts that tie often: few letters, repeats and overlaps ('aaaa'), a special token, some UTF-8."""
     rng = random.Random(seed)
