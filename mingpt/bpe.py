@@ -76,6 +76,17 @@ def bytes_to_unicode():
     return table
 
 
+def pre_tokenize(text, pat):
+    """Step 2, the words that merges never cross: the compiled regex `pat` (GPT-2's) cuts them, or with pat None the
+    whole text is one. Training and encoding both cut text here. A lone surrogate (from errors='surrogateescape',
+    or JSON's "\\ud800") has no UTF-8 bytes: it becomes U+FFFD first, as in tiktoken."""
+    if _SURROGATE.search(text):
+        text = text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
+    if pat is None:
+        return [text] if text else []
+    return pat.findall(text)
+
+
 def _allowed_specials(allowed_special, special_tokens):
     """The special tokens that encode() should honour, from its allowed_special argument."""
     if allowed_special is True or allowed_special == 'all':
@@ -221,14 +232,8 @@ class Encoder:
         return tuple(self.ordinary[s] for s in self._merge(token))
 
     def pre_tokens(self, text):
-        """Step 2, the words that merges never cross: GPT-2's regex cuts them, or without a pre-tokeniser the whole
-        text is one. A lone surrogate (from errors='surrogateescape', or JSON's "\\ud800") has no UTF-8 bytes: it
-        becomes U+FFFD first, as in tiktoken."""
-        if _SURROGATE.search(text):
-            text = text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
-        if self.pat is None:
-            return [text] if text else []
-        return self.pat.findall(text)
+        """Step 2, the words that merges never cross (see pre_tokenize)."""
+        return pre_tokenize(text, self.pat)
 
     def encode_ordinary(self, text):
         """Ids of `text`, with every character treated as text (so '<|endoftext|>' is 7 ordinary tokens)."""
@@ -674,8 +679,8 @@ def _cut(text, specials, pretokenize):
     tokens between them. Special tokens are cut out first; then GPT-2's regex cuts words, or (pretokenize=False)
     each piece between special tokens is one word."""
     pieces = _special_splitter(frozenset(specials)).split(text) if specials else [text]
-    words = regex.compile(GPT2_PATTERN).findall if pretokenize else lambda piece: [piece] if piece else []
-    return [piece if k % 2 else words(piece) for k, piece in enumerate(pieces)]
+    pat = regex.compile(GPT2_PATTERN) if pretokenize else None
+    return [piece if k % 2 else pre_tokenize(piece, pat) for k, piece in enumerate(pieces)]
 
 
 def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), progress=False, show=False):

@@ -176,6 +176,21 @@ def test_round_trip_any_unicode(pretokenize):
                                                                      encoder.encoder[EOT]]
 
 
+def test_training_reads_a_lone_surrogate_as_encode_does():
+    """encode reads a lone surrogate (errors='surrogateescape', JSON's "\\udcff") as U+FFFD, as tiktoken does;
+    train_bpe failed on it with UnicodeEncodeError. By hand, 'ab\\ufffd ' * 5 cuts into 'ab' 1, ' ab' 4, U+FFFD 5
+    (bytes EF BF BD) and a last ' '. a+b, EF+BF and BF+BD occur 5 times: a+b comes first in the text, then EF+BF,
+    then EFBF+BD; then ' '+ab 4 times, and no pair is left."""
+    text, replaced = 'ab\udcff ' * 5, 'ab\ufffd ' * 5
+    encoder = train_bpe(text, 256 + 4 + 1)
+    assert merge_bytes(encoder) == [(b'a', b'b'), (b'\xef', b'\xbf'), (b'\xef\xbf', b'\xbd'), (b' ', b'ab')]
+    assert encoder.encode(text) == encoder.encode(replaced) == [256, 258] + [259, 258] * 4 + [32]
+    assert encoder.decode(encoder.encode(text)) == replaced
+    raw = train_bpe(text, 265, pretokenize=False)
+    assert raw.bpe_merges == train_bpe(replaced, 265, pretokenize=False).bpe_merges
+    assert raw.encode(text) == raw.encode(replaced)
+
+
 def test_raw_encoder_merges_a_long_text_like_the_lowest_rank_rule():
     # without pre-tokenising the whole text is one word: the heap-based merge must equal the plain rule
     # "merge the lowest-ranked adjacent pair, the leftmost of equals, until none has a rank"
