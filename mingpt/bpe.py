@@ -5,10 +5,16 @@ training a new vocabulary of the same kind (train_bpe, or `python -m mingpt.bpe 
 How GPT-2 turns text into ids:
 1. The text's UTF-8 bytes are the alphabet, so any string can be encoded. Each of the 256 byte values is shown
    as a printable unicode character (bytes_to_unicode), because the vocabulary files are text.
-2. A regex cuts the text into pre-tokens ("words"): contractions, letters, digits, other symbols, whitespace,
-   each optionally with one leading space. Merges never cross a pre-token boundary.
+2. A regex (GPT2_PATTERN, applied by pre_tokenize) cuts the text into pre-tokens ("words"): contractions,
+   letters, digits, other symbols, whitespace, each optionally with one leading space. Merges never cross a
+   pre-token boundary.
 3. Inside a pre-token, the adjacent pair of symbols with the lowest merge rank (its line in vocab.bpe) is
-   merged, again and again, until no pair in the word has a rank. Each final symbol is one id (encoder.json).
+   merged, again and again, until no pair in the word has a rank (Encoder.merge_steps as the lecture does it,
+   Encoder._merge fast). Each final symbol is one id (encoder.json). Special tokens ('<|endoftext|>') are cut
+   out before step 2 when encode is allowed them; decode joins each id's bytes and reads them as UTF-8.
+
+The file in order: the three steps and the Encoder; reading vocabulary files (get_encoder); minGPT's
+BPETokenizer; training (BPETrainer, train_bpe); the command line.
 
 Speed: most pre-tokens are a single vocabulary entry, so we look the whole word up before running the merge
 loop, and we remember every word's ids, so a text costs one regex pass, one dict look-up per word and one merge
@@ -110,32 +116,6 @@ def _special_splitter(specials):
     return regex.compile('(' + '|'.join(map(regex.escape, alternatives)) + ')')
 
 
-def _check_vocabulary(encoder, merges):
-    """Refuse a vocabulary that encode or decode would fail on later, deep inside (or, with an id of 10**12, run out
-    of memory for): the ids must be the ints 0..N-1, each once; every byte and every merge's result a token."""
-    if not isinstance(encoder, dict):
-        raise ValueError(f"the encoder must map each token to its id (a JSON object), not be a "
-                         f"{type(encoder).__name__}")
-    bad = next(((s, i) for s, i in encoder.items() if type(s) is not str or type(i) is not int), None)
-    if bad:
-        raise ValueError(f"token {bad[0]!r} has the id {bad[1]!r}: tokens must be strings and ids integers")
-    ids, n = set(encoder.values()), len(encoder)
-    if ids != set(range(n)):
-        outside = sorted(ids - set(range(n)))
-        why = f"they include {outside[0]}" if outside else f"{n - len(ids)} of them are repeats"
-        raise ValueError(f"the ids of the encoder's {n} tokens must be 0..{n - 1}, each once; {why}")
-    if not encoder:  # e.g. a tokenizer.json written by a tokenizer built with arguments transformers ignored
-        raise ValueError("the vocabulary is empty: a byte-level BPE holds at least the 256 bytes; save the tokenizer "
-                         "again (for GPT-2's: BPETokenizer().save_pretrained(folder))")
-    missing = [c for c in bytes_to_unicode().values() if c not in encoder]
-    if missing:
-        raise ValueError(f"{len(missing)} of the 256 bytes are not tokens of the encoder (e.g. {missing[:3]}): a "
-                         "text with one of them could not be encoded")
-    for k, pair in enumerate(merges, 1):
-        if tuple(map(type, pair)) != (str, str) or pair[0] + pair[1] not in encoder:
-            raise ValueError(f"merge {k}, {pair!r}, is not two symbols whose join is a token of the encoder")
-
-
 class Encoder:
     """Text <-> ids. `encoder` maps token strings (in the bytes_to_unicode alphabet) to ids; `bpe_merges` is the
     list of merges (first, second) in rank order, as read from vocab.bpe. The special tokens ('<|endoftext|>' in
@@ -166,37 +146,14 @@ class Encoder:
     def __len__(self):
         return len(self.encoder)  # the vocabulary size, special tokens included
 
-    def bpe(self, token):
-        """Merge a pre-token (already in the bytes_to_unicode alphabet) into vocabulary symbols; returns them
-        joined by spaces, as minGPT's Encoder.bpe does."""
-        return ' '.join(self._merge(token))
+    def _to_alphabet(self, word):
+        """Step 1, a word's UTF-8 bytes as the printable characters of bytes_to_unicode, one per byte, in one C call:
+        latin-1 gives one character per byte and translate maps its ordinal through the table."""
+        return word.encode('utf-8').decode('latin-1').translate(self.byte_encoder)
 
-    def _merge(self, token):
-        """The symbols of one pre-token: the adjacent pair with the lowest rank merges first (the leftmost of two
-        equal ones), again and again. A heap of (rank, position) finds that pair; an entry whose pair has changed
-        since it was pushed is skipped when popped. So a long word (a whole text, without pre-tokenising) costs
-        n log n, not n^2."""
-        if token in self.ordinary:
-            return [token]
-        parts = list(token)
-        right = list(range(1, len(parts))) + [-1]  # the position of the next symbol still alive, -1 at the end
-        left = list(range(-1, len(parts) - 1))
-        rank = self.bpe_ranks.get
-        heap = [(r, i) for i, r in enumerate(map(rank, zip(parts, parts[1:]))) if r is not None]
-        heapq.heapify(heap)
-        while heap:
-            r, i = heapq.heappop(heap)
-            j = right[i]
-            if parts[i] is None or j < 0 or rank((parts[i], parts[j])) != r:
-                continue  # stale: this position's pair was merged or changed
-            parts[i], parts[j] = parts[i] + parts[j], None
-            k = right[i] = right[j]
-            for h, m in ((left[i], i), (i, k)):  # the two pairs around the new symbol
-                if h >= 0 and m >= 0 and (r := rank((parts[h], parts[m]))) is not None:
-                    heapq.heappush(heap, (r, h))
-            if k >= 0:
-                left[k] = i
-        return [p for p in parts if p is not None]
+    def pre_tokens(self, text):
+        """Step 2, the words that merges never cross (see pre_tokenize)."""
+        return pre_tokenize(text, self.pat)
 
     def merge_steps(self, word):
         """Step 3 for one word as the lecture does it, for showing: the word's bytes (in the printable alphabet) as
@@ -219,21 +176,46 @@ class Encoder:
             symbols = merged
             steps.append((best, symbols))
 
-    def _to_alphabet(self, word):
-        """A word's UTF-8 bytes as the printable characters of bytes_to_unicode, one per byte, in one C call: latin-1
-        gives one character per byte and translate maps its ordinal through the table."""
-        return word.encode('utf-8').decode('latin-1').translate(self.byte_encoder)
+    def _merge(self, token):
+        """Step 3, fast: the symbols of one pre-token. The adjacent pair with the lowest rank merges first (the
+        leftmost of two equal ones), again and again. A heap of (rank, position) finds that pair; an entry whose pair
+        has changed since it was pushed is skipped when popped. So a long word (a whole text, without
+        pre-tokenising) costs n log n, not n^2."""
+        if token in self.ordinary:
+            return [token]
+        parts = list(token)
+        # a linked list over the positions: the next and the previous symbol still alive, -1 past either end
+        right = list(range(1, len(parts))) + [-1]
+        left = list(range(-1, len(parts) - 1))
+        rank = self.bpe_ranks.get
+        heap = [(r, i) for i, r in enumerate(map(rank, zip(parts, parts[1:]))) if r is not None]
+        heapq.heapify(heap)
+        while heap:
+            r, i = heapq.heappop(heap)
+            j = right[i]
+            if parts[i] is None or j < 0 or rank((parts[i], parts[j])) != r:
+                continue  # stale: this position's pair was merged or changed
+            parts[i], parts[j] = parts[i] + parts[j], None
+            k = right[i] = right[j]
+            for h, m in ((left[i], i), (i, k)):  # the two pairs around the new symbol
+                if h >= 0 and m >= 0 and (r := rank((parts[h], parts[m]))) is not None:
+                    heapq.heappush(heap, (r, h))
+            if k >= 0:
+                left[k] = i
+        return [p for p in parts if p is not None]
+
+    def bpe(self, token):
+        """Merge a pre-token (already in the bytes_to_unicode alphabet) into vocabulary symbols; returns them
+        joined by spaces, as minGPT's Encoder.bpe does."""
+        return ' '.join(self._merge(token))
 
     def _encode_word(self, word):
+        """The ids of one pre-token (plain text): steps 1 and 3."""
         token = self._to_alphabet(word)
         i = self.ordinary.get(token)
         if i is not None:  # most words are one token: no merge loop
             return (i,)
         return tuple(self.ordinary[s] for s in self._merge(token))
-
-    def pre_tokens(self, text):
-        """Step 2, the words that merges never cross (see pre_tokenize)."""
-        return pre_tokenize(text, self.pat)
 
     def encode_ordinary(self, text):
         """Ids of `text`, with every character treated as text (so '<|endoftext|>' is 7 ordinary tokens)."""
@@ -284,7 +266,7 @@ class Encoder:
         """The raw bytes of a list of ids (a token may end in the middle of a UTF-8 character: when streaming,
         decode the bytes once a character is complete)."""
         try:
-            if ids and min(ids) < 0:
+            if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
                 raise IndexError
             return b''.join(map(self._id_bytes.__getitem__, ids))
         except (IndexError, TypeError):
@@ -323,6 +305,36 @@ class Encoder:
             for name in VOCAB_FILES[0] + VOCAB_FILES[1]:
                 (directory / name).unlink(missing_ok=True)
         return directory
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading a vocabulary: OpenAI's encoder.json and vocab.bpe, or Hugging Face's files; get_encoder picks and checks
+
+
+def _check_vocabulary(encoder, merges):
+    """Refuse a vocabulary that encode or decode would fail on later, deep inside (or, with an id of 10**12, run out
+    of memory for): the ids must be the ints 0..N-1, each once; every byte and every merge's result a token."""
+    if not isinstance(encoder, dict):
+        raise ValueError(f"the encoder must map each token to its id (a JSON object), not be a "
+                         f"{type(encoder).__name__}")
+    bad = next(((s, i) for s, i in encoder.items() if type(s) is not str or type(i) is not int), None)
+    if bad:
+        raise ValueError(f"token {bad[0]!r} has the id {bad[1]!r}: tokens must be strings and ids integers")
+    ids, n = set(encoder.values()), len(encoder)
+    if ids != set(range(n)):
+        outside = sorted(ids - set(range(n)))
+        why = f"they include {outside[0]}" if outside else f"{n - len(ids)} of them are repeats"
+        raise ValueError(f"the ids of the encoder's {n} tokens must be 0..{n - 1}, each once; {why}")
+    if not encoder:  # e.g. a tokenizer.json written by a tokenizer built with arguments transformers ignored
+        raise ValueError("the vocabulary is empty: a byte-level BPE holds at least the 256 bytes; save the tokenizer "
+                         "again (for GPT-2's: BPETokenizer().save_pretrained(folder))")
+    missing = [c for c in bytes_to_unicode().values() if c not in encoder]
+    if missing:
+        raise ValueError(f"{len(missing)} of the 256 bytes are not tokens of the encoder (e.g. {missing[:3]}): a "
+                         "text with one of them could not be encoded")
+    for k, pair in enumerate(merges, 1):
+        if tuple(map(type, pair)) != (str, str) or pair[0] + pair[1] not in encoder:
+            raise ValueError(f"merge {k}, {pair!r}, is not two symbols whose join is a token of the encoder")
 
 
 def _read_vocab(encoder_path, vocab_path):
@@ -491,6 +503,10 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
         raise ValueError(f"{enc} and {bpe} are not a BPE vocabulary: {e}") from None
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# minGPT's tokenizer: text to a tensor of ids and back
+
+
 class BPETokenizer:
     """minGPT's tokenizer interface: tok("text") -> (1, T) LongTensor; tok.decode(ids) -> str.
 
@@ -609,6 +625,7 @@ class BPETrainer:
         return out
 
     def _pop_best(self):
+        """(pair, count) of the most frequent pair, the first in the text of equals, or None when no pair is left."""
         heap, counts, first = self.heap, self.counts, self.first
         while heap:
             negative_count, position, pair = heapq.heappop(heap)
