@@ -263,8 +263,9 @@ class Encoder:
         return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 
     def decode_bytes(self, ids):
-        """The raw bytes of a list of ids (a token may end in the middle of a UTF-8 character: when streaming,
-        decode the bytes once a character is complete)."""
+        """The raw bytes of a list of ids, or of a 1-D tensor, array or any iterable of them (a token may end in the
+        middle of a UTF-8 character: when streaming, decode the bytes once a character is complete)."""
+        ids = ids.tolist() if hasattr(ids, 'tolist') else list(ids)  # a generator is read once, here
         try:
             if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
                 raise IndexError
@@ -275,7 +276,8 @@ class Encoder:
                              f"0..{len(self._id_bytes) - 1}") from None
 
     def decode(self, ids):
-        """Text of a list of ids; bytes that are not valid UTF-8 become U+FFFD, as in GPT-2."""
+        """Text of a list of ids (or as decode_bytes takes them); bytes that are not valid UTF-8 become U+FFFD, as in
+        GPT-2."""
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
     def save(self, directory, hugging_face=False):

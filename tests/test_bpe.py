@@ -11,6 +11,7 @@ import threading
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 import torch
@@ -270,6 +271,17 @@ def test_decode_partial_utf8(encoder):
         encoder.decode([50257])
     with pytest.raises(ValueError, match='0..50256'):
         encoder.decode([-1])
+
+
+def test_decode_reads_ids_from_a_tensor_an_array_or_a_generator(encoder):
+    """Encoder.decode of a generator gave '' (the check for negative ids used it up first), and of a tensor or array
+    of more than one id failed with 'Boolean value of Tensor with more than one value is ambiguous'."""
+    ids = [15496, 995]  # 'Hello', ' world' in GPT-2
+    for given in (torch.tensor(ids), np.array(ids), (i for i in ids), tuple(ids)):
+        assert encoder.decode(given) == 'Hello world'
+    assert encoder.decode(i for i in [15496, 50256, 995] if i != 50256) == 'Hello world'  # padding dropped
+    with pytest.raises(ValueError, match=r'cannot decode ids \[-1\]'):
+        encoder.decode(torch.tensor([15496, -1]))
 
 
 def test_tokenizer_interface(encoder):
