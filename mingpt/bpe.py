@@ -457,39 +457,53 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     looked for under $MINGPT_DATA_DIR and the cache; 'gpt2' is GPT-2's vocabulary unless ./gpt2 holds an
     encoder.json). Else GPT-2's vocabulary: files from the given paths, else $MINGPT_DATA_DIR/gpt2/, else the cache,
     else OpenAI's site (downloaded once, sha256-checked)."""
-    if directory is not None:
-        if encoder_path or vocab_path:
-            raise ValueError("pass either directory or encoder_path/vocab_path, not both")
-        # a ./gpt2 folder may be something else, such as a clone of Hugging Face's gpt2 (vocab.json, merges.txt)
-        if Path(directory) == Path('gpt2') and not Path(directory, 'encoder.json').is_file():
-            return get_encoder()
-        directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
-        if Path(directory).is_file():  # e.g. its encoder.json
-            raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
-        if not Path(directory).is_dir():  # nowhere: perhaps a misspelt name, such as gpt-2
-            raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: give "
-                                    "'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one with "
-                                    f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
-        # else the pair whose merges are there (half a tokenizer, named below), else GPT-2's names
-        names = find_vocabulary(directory) or next(
-            (names for names in VOCAB_FILES if Path(directory, names[-1]).is_file()), VOCAB_FILES[0])
-        if names == ('tokenizer.json',):
-            if _json_object(Path(directory, 'tokenizer_config.json')).get('add_prefix_space'):
-                raise ValueError(f"{directory}'s tokenizer_config.json sets add_prefix_space, which transformers "
-                                 "follows (a space before every text) and mingpt does not, so its ids would differ; "
-                                 "save the tokenizer without it")
-            return read_tokenizer_json(Path(directory, names[0]))
-        encoder_path, vocab_path = (Path(directory) / name for name in names)
-        for path, other in ((encoder_path, vocab_path), (vocab_path, encoder_path)):
-            if not path.is_file() and other.is_file():  # half of a saved tokenizer
-                raise FileNotFoundError(f"{directory} has {other.name} but not {path.name}: a BPE tokenizer needs "
-                                        "both, the tokens and the merges; save it there again whole "
-                                        "(tok.save_pretrained(folder), or tok.encoder.save(folder) for GPT-2's "
-                                        "names, encoder.json and vocab.bpe)")
-            if not path.is_file():
-                raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
-                                        f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}` (a "
-                                        "Hugging Face folder holds the same files as vocab.json and merges.txt)")
+    if directory is None:
+        return _read_encoder(encoder_path, vocab_path)
+    if encoder_path or vocab_path:
+        raise ValueError("pass either directory or encoder_path/vocab_path, not both")
+    return _encoder_in_folder(directory)
+
+
+def _encoder_in_folder(directory):
+    """get_encoder(directory=...): find the folder, read the vocabulary files it holds, or name what is missing."""
+    # a ./gpt2 folder may be something else, such as a clone of Hugging Face's gpt2 (vocab.json, merges.txt)
+    if Path(directory) == Path('gpt2') and not Path(directory, 'encoder.json').is_file():
+        return _read_encoder()
+    directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
+    if Path(directory).is_file():  # e.g. its encoder.json
+        raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
+    if not Path(directory).is_dir():  # nowhere: perhaps a misspelt name, such as gpt-2
+        raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: give "
+                                "'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one with "
+                                f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
+    # else the pair whose merges are there (half a tokenizer, named below), else GPT-2's names
+    names = find_vocabulary(directory) or next(
+        (names for names in VOCAB_FILES if Path(directory, names[-1]).is_file()), VOCAB_FILES[0])
+    if names == ('tokenizer.json',):
+        if _json_object(Path(directory, 'tokenizer_config.json')).get('add_prefix_space'):
+            raise ValueError(f"{directory}'s tokenizer_config.json sets add_prefix_space, which transformers "
+                             "follows (a space before every text) and mingpt does not, so its ids would differ; "
+                             "save the tokenizer without it")
+        return read_tokenizer_json(Path(directory, names[0]))
+    encoder_path, vocab_path = (Path(directory) / name for name in names)
+    for path, other in ((encoder_path, vocab_path), (vocab_path, encoder_path)):
+        if not path.is_file() and other.is_file():  # half of a saved tokenizer
+            raise FileNotFoundError(f"{directory} has {other.name} but not {path.name}: a BPE tokenizer needs "
+                                    "both, the tokens and the merges; save it there again whole "
+                                    "(tok.save_pretrained(folder), or tok.encoder.save(folder) for GPT-2's "
+                                    "names, encoder.json and vocab.bpe)")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist; train a vocabulary into {directory} with "
+                                    f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}` (a "
+                                    "Hugging Face folder holds the same files as vocab.json and merges.txt)")
+    encoder = _read_encoder(encoder_path, vocab_path)
+    if names == VOCAB_FILES[-1]:
+        _refuse_hf_tokenizer_options(Path(directory), encoder.encoder)
+    return encoder
+
+
+def _read_encoder(encoder_path=None, vocab_path=None):
+    """An Encoder from an encoder.json and a vocab.bpe: the paths given, else GPT-2's (found or downloaded)."""
     # offline, both files are needed; only Python takes their paths (generate.py, for one, has no option for them)
     local_copy = ("pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's tokenizer needs both "
                   "files, encoder.json and vocab.bpe)")
@@ -497,8 +511,6 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
                 local_copy=local_copy)
     bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256, local_copy=local_copy)
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
-    if directory is not None and names == VOCAB_FILES[-1]:
-        _refuse_hf_tokenizer_options(Path(directory), encoder)
     try:
         return Encoder(encoder, merges, pattern=pattern)
     except ValueError as e:
