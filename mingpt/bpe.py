@@ -693,7 +693,8 @@ class BPETrainer:
             del self.counts[pair], self.where[pair], self.first[pair]
 
 
-def _check_special_tokens(special_tokens, vocab_size):
+def _check_training_arguments(special_tokens, vocab_size):
+    """train_bpe's special tokens as a list (one str is one token), once vocab_size is known to have room for them."""
     specials = [special_tokens] if isinstance(special_tokens, str) else list(special_tokens or ())
     if not all(isinstance(s, str) and s for s in specials) or len(set(specials)) < len(specials):
         raise ValueError(f"special_tokens must be distinct non-empty strings, got {specials!r}")
@@ -731,7 +732,7 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
     if not isinstance(text, str):
         raise TypeError(f"train_bpe takes a str, got {type(text).__name__}; decode bytes to str first (it learns "
                         "from the text's UTF-8 bytes)")
-    specials = _check_special_tokens(special_tokens, vocab_size)
+    specials = _check_training_arguments(special_tokens, vocab_size)
     parts = _cut(text, specials, pretokenize)
     words = Counter(chain.from_iterable(parts[::2]))  # in the order of first occurrence
     trainer = BPETrainer((word.encode('utf-8'), count) for word, count in words.items())
