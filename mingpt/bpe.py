@@ -69,8 +69,9 @@ _SURROGATE = regex.compile('[\ud800-\udfff]')  # half of a UTF-16 pair: a str ma
 
 
 def bytes_to_unicode():
-    """Map each byte 0..255 to a printable unicode character. Printable latin-1 bytes map to themselves; the rest
-    (control characters, space, ...) are shifted to 256, 257, ... in order. So b' ' shows as 'Ġ' (chr(288))."""
+    """Step 1's alphabet: map each byte 0..255 to a printable unicode character. Printable latin-1 bytes map to
+    themselves; the rest (control characters, space, ...) are shifted to 256, 257, ... in order. So b' ' shows as
+    'Ġ' (chr(288))."""
     keep = list(range(ord('!'), ord('~') + 1)) + list(range(ord('¡'), ord('¬') + 1)) + list(range(ord('®'), 256))
     table, shift = {}, 0
     for b in range(256):
@@ -91,6 +92,9 @@ def pre_tokenize(text, pat):
     if pat is None:
         return [text] if text else []
     return pat.findall(text)
+
+
+# Special tokens ('<|endoftext|>'): encode cuts them out of the text before step 2, where it is allowed them
 
 
 def _allowed_specials(allowed_special, special_tokens):
