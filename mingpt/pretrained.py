@@ -7,6 +7,7 @@ reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (toke
 import json
 import math
 import os
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -126,12 +127,14 @@ def _config_from_hf(C, config_path):
 
 
 def _read_hf_weights(path, dtype=None):
-    """The state dict in a model.safetensors or pytorch_model.bin; a safetensors file's floating-point tensors in
-    dtype, each converted as it is read (a .bin is read whole first)."""
-    if path.suffix != '.safetensors':  # torch.save's zip archive (refuse_compressed passes other files to torch)
-        refuse_compressed(path)
+    """The state dict in a model.safetensors or pytorch_model.bin, read as what its first bytes say it is (a
+    safetensors file renamed pytorch_model.bin loads); a safetensors file's floating-point tensors in dtype, each
+    converted as it is read (torch.save's file is read whole first)."""
+    safetensors = _weights_format(path) == 'safetensors'
+    if not safetensors:
+        refuse_compressed(path)  # torch.save's zip archive stores its members as they are
     try:
-        if path.suffix == '.safetensors':
+        if safetensors:
             weights = read_safetensors(path, dtype)
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
@@ -143,6 +146,29 @@ def _read_hf_weights(path, dtype=None):
                          "corrupt; delete it and download or save it again") from None
     refuse_non_tensors(weights, path, "GPT-2 weights")  # torch.load gives any plain data a .bin holds
     return weights
+
+
+TORCH_PICKLE = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)[2:-1]  # the magic number torch.save once pickled first
+
+
+def _weights_format(path):
+    """'torch' (torch.save's zip archive, or its format before torch 1.6: a pickle that starts with its magic number)
+    or 'safetensors' (8 bytes, then the JSON header), by the file's first bytes: torch.load of anything else gave
+    errors such as 'KeyError: 101' or advised weights_only=False. Anything else is refused, saying what it is."""
+    with open(path, 'rb') as f:
+        start = f.read(32)
+    if start.startswith(b'PK') or TORCH_PICKLE in start:
+        return 'torch'
+    if start[8:9] == b'{' or path.suffix == '.safetensors':  # read_safetensors says why one is not whole
+        return 'safetensors'
+    if start.startswith(b'\x80'):  # a pickle's protocol mark: pickle.dump's, whose loading can run any code
+        what = "a Python pickle that torch.save did not write; unpickling it could run code of the file's choosing"
+    elif start.startswith(b'version '):
+        what = "a Git LFS pointer, not the file itself (get the file itself: git lfs pull)"
+    else:
+        what = "empty (0 bytes)" if not start else f"of another kind (it begins {start[:16]!r})"
+    raise ValueError(f"{path} was not loaded: it is {what}; GPT-2's weights are a file that torch.save or "
+                     "save_pretrained wrote")
 
 
 def _check_hf_sizes(C, weights, path):
