@@ -3,6 +3,7 @@ with the logits of its weights, or is refused by a message that says what the fi
 holds. Offline: every folder is made here with random weights."""
 import os
 import pickle
+import shutil
 
 import pytest
 import torch
@@ -72,3 +73,38 @@ def test_torch_saves_older_format_still_loads(hf):
     (folder / 'model.safetensors').unlink()
     torch.save(model.state_dict(), folder / 'pytorch_model.bin', _use_new_zipfile_serialization=False)
     assert_same_logits(GPT.from_pretrained(folder), model)
+
+
+@pytest.mark.parametrize('name', ['config.json', 'model.safetensors'])
+def test_a_link_to_nothing_or_a_folder_in_place_of_a_file_is_named(hf, name):
+    """A snapshot folder copied out of Hugging Face's cache with cp -r holds links to ../../blobs/..., which lead
+    nowhere: the message said the folder 'needs config.json' and 'has config.json'."""
+    _, folder = hf
+    (folder / name).unlink()
+    os.symlink('../../blobs/0123abcd', folder / name)
+    with pytest.raises(FileNotFoundError, match=rf"model.safetensors; but {name} is a link to ../../blobs/0123abcd, "
+                                                r"which does not exist \(a folder copied out of Hugging Face's cache "
+                                                r"keeps its links: copy it with cp -rL\)$"):
+        GPT.from_pretrained(folder)
+    (folder / name).unlink()
+    (folder / name).mkdir()  # was read as a file: 'IsADirectoryError', or 'truncated or corrupt; delete it'
+    with pytest.raises(FileNotFoundError, match=rf"model.safetensors; but {name} is a folder$"):
+        GPT.from_pretrained(folder)
+
+
+def test_a_read_only_half_precision_folder_of_links_loads_with_its_weights(hf, tmp_path):
+    """Laid out as Hugging Face's cache leaves it (links into blobs/), read-only, saved in float16: the logits are
+    those of the same float16 weights in float32, in Hugging Face's model."""
+    model, _ = hf
+    model.half().save_pretrained(tmp_path / 'fp16')
+    snapshot, blobs = tmp_path / 'cache' / 'snapshots' / 'abc', tmp_path / 'cache' / 'blobs'
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    for name in ('config.json', 'model.safetensors'):
+        shutil.copy(tmp_path / 'fp16' / name, blobs / name)
+        os.chmod(blobs / name, 0o444)
+        os.symlink(f'../../blobs/{name}', snapshot / name)
+    os.chmod(snapshot, 0o555)
+    ours = GPT.from_pretrained(snapshot)
+    assert {p.dtype for p in ours.parameters()} == {torch.float32}
+    assert_same_logits(ours, model.float())
