@@ -1,6 +1,7 @@
 """Files from other people: a Hugging Face folder sent by a classmate or copied from somewhere else. Each loads
 with the logits of its weights, or is refused by a message that says what the file is, without running code it
 holds. Offline: every folder is made here with random weights."""
+import json
 import os
 import pickle
 import shutil
@@ -8,6 +9,7 @@ import shutil
 import pytest
 import torch
 
+from mingpt import pretrained
 from mingpt.model import GPT
 
 transformers = pytest.importorskip('transformers')
@@ -108,3 +110,17 @@ def test_a_read_only_half_precision_folder_of_links_loads_with_its_weights(hf, t
     ours = GPT.from_pretrained(snapshot)
     assert {p.dtype for p in ours.parameters()} == {torch.float32}
     assert_same_logits(ours, model.float())
+
+
+def test_one_weight_of_a_far_layer_does_not_make_the_model_that_deep(tmp_path, monkeypatch):
+    """The depth was checked as the largest layer number in the file: one weight named h.9999999.ln_1.weight, beside
+    a config.json of n_layer=10**7, passed, and the model of that many layers was built, for hours."""
+    cfg = dict(model_type='gpt2', n_layer=10 ** 7, n_head=1, n_embd=4, vocab_size=5, n_positions=3)
+    (tmp_path / 'config.json').write_text(json.dumps(cfg))
+    weights = {'wte.weight': torch.zeros(5, 4), 'wpe.weight': torch.zeros(3, 4), 'h.0.ln_1.weight': torch.ones(4),
+               'h.9999999.ln_1.weight': torch.ones(4)}
+    pretrained.write_safetensors(weights, tmp_path / 'model.safetensors')
+    monkeypatch.setattr(GPT, '__init__', lambda self, config: pytest.fail('the model was built'))
+    with pytest.raises(ValueError, match=r"model.safetensors holds weights of 2 layers numbered up to 9999999, so "
+                                         r"9999998 have none; the file is incomplete or not a GPT-2 checkpoint$"):
+        GPT.from_pretrained(tmp_path)
