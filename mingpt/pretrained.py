@@ -57,15 +57,7 @@ def _hf_files(name_or_path):
     if folder.is_dir() and (name_or_path not in HF_MODELS or (folder / 'config.json').exists()):
         weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).is_file()]
         if not (folder / 'config.json').is_file() or not weights:
-            sharded = (' (sharded checkpoints, *.index.json, are not supported)'
-                       if any(folder.glob('*.index.json')) else '')
-            has = sorted(os.listdir(folder))
-            has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
-            ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
-            ours = f"; a mingpt checkpoint is a file: pass {' or '.join(ours)}" if ours else ''
-            raise FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json "
-                                    f"and model.safetensors or pytorch_model.bin; it has {has}{ours}"
-                                    f"{_not_files(folder)}")
+            raise _not_a_hf_directory(folder)
         return folder / 'config.json', weights[0]
     if name_or_path in HF_MODELS:
         ours = [root / 'hf' / name_or_path for root in data_roots()]  # a copy of mingpt's own comes first
@@ -84,16 +76,25 @@ def _hf_files(name_or_path):
                      f"holding config.json and model.safetensors (or pytorch_model.bin); {there}")
 
 
-def _not_files(folder):
-    """What stands in folder under the name of a file from_pretrained reads but is no file, said for its message (the
-    folder 'has config.json' and needed one): a link to nothing, or a folder."""
+def _not_a_hf_directory(folder):
+    """The error for a folder without config.json or a weights file: what it has, and what may stand in their place
+    (sharded weights, a mingpt checkpoint, the folder a zip file unpacked into, a link to nothing, a folder)."""
+    sharded = ' (sharded checkpoints, *.index.json, are not supported)' if any(folder.glob('*.index.json')) else ''
+    has = sorted(os.listdir(folder))
+    has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
+    ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
+    ours = f"; a mingpt checkpoint is a file: pass {' or '.join(ours)}" if ours else ''
+    inner = sorted(str(p.parent) for p in folder.glob('*/config.json'))  # a zip file unpacked into its own folder
+    inner = f"; {inner[0]} holds a config.json: pass that folder" if inner else ''
     names = [folder / name for name in ('config.json', 'model.safetensors', 'pytorch_model.bin')]
     links = [f"{p.name} is a link to {os.readlink(p)}, which does not exist"
              for p in names if p.is_symlink() and not p.exists()]
     folders = [f"{p.name} is a folder" for p in names if p.is_dir()]
     # Hugging Face's cache links each file to its blob: cp -r copies the links, which then lead nowhere
     copied = " (a folder copied out of Hugging Face's cache keeps its links: copy it with cp -rL)" if links else ''
-    return f"; but {', '.join(links + folders)}{copied}" if links or folders else ''
+    broken = f"; but {', '.join(links + folders)}{copied}" if links or folders else ''
+    return FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json and "
+                             f"model.safetensors or pytorch_model.bin; it has {has}{ours}{inner}{broken}")
 
 
 def _hf_hub_snapshot(name):

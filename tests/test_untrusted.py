@@ -4,6 +4,7 @@ holds. Offline: every folder is made here with random weights."""
 import json
 import os
 import pickle
+import re
 import shutil
 
 import pytest
@@ -92,6 +93,19 @@ def test_a_link_to_nothing_or_a_folder_in_place_of_a_file_is_named(hf, name):
     (folder / name).mkdir()  # was read as a file: 'IsADirectoryError', or 'truncated or corrupt; delete it'
     with pytest.raises(FileNotFoundError, match=rf"model.safetensors; but {name} is a folder$"):
         GPT.from_pretrained(folder)
+
+
+def test_a_zip_file_unpacked_into_a_folder_of_its_own_names_the_inner_folder(hf, tmp_path):
+    """Windows' Extract All (or unzip -d) of my-gpt2.zip, which holds the folder my-gpt2, makes my-gpt2/my-gpt2:
+    the outer folder 'has __MACOSX, my-gpt2', said the message, and not which one to pass."""
+    _, folder = hf
+    outer = tmp_path / 'my-gpt2'
+    shutil.copytree(folder, outer / 'my-gpt2')
+    (outer / '__MACOSX').mkdir()  # what a zip file made on a Mac also holds
+    with pytest.raises(FileNotFoundError, match=rf"it has __MACOSX, my-gpt2; {re.escape(str(outer / 'my-gpt2'))} "
+                                                r"holds a config.json: pass that folder$"):
+        GPT.from_pretrained(outer)
+    GPT.from_pretrained(outer / 'my-gpt2')
 
 
 def test_a_read_only_half_precision_folder_of_links_loads_with_its_weights(hf, tmp_path):
