@@ -178,7 +178,7 @@ def _weights_format(path):
     if start.startswith(b'\x80'):  # a pickle's protocol mark: pickle.dump's, whose loading can run any code
         what = "a Python pickle that torch.save did not write; unpickling it could run code of the file's choosing"
     elif start.startswith(b'version '):
-        what = "a Git LFS pointer, not the file itself (get the file itself: git lfs pull)"
+        what = "a Git LFS pointer, not the file itself (git lfs pull gets it)"
     else:
         what = "empty (0 bytes)" if not start else f"of another kind (it begins {start[:16]!r})"
     raise ValueError(f"{path} was not loaded: it is {what}; GPT-2's weights are a file that torch.save or "
