@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 import unicodedata
 from pathlib import Path
@@ -108,6 +109,11 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
         raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
                            f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
                            f"that holds it as {where}{typo}.{kept}") from None
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under run_cli: what came is kept, and a user should know
+        if part.exists() and part.stat().st_size:
+            print(f"stopped downloading {dest.name}: the {part.stat().st_size:,} bytes so far are kept in {part}, "
+                  "and the next run resumes from there", file=sys.stderr)
+        raise
     if stale:
         return download(url, dest, sha256, quiet, local_copy)
     if sha256 is not None:

@@ -1,0 +1,114 @@
+"""mingpt.data stopped part way, as an impatient user stops it: Ctrl-C (KeyboardInterrupt) or SIGTERM during a
+download, in-process and in a real process, and the run after it."""
+import hashlib
+import http.server
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mingpt import data
+
+BODY = bytes(range(256)) * 1024  # 256 KiB: four chunks of download's 64 KiB
+CHUNK = 1 << 16
+
+
+class SlowFile(http.server.BaseHTTPRequestHandler):
+    """Serves BODY a chunk at a time, `pause` seconds apart, from the byte a Range header asks for (as GitHub and
+    Hugging Face do); notes each request's Range."""
+    pause, ranges = 0.0, []
+
+    def do_GET(self):
+        asked = self.headers.get('Range')
+        self.ranges.append(asked)
+        start = int(re.fullmatch(r'bytes=(\d+)-', asked).group(1)) if asked else 0
+        self.send_response(206 if asked else 200)
+        if asked:
+            self.send_header('Content-Range', f'bytes {start}-{len(BODY) - 1}/{len(BODY)}')
+        self.send_header('Content-Length', str(len(BODY) - start))
+        self.end_headers()
+        for i in range(start, len(BODY), CHUNK):
+            self.wfile.write(BODY[i:i + CHUNK])
+            self.wfile.flush()
+            time.sleep(self.pause)
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@pytest.fixture
+def server():
+    """The URL of BODY on a local server (no network), and its handler class, to set the pause and read the ranges."""
+    handler = type('Handler', (SlowFile,), {'ranges': []})
+    httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    httpd.handle_error = lambda request, address: None  # a client that hung up (the point of these tests)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f'http://127.0.0.1:{httpd.server_port}/f.bin', handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_ctrl_c_in_a_download_says_the_bytes_are_kept_and_the_next_run_resumes(tmp_path, server, monkeypatch,
+                                                                                capsys):
+    """A Ctrl-C after the first chunk said only 'interrupted': that the .part is kept and resumed went unsaid, and a
+    user stopping a 6 GB download would delete the cache to be safe, or expect to start over."""
+    url, handler = server
+
+    class StoppedAfterOneChunk(data.tqdm):
+        def update(self, n=1):
+            super().update(n)
+            raise KeyboardInterrupt
+    monkeypatch.setattr(data, 'tqdm', StoppedAfterOneChunk)
+    dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
+    with pytest.raises(KeyboardInterrupt):
+        data.download(url, dest, sha256=hashlib.sha256(BODY).hexdigest())
+    assert not dest.exists() and part.read_bytes() == BODY[:CHUNK]
+    assert f"stopped downloading f.bin: the 65,536 bytes so far are kept in {part}, and the next run resumes from " \
+        "there" in capsys.readouterr().err
+    monkeypatch.undo()
+    data.download(url, dest, sha256=hashlib.sha256(BODY).hexdigest(), quiet=True)
+    assert dest.read_bytes() == BODY and not part.exists()
+    assert handler.ranges == [None, f'bytes={CHUNK}-']  # the second run asked only for the rest
+
+
+def test_ctrl_c_before_any_byte_says_nothing_of_a_part(tmp_path, monkeypatch, capsys):
+    def stopped(url, **kwargs):  # e.g. while connecting to a slow server
+        raise KeyboardInterrupt
+    monkeypatch.setattr(data.requests, 'get', stopped)
+    with pytest.raises(KeyboardInterrupt):
+        data.download('https://example.org/f.bin', tmp_path / 'f.bin')
+    assert capsys.readouterr().err == '' and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize('sig, code, word', [(signal.SIGINT, 130, 'interrupted'), (signal.SIGTERM, 143, 'terminated')])
+def test_a_download_stopped_by_a_signal_in_a_real_process_is_resumed_by_the_next(tmp_path, server, sig, code, word):
+    """A command (under run_cli, as every project) downloading from a slow server gets Ctrl-C or a job scheduler's
+    SIGTERM once its .part holds a chunk: it exits with the shell's code, a short note and no traceback, and the
+    same command run again downloads only the rest."""
+    url, handler = server
+    handler.pause = 0.5
+    dest, part = tmp_path / 'f.bin', tmp_path / 'f.bin.part'
+    command = [sys.executable, '-c', "import sys; from mingpt.data import download; from mingpt.utils import run_cli; "
+               f"run_cli(lambda argv: download({url!r}, {str(dest)!r}, sha256={hashlib.sha256(BODY).hexdigest()!r}))"]
+    env = {**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])}
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size) and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.02)
+    run.send_signal(sig)
+    err = run.communicate(timeout=60)[1]
+    assert run.returncode == code, err
+    kept = part.stat().st_size
+    assert 0 < kept < len(BODY) and not dest.exists()
+    assert f"the {kept:,} bytes so far are kept in {part}, and the next run resumes" in err
+    assert f"{word} (every file written is whole)" in err and 'Traceback' not in err
+    handler.pause = 0.0
+    again = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert dest.read_bytes() == BODY and not part.exists() and handler.ranges == [None, f'bytes={kept}-']
