@@ -108,10 +108,15 @@ def prompt_ids(tokenizer, prompt, block_size):
 
 
 def sample(model, tokenizer, ids, length, device):
+    """Print the prompt and `length` tokens sampled after it. A Ctrl-C prints the text so far, then stops."""
     idx = torch.tensor([ids], dtype=torch.long, device=device)
+    steps = []
     with eval_mode(model):
-        out = model.generate(idx, length, temperature=1.0, do_sample=True, top_k=10)
-    print(tokenizer.decode(out[0].tolist()))
+        try:
+            for step in model.generate_stream(idx, length, temperature=1.0, do_sample=True, top_k=10):
+                steps.append(step)
+        finally:  # a long sample (GPT-2's, on a CPU) takes a while: a user who stops it sees what it wrote
+            print(tokenizer.decode(torch.cat([idx, *steps], dim=1)[0].tolist()))
 
 
 def main(argv):

@@ -1,4 +1,10 @@
 """The chargpt and adder projects end to end, on tiny settings."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -101,12 +107,63 @@ def test_adder_eval_and_chargpt_sample_leave_the_model_in_its_mode_even_when_int
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    model.generate = interrupted
-    for evaluate in (lambda: adder.eval_split(model, ds, 'cpu'), lambda: chargpt.sample(model, None, [1], 3, 'cpu')):
+    model.generate = model.generate_stream = interrupted
+    for evaluate in (lambda: adder.eval_split(model, ds, 'cpu'),
+                     lambda: chargpt.sample(model, data.CharTokenizer('0123456789'), [1], 3, 'cpu')):
         with pytest.raises(KeyboardInterrupt):
             evaluate()
         assert model.training
     capsys.readouterr()
+
+
+def test_chargpt_samples_as_the_model_does_and_a_ctrl_c_prints_the_text_so_far(capsys):
+    """A Ctrl-C while chargpt sampled (500 tokens; GPT-2's take a while on a CPU) printed nothing of the text the
+    model had written: the sample of a checkpoint, or the one at an evaluation, was lost."""
+    chargpt, tok = load_project('chargpt'), data.CharTokenizer('abcdefghij')
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=8))
+    model = GPT(config).eval()
+    capsys.readouterr()  # the model's size
+    torch.manual_seed(0)
+    reference = tok.decode(model.generate(torch.tensor([[0, 1]]), 12, do_sample=True, top_k=10)[0].tolist())
+    model.train()
+    torch.manual_seed(0)
+    chargpt.sample(model, tok, [0, 1], 12, 'cpu')
+    assert capsys.readouterr().out == reference + '\n' and len(reference) == 14
+    stream = model.generate_stream
+
+    def stopped_after_five(*args, **kwargs):
+        for i, step in enumerate(stream(*args, **kwargs)):
+            if i == 5:
+                raise KeyboardInterrupt
+            yield step
+    model.generate_stream = stopped_after_five
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):
+        chargpt.sample(model, tok, [0, 1], 12, 'cpu')
+    assert capsys.readouterr().out == reference[:2 + 5] + '\n' and model.training
+
+
+def test_ctrl_c_in_chargpts_sample_of_a_checkpoint_in_a_real_process(tmp_path):
+    """python projects/chargpt.py --sample.checkpoint=... stopped by Ctrl-C while it samples: the text so far on
+    stdout, then one line on stderr, exit status 130, no traceback."""
+    text = tmp_path / 'text.txt'
+    text.write_text('to be or not to be, that is the question\n' * 20)
+    chargpt = load_project('chargpt')
+    chargpt.main([f'--data.path={text}', f'--system.work_dir={tmp_path / "run"}', '--model.model_type=gpt-nano',
+                  '--data.block_size=8', '--trainer.max_iters=1', '--trainer.batch_size=2', '--sample.length=0',
+                  '--trainer.quiet=True'])
+    command = [sys.executable, str(Path(chargpt.__file__)), f'--sample.checkpoint={tmp_path / "run" / "model.pt"}',
+               '--sample.prompt=to be', '--sample.length=1000000']  # hours: it is stopped long before
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])})
+    line = run.stdout.readline()  # 'number of parameters', as the checkpoint's model is built: then it samples
+    time.sleep(3)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and 'number of parameters' in line, line + err
+    assert out.startswith('to be') and len(out) > len('to be\n') and set(out) <= set('to be or not, that is question\n')
+    assert err.strip() == 'interrupted (every file written is whole)'
 
 
 def test_adder_prints_each_checks_mistakes_under_its_own_line(tmp_path, capsys):
