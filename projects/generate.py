@@ -20,8 +20,8 @@ the rest, and what they keep is scaled up to sum to 1); greedy decoding takes th
 
 --prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
 different lengths, each row continuing as it would alone; each completion is printed under its prompt once its
-batch is done (or stopped: Ctrl-C prints the batch's text so far). A batch of one row prints its text as it is
-generated. --compile compiles the decode step
+batch is done (or stopped: Ctrl-C prints the batch's text so far, and names the first prompt not generated). A
+batch of one row prints its text as it is generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
 starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s
 and the time to the first token, to stderr.
@@ -215,6 +215,11 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
                 header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if cut else '')
                 sys.stdout.write(prompts[p] + text_of(tokenizer, row, eos) + '\n')
         if stopped:  # the batch's text so far is printed: now stop, as Ctrl-C asked
+            if start + len(batch) < len(jobs):  # else the output of a long prompt file just ends, as if complete
+                p, k = jobs[start + len(batch)]
+                sample = f", sample {k + 1} of {S.num_samples}" if S.num_samples > 1 else ''
+                print(f"(stopped before prompt {p + 1} of {len(prompts)}{sample}: nothing from there on was "
+                      "generated)", file=sys.stderr)
             raise stopped
     return n_tokens, seconds, firsts
 

@@ -789,6 +789,47 @@ def test_ctrl_c_prints_the_text_its_batch_has_written_so_far(rows, tmp_path, cap
 
 
 
+@pytest.mark.parametrize('samples, batch, says', [(1, 1, 'prompt 2 of 3'), (2, 1, 'prompt 1 of 3, sample 2 of 2'),
+                                                   (2, 4, 'prompt 3 of 3, sample 1 of 2'), (1, 3, None)])
+def test_ctrl_c_says_where_the_prompt_files_output_stops_short(samples, batch, says, tmp_path, capsys, monkeypatch):
+    """Stopped in one batch of a prompt file, the output just ended, as if the later prompts had none to show."""
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (Interrupted(KeyboardInterrupt()),
+                                                                CharTokenizer(list('abc\n'))))
+    (tmp_path / 'prompts.txt').write_text('a\nb\nc\n')
+    with pytest.raises(SystemExit):
+        g.run_cli(g.main, ['--model=fake', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=9',
+                           f'--batch_size={batch}', f'--num_samples={samples}', '--device=cpu'])
+    err = capsys.readouterr().err.splitlines()
+    note = [f"(stopped before {says}: nothing from there on was generated)"] if says else []
+    assert err[-1 - len(note):] == note + ['interrupted (every file written is whole)']  # none after the last batch
+
+
+@pytest.mark.parametrize('signal_name, code, word', [('SIGINT', 130, 'interrupted'), ('SIGTERM', 143, 'terminated')])
+def test_a_real_process_stopped_while_it_streams(signal_name, code, word, tmp_path):
+    """python projects/generate.py streaming a prompt file's first prompt, stopped by Ctrl-C or SIGTERM: the text so
+    far and its newline on stdout; on stderr where the output stops short and one line, no traceback."""
+    import signal
+    chars = sorted(set('abc \n'))
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=len(chars), block_size=16))
+    save_checkpoint({**model_state(GPT(C)), 'vocab': chars}, tmp_path / 'm.pt')
+    (tmp_path / 'prompts.txt').write_text('ab\nba\n')
+    run = subprocess.Popen([sys.executable, str(ROOT / 'projects' / 'generate.py'), f'--model={tmp_path / "m.pt"}',
+                            f'--prompt_file={tmp_path / "prompts.txt"}', '--batch_size=1',
+                            '--max_new_tokens=1000000'], cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT)},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    streamed = run.stdout.read(20)  # the prompt and the first tokens, as they come
+    run.send_signal(getattr(signal, signal_name))
+    out, err = run.communicate(timeout=60)
+    out, err = (streamed + out).decode(), err.decode()
+    assert run.returncode == code, err
+    assert out.startswith('ab') and out.endswith('\n') and set(out) <= set(chars) and len(out) > 20
+    assert err.splitlines()[-2:] == ['(stopped before prompt 2 of 2: nothing from there on was generated)',
+                                     f'{word} (every file written is whole)'] and 'Traceback' not in err
+
+
 def test_after_ctrl_c_a_row_that_had_ended_at_eos_is_not_marked_interrupted(enc, capsys, monkeypatch):
     """Every row of a stopped batch was marked '(interrupted)', a row already complete (ended at eos) too."""
     g, tokenizer = generate_module(), enc
