@@ -112,3 +112,26 @@ def test_a_download_stopped_by_a_signal_in_a_real_process_is_resumed_by_the_next
     again = subprocess.run(command, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     assert again.returncode == 0, again.stderr
     assert dest.read_bytes() == BODY and not part.exists() and handler.ranges == [None, f'bytes={kept}-']
+
+
+def test_a_token_cache_stopped_part_way_leaves_no_file_and_the_next_run_tokenizes_it_whole(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """Ctrl-C while a text is tokenized into the cache, a piece at a time: no half token file that a later run would
+    read back as the text's tokens, no temporary file left; the next run's tokens are the whole text's."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    text = 'to be, or not to be: that is the question\n' * 100
+    tokenizer = data.CharTokenizer.from_text(text)
+    pieces = []
+
+    class StoppedInTheSecondPiece(data.CharTokenizer):
+        def encode(self, piece):
+            pieces.append(piece)
+            if len(pieces) == 2:
+                raise KeyboardInterrupt
+            return super().encode(piece)
+    with pytest.raises(KeyboardInterrupt):
+        data.encode_text(text, StoppedInTheSecondPiece(tokenizer.chars), 'chars', 'hamlet.txt', piece_size=1000)
+    assert list((tmp_path / 'tokens').iterdir()) == []  # the first piece's ids were written, then thrown away
+    tokens = data.encode_text(text, tokenizer, 'chars', 'hamlet.txt', piece_size=1000)
+    assert tokens.tolist() == tokenizer.encode(text) and len(list((tmp_path / 'tokens').iterdir())) == 1
+    capsys.readouterr()
