@@ -297,14 +297,18 @@ class Encoder:
         directory = Path(directory)
         header = '#version: 0.2' if self.pat else NO_PRETOKENIZER
         merges = '\n'.join([header] + [f'{a} {b}' for a, b in self.bpe_merges]) + '\n'
-        names = VOCAB_FILES[-1] if hugging_face else VOCAB_FILES[0]
-        files = dict(zip(names, (json.dumps(self.encoder), merges)))
+        tokens, merges_file = VOCAB_FILES[-1] if hugging_face else VOCAB_FILES[0]
+        files = {merges_file: merges}
         if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
             specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
             config = {'added_tokens_decoder': specials}
             if ENDOFTEXT not in self.special_tokens:  # else HF adds it to the vocabulary, as GPT-2's bos/eos/unk
                 config.update(bos_token=None, eos_token=None, unk_token=None)
             files['tokenizer_config.json'] = json.dumps(config)
+        files[tokens] = json.dumps(self.encoder)
+        # one vocabulary is two files, each written whole: the older tokens go first and the new ones are written
+        # last, so a save stopped part way leaves half a tokenizer, which readers name, not new tokens beside old merges
+        (directory / tokens).unlink(missing_ok=True)
         for name, body in files.items():
             atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
         if hugging_face:  # else AutoTokenizer and get_encoder would still read the older tokenizer

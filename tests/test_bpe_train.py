@@ -289,6 +289,31 @@ def test_save_then_load(tmp_path):
         get_encoder(directory=tmp_path / 'nothing here')
 
 
+@pytest.mark.parametrize('hugging_face', [False, True])
+def test_a_save_stopped_part_way_leaves_half_a_tokenizer_not_two_of_them(tmp_path, monkeypatch, hugging_face):
+    """A vocabulary trained again into the same folder and stopped (Ctrl-C) between its two files left the new
+    tokens beside the old merges, which loaded without a word."""
+    old, new = train_bpe('the cat sat on the mat ' * 20, 265), train_bpe('a dog ran in the fog ' * 30, 268)
+    old.save(tmp_path, hugging_face=hugging_face)
+    written = []
+
+    def stop_after_one_file(path, write):
+        if written:
+            raise KeyboardInterrupt
+        written.append(Path(path).name)
+        return real(path, write)
+    real = bpe.atomic_write
+    monkeypatch.setattr(bpe, 'atomic_write', stop_after_one_file)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path, hugging_face=hugging_face)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match=r"has (vocab.bpe|merges.txt) but not (encoder|vocab).json: a BPE "
+                                                r"tokenizer needs both"):
+        get_encoder(directory=tmp_path)
+    new.save(tmp_path, hugging_face=hugging_face)  # saved again whole: the new vocabulary
+    assert get_encoder(directory=tmp_path).encoder == new.encoder
+
+
 def test_a_vocabulary_without_pre_tokeniser_saves_and_loads_as_one(tmp_path):
     text = 'the cat sat on the mat. ' * 50
     with pytest.warns(UserWarning, match='no pair of symbols is left'):
