@@ -8,9 +8,9 @@ minGPT's loop: a warmup + cosine learning-rate schedule, gradient accumulation, 
 evaluation on a val set, atomic checkpoints that resume exactly, metrics.jsonl, and DistributedDataParallel when
 started by torchrun.
 
-No run is lost: a fresh run refuses a work_dir that holds one, a resume refuses a checkpoint of another model or
-another vocabulary (and notes other data options that keep the vocabulary), nothing is written before those checks
-pass, and evaluation and callbacks run on a copy of the random number generators' states, so they never change the
+No run is lost: a run refuses a work_dir that another run is training in, a fresh run one that holds a run, a
+resume a checkpoint of another model or another vocabulary (and notes other data options that keep the vocabulary),
+nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random number generators' states, so they never change the
 training's trajectory.
 """
 import atexit
@@ -19,6 +19,8 @@ import json
 import math
 import os
 import random
+import shlex
+import socket
 import sys
 import time
 import warnings
@@ -35,8 +37,8 @@ from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
                           check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, load_checkpoint,
-                          model_state, modes_kept, plural, remove_stale_temps, resolve_device, save_checkpoint,
-                          setup_logging)
+                          lock_folder, lock_holder, make_folder, model_state, modes_kept, plural, remove_stale_temps,
+                          resolve_device, save_checkpoint, setup_logging)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -187,6 +189,7 @@ class Trainer:
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
         self._rng_at_end = None  # run() sets every rank's random states when it ends (under DDP)
+        self._lock = None  # work_dir's lock while run() trains there (rank 0's)
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -247,6 +250,12 @@ class Trainer:
 
     def run(self):
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
+        try:
+            self._train()
+        finally:
+            self._release_work_dir()  # however the run ended: another may train in work_dir now
+
+    def _train(self):
         batches = self._start()
         try:
             x, y = self._to_device(next(batches))
@@ -522,11 +531,12 @@ class Trainer:
                 print(f"note: trainer.work_dir is None, so no file is written (checkpoint_interval="
                       f"{c.checkpoint_interval} included)")
             return
-        system = getattr(self.run_config, 'system', None)  # a project's work_dir option, when it gave this one
-        option = 'system' if c.work_dir == getattr(system, 'work_dir', None) else 'trainer'
+        option = self._work_dir_option()
         why = unwritable(c.work_dir)
         if why:
             raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
+        if os.path.isdir(c.work_dir):  # a folder made later is locked when it is made (_start_files)
+            self._claim_work_dir()  # first: a run training there now is no earlier run to resume or replace
         if c.resume or c.overwrite:
             return
         # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
@@ -547,6 +557,32 @@ class Trainer:
         raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
                           f"{resume}train in another work_dir (--{option}.work_dir=DIR), or replace it with "
                           "--trainer.overwrite=True")
+
+    def _work_dir_option(self):
+        """The option that gave work_dir, as a user gives it: a project's system.work_dir, else trainer.work_dir."""
+        system = getattr(self.run_config, 'system', None)
+        return 'system' if self.config.work_dir == getattr(system, 'work_dir', None) else 'trainer'
+
+    def _claim_work_dir(self):
+        """Lock work_dir for this run, on rank 0 (which writes its files), or refuse it while another run holds it:
+        two runs in one folder would overwrite each other's ckpt.pt and mix their lines in metrics.jsonl."""
+        if self.rank != 0 or self._lock is not None:
+            return
+        self._lock = lock_folder(self.config.work_dir)
+        if self._lock is None:
+            holder = lock_holder(self.config.work_dir)
+            option = self._work_dir_option()
+            raise ConfigError(f"{option}.work_dir={self.config.work_dir!r} is in use: another run is training in it"
+                              f"{f' ({holder})' if holder else ''}, and two runs in one folder would overwrite each "
+                              f"other's files; wait for it to end, or train in another work_dir (--{option}.work_dir"
+                              "=DIR)")
+
+    def _release_work_dir(self):
+        if self._lock is not None:
+            if self._lock.tell():  # the run started and said who it is: the next holder says who it is
+                self._lock.truncate(0)
+            self._lock.close()
+            self._lock = None
 
     def _resume(self):
         """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
@@ -768,7 +804,12 @@ class Trainer:
         checkpoints (overwrite), the metrics of iterations to be redone; then record the run's arguments and config."""
         if self.rank != 0 or self.config.work_dir is None:
             return
-        os.makedirs(self.config.work_dir, exist_ok=True)
+        make_folder(self.config.work_dir)
+        self._claim_work_dir()  # before the first write; a folder that was there is locked already
+        if self._lock.writable():  # who holds it, for the message of a run refused meanwhile (a killed run's replaced)
+            self._lock.truncate(0)
+            self._lock.write(f"process {os.getpid()} on {socket.gethostname()}: {shlex.join(sys.argv)}")
+            self._lock.flush()
         remove_stale_temps(self.config.work_dir)
         if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
             for name in ('ckpt.pt', 'model.pt'):

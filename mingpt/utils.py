@@ -1,6 +1,7 @@
 """Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding, the device, run files,
 atomic writes and checkpoints, and the command-line wrapper every project runs under (run_cli)."""
 import ast
+import errno
 import io
 import json
 import math
@@ -20,6 +21,12 @@ import warnings
 import zipfile
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows, whose locks are msvcrt's
+    fcntl = None
+    import msvcrt
 
 import numpy as np
 import torch
@@ -369,6 +376,43 @@ def remove_stale_temps(directory):
     for name in stale:
         os.remove(os.path.join(directory, name))
     return stale
+
+
+LOCK_NAME = '.lock'  # in a work_dir: held by the run training there
+
+
+def lock_folder(folder):
+    """Lock folder/.lock (made if missing) for this process, so that a second run in the folder can be refused rather
+    than overwrite the first one's ckpt.pt and metrics.jsonl. Returns the open file, which holds the lock until it is
+    closed (read-only where the file is another user's); None where another process holds it (or another open file
+    of this one). The system lets go of a lock when its process ends, killed or crashed too, so a run that died never
+    blocks the next; the file itself stays."""
+    path = os.path.join(folder, LOCK_NAME)
+    try:
+        f = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), 'r+', encoding='utf-8')  # 0o666 less the umask
+    except PermissionError:  # another user's, in a folder both may write in: a lock needs only reading
+        f = open(path, encoding='utf-8')
+    try:
+        if fcntl is not None:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            msvcrt.locking(f.fileno(), msvcrt.LK_NBLCK, 1)
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EDEADLK):  # held (Linux and macOS say EAGAIN, Windows EACCES)
+            f.close()
+            return None
+        # a file system without locks (some network shares): the run goes on, unguarded
+        warnings.warn(f"{folder} cannot be locked ({e.strerror}), so a second run started in it at the same time "
+                      "would not be refused: start one run per folder")
+    return f
+
+
+def lock_holder(folder):
+    """What the run holding folder's lock wrote in it (its process id, machine and command), or '' if unreadable."""
+    try:
+        return Path(folder, LOCK_NAME).read_text(encoding='utf-8').strip()
+    except (OSError, UnicodeDecodeError):  # Windows keeps a locked file from being read
+        return ''
 
 
 def model_state(model):

@@ -910,3 +910,47 @@ def test_a_setting_the_checkpoint_does_not_record_is_named_as_newer_than_it():
     assert (describe_difference({'dropout': 0.1}, {'dropout': 0.1, 'lm_loss_weight': 0.0})
             == "lm_loss_weight not recorded there (older than that option), 0.0 here")
     assert describe_difference({'head': None}, {'head': 'linear'}) == "head=None there, 'linear' here"
+
+
+def test_a_run_started_in_a_work_dir_another_run_is_training_in_is_refused(tmp_path):
+    """Two terminals (or two students) started in one work_dir: the second removed the first's checkpoint being
+    written (its temporary file), which stopped it with 'No such file or directory', and put its own config.json and
+    metrics lines over the first's. Now it is refused, fresh, resumed or overwriting, and the first trains on."""
+    work_dir = tmp_path / 'run'  # made by the first run: it is locked when made
+    first = make_trainer(work_dir=str(work_dir), max_iters=4, checkpoint_interval=2)
+    refusals = []
+
+    def second_run(t):
+        if t.iter_num == 2:
+            for kw in ({}, {'resume': True}, {'overwrite': True}):
+                with pytest.raises(ConfigError) as e:
+                    make_trainer(work_dir=str(work_dir), max_iters=8, **kw).run()
+                refusals.append(str(e.value))
+    first.add_callback('on_batch_end', second_run)
+    first.run()
+    assert len(refusals) == 3
+    for message in refusals:
+        assert re.fullmatch(rf"trainer.work_dir='{re.escape(str(work_dir))}' is in use: another run is training in it "
+                            rf"\(process {os.getpid()} on .+: .+\), and two runs in one folder would overwrite "
+                            r"each other's files; wait for it to end, or train in another work_dir "
+                            r"\(--trainer.work_dir=DIR\)", message, re.DOTALL), message
+    assert [json.loads(line)['iter'] for line in (work_dir / 'metrics.jsonl').open()] == [0, 1, 2, 3]
+    assert load_checkpoint(work_dir / 'ckpt.pt')['iter_num'] == 4
+    make_trainer(work_dir=str(work_dir), max_iters=6, resume=True).run()  # the first has ended: the folder is free
+    assert load_checkpoint(work_dir / 'model.pt')['iter_num'] == 6
+
+
+def test_a_run_refused_or_stopped_by_an_error_frees_its_work_dir(tmp_path):
+    (tmp_path / 'ckpt.pt').write_bytes(b'')  # refused after the lock is taken: it holds a run (an empty file: none)
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=2, dtype='float16')
+    trainer.model.half()
+    with pytest.raises(ValueError, match='parameters are float16'):
+        trainer.run()
+
+    def bug(t):
+        raise RuntimeError('a bug in a callback')
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=2)
+    trainer.add_callback('on_batch_end', bug)
+    with pytest.raises(RuntimeError, match='a bug'):
+        trainer.run()
+    make_trainer(work_dir=str(tmp_path), max_iters=2, overwrite=True).run()

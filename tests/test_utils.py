@@ -17,7 +17,7 @@ import torch
 from conftest import deflate, load_project
 from mingpt.data import CharDataset
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
-                          load_checkpoint, make_folder, model_state,
+                          load_checkpoint, lock_folder, make_folder, model_state,
                           remove_stale_temps, resolve_device, run_cli, save_checkpoint, set_from_data, set_seed,
                           setup_logging)
 
@@ -1044,3 +1044,40 @@ def test_a_text_in_another_unicode_form_than_the_vocabularys_is_named_as_such():
     assert tokenizer.encode(unicodedata.normalize('NFD', 'Tiê')) == tokenizer.encode('Tie\u0302')  # the way, followed
     with pytest.raises(ValueError, match=r"characters 'z' .*; remove or replace them$"):
         tokenizer.encode('Tiz')
+
+
+def test_a_folder_locked_by_a_process_is_free_once_it_is_killed(tmp_path):
+    """A run killed (SIGKILL, the out-of-memory killer, a power cut) cannot remove a lock of its own: the system's
+    lock goes with the process, so the next run in the folder is not blocked by a lock nobody holds."""
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from mingpt.utils import lock_folder\n'
+                               f'lock = lock_folder({str(tmp_path)!r}); print(lock is not None, flush=True)\n'
+                               'time.sleep(60)'], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])})
+    try:
+        assert holder.stdout.readline() == 'True\n'
+        assert lock_folder(tmp_path) is None  # held by the other process
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = lock_folder(tmp_path)
+    assert lock is not None
+    assert lock_folder(tmp_path) is None  # another open file of this process is refused too
+    lock.close()
+    assert lock_folder(tmp_path) is not None
+
+
+def test_a_lock_file_another_user_made_still_locks_the_folder(tmp_path, monkeypatch):
+    """On a lab machine two students may share a run folder: the .lock the first one's run made (0o644 under the
+    usual umask) cannot be opened for writing by the second, whose runs were refused there with 'Permission denied'."""
+    (tmp_path / '.lock').write_text('process 1 on lab-pc: projects/chargpt.py')
+    open_for_writing = os.open
+
+    def not_ours(path, flags, *args):
+        if str(path).endswith('.lock') and flags & os.O_RDWR:
+            raise PermissionError(13, 'Permission denied', str(path))
+        return open_for_writing(path, flags, *args)
+    monkeypatch.setattr(os, 'open', not_ours)
+    lock = lock_folder(tmp_path)
+    assert lock is not None and not lock.writable()
+    assert lock_folder(tmp_path) is None  # held all the same
+    lock.close()
