@@ -10,8 +10,8 @@ started by torchrun.
 
 No run is lost: a run refuses a work_dir that another run is training in, a fresh run one that holds a run, a
 resume a checkpoint of another model or another vocabulary (and notes other data options that keep the vocabulary),
-nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random number generators' states, so they never change the
-training's trajectory.
+nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random number
+generators' states, so they never change the training's trajectory.
 """
 import atexit
 import itertools
