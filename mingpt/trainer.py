@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
                           check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, load_checkpoint,
                           lock_folder, lock_holder, make_folder, model_state, modes_kept, plural, remove_stale_temps,
-                          resolve_device, save_checkpoint, setup_logging)
+                          resolve_device, save_checkpoint, setup_logging, write_failed)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -834,8 +834,14 @@ class Trainer:
             record.update({k: metric_value(k, v) for k, v in self.metrics.items()})
             self.metrics.clear()
         if self.rank == 0 and self.config.work_dir is not None:
-            with open(self._path('metrics.jsonl'), 'a') as f:
-                f.write(json.dumps(record) + '\n')
+            path = self._path('metrics.jsonl')
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            try:
+                with open(path, 'a') as f:
+                    f.write(json.dumps(record) + '\n')
+            except OSError as e:  # a full disk: no half line is left at the end
+                os.truncate(path, size)
+                raise write_failed(path, e, kept="its earlier lines are kept") from e
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""

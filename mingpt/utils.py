@@ -247,8 +247,11 @@ def setup_logging(config, work_dir=None, resumed_at=None):
         command = f"{kept}\n# {then}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
-        # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option
-        atomic_write(os.path.join(work_dir, name), lambda tmp: Path(tmp).write_text(content, encoding='utf-8'))
+        path = os.path.join(work_dir, name)
+        try:  # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option
+            atomic_write(path, lambda tmp: Path(tmp).write_text(content, encoding='utf-8'))
+        except OSError as e:
+            raise write_failed(path, e) from e
 
 
 def launcher():
@@ -434,11 +437,19 @@ def save_checkpoint(checkpoint, path):
     try:
         atomic_write(path, lambda tmp: torch.save({'format': CHECKPOINT_FORMAT, **checkpoint}, tmp))
     except (OSError, RuntimeError) as e:  # torch.save's writer says a full disk as 'unexpected pos 540736 vs 540624'
-        folder = os.path.dirname(os.path.abspath(path))
-        free = f"; {shutil.disk_usage(folder).free:,} bytes are free there" if os.path.isdir(folder) else ''
+        raise write_failed(path, e, 'the checkpoint ') from e
+
+
+def write_failed(path, error, what='', kept=None):
+    """The OSError to raise where writing path failed with error (a full disk, a quota): it names `what` and the
+    file, the cause and the space left there, what is kept (by default: the file there before, which an atomic write
+    leaves as it was) and what to do. A write's own error, '[Errno 28] No space left on device', names no file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    free = f"; {shutil.disk_usage(folder).free:,} bytes are free there" if os.path.isdir(folder) else ''
+    if kept is None:
         kept = "the one there before is unchanged" if os.path.exists(path) else "no file was left there"
-        raise OSError(f"could not write the checkpoint {path} ({e}{free}); {kept}. If the disk is full, free some "
-                      "space or write elsewhere") from e
+    return OSError(f"could not write {what}{path} ({error}{free}); {kept}. If the disk is full, free some space or "
+                   "write elsewhere")
 
 
 def load_checkpoint(path, map_location='cpu', mmap=False):

@@ -1,4 +1,5 @@
 """The minGPT Trainer API: code written for minGPT's trainer runs unchanged."""
+import errno
 import io
 import json
 import multiprocessing
@@ -954,3 +955,30 @@ def test_a_run_refused_or_stopped_by_an_error_frees_its_work_dir(tmp_path):
     with pytest.raises(RuntimeError, match='a bug'):
         trainer.run()
     make_trainer(work_dir=str(tmp_path), max_iters=2, overwrite=True).run()
+
+
+def test_a_full_disk_while_metrics_jsonl_is_written_keeps_its_whole_lines_and_names_it(tmp_path, monkeypatch):
+    """A write to a full disk said only '[Errno 28] No space left on device', of no file, and left half a line."""
+    lines = []
+
+    def half_then_full(f, text):
+        f.buffer.write(text[:len(text) // 2].encode())
+        f.buffer.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def filling_open(path, mode='r', **kw):
+        f = open(path, mode, **kw)
+        if os.path.basename(path) == 'metrics.jsonl' and 'a' in mode:
+            lines.append(path)
+            if len(lines) == 4:  # the fourth line: half of it written, then the disk is full
+                f.write = lambda text: half_then_full(f, text)
+        return f
+    monkeypatch.setattr(trainer_module, 'open', filling_open, raising=False)
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=6)
+    path = tmp_path / 'metrics.jsonl'
+    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on device; "
+                                      r"[\d,]+ bytes are free there\); its earlier lines are kept. If the disk is "
+                                      "full, free some space"):
+        trainer.run()
+    assert [json.loads(line)['iter'] for line in path.read_text().splitlines()] == [0, 1, 2]
+    assert path.read_text().endswith('\n')

@@ -1,3 +1,4 @@
+import errno
 import json
 import os
 import random
@@ -1081,3 +1082,23 @@ def test_a_lock_file_another_user_made_still_locks_the_folder(tmp_path, monkeypa
     assert lock is not None and not lock.writable()
     assert lock_folder(tmp_path) is None  # held all the same
     lock.close()
+
+
+def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    """args.txt and config.json on a full disk said '[Errno 28] No space left on device', of no file."""
+    C = CN(system=CN(work_dir=str(tmp_path)))
+    (tmp_path / 'config.json').write_text('{"the": "run before"}')
+    write_text = Path.write_text
+
+    def full_at_config(path, text, **kw):
+        write_text(path, text[:len(text) // 2], **kw)
+        if Path(path).name.startswith('config.json'):  # its temporary file: config.json.tmp<pid>
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, 'write_text', full_at_config)
+    path = tmp_path / 'config.json'
+    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on device; "
+                                      r"[\d,]+ bytes are free there\); the one there before is unchanged\. If the "
+                                      "disk is full, free some space or write elsewhere"):
+        setup_logging(C)
+    assert path.read_text() == '{"the": "run before"}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['args.txt', 'config.json']  # no temporary file
