@@ -976,9 +976,9 @@ def test_a_full_disk_while_metrics_jsonl_is_written_keeps_its_whole_lines_and_na
     monkeypatch.setattr(trainer_module, 'open', filling_open, raising=False)
     trainer = make_trainer(work_dir=str(tmp_path), max_iters=6)
     path = tmp_path / 'metrics.jsonl'
-    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on device; "
-                                      r"[\d,]+ bytes are free there\); its earlier lines are kept. If the disk is "
-                                      "full, free some space"):
+    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
+                                      r"device; [\d,]+ bytes are free there\); its earlier lines are kept. If the "
+                                      "disk is full, free some space"):
         trainer.run()
     assert [json.loads(line)['iter'] for line in path.read_text().splitlines()] == [0, 1, 2]
     assert path.read_text().endswith('\n')

@@ -1091,14 +1091,15 @@ def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_
     write_text = Path.write_text
 
     def full_at_config(path, text, **kw):
-        write_text(path, text[:len(text) // 2], **kw)
-        if Path(path).name.startswith('config.json'):  # its temporary file: config.json.tmp<pid>
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if not Path(path).name.startswith('config.json'):  # its temporary file: config.json.tmp<pid>
+            return write_text(path, text, **kw)
+        write_text(path, text[:len(text) // 2], **kw)  # half of it, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(Path, 'write_text', full_at_config)
     path = tmp_path / 'config.json'
-    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on device; "
-                                      r"[\d,]+ bytes are free there\); the one there before is unchanged\. If the "
-                                      "disk is full, free some space or write elsewhere"):
+    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
+                                      r"device; [\d,]+ bytes are free there\); the one there before is unchanged\. "
+                                      "If the disk is full, free some space or write elsewhere"):
         setup_logging(C)
     assert path.read_text() == '{"the": "run before"}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['args.txt', 'config.json']  # no temporary file
