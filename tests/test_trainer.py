@@ -982,3 +982,13 @@ def test_a_full_disk_while_metrics_jsonl_is_written_keeps_its_whole_lines_and_na
         trainer.run()
     assert [json.loads(line)['iter'] for line in path.read_text().splitlines()] == [0, 1, 2]
     assert path.read_text().endswith('\n')
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason="Linux's /proc: a folder no one can make folders in")
+def test_a_work_dir_that_cannot_be_made_is_named_with_the_folder_it_would_be_made_in():
+    """For root, who may write anywhere, /proc passed the check of work_dir, and the run stopped with makedirs's
+    '[Errno 2] No such file or directory: /proc/mingpt'."""
+    with pytest.raises((ConfigError, FileNotFoundError)) as e:
+        make_trainer(work_dir='/proc/mingpt/run', max_iters=1).run()
+    assert re.search(r"cannot make the folder /proc/mingpt/run in /proc \(No such file or directory\); choose a folder "
+                     r"that can be written|cannot be written: this user may not write in /proc", str(e.value))
