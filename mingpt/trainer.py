@@ -36,9 +36,9 @@ from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
-                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, load_checkpoint,
-                          lock_folder, lock_holder, make_folder, model_state, modes_kept, plural, remove_stale_temps,
-                          resolve_device, save_checkpoint, setup_logging, write_failed)
+                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
+                          load_checkpoint, lock_folder, lock_holder, make_folder, model_state, modes_kept, plural,
+                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging, write_failed)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -487,7 +487,9 @@ class Trainer:
         c = self.config
         self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
         if isinstance(c.resume, (str, os.PathLike)):  # a checkpoint's path; ~ is home
-            c.resume = os.path.expanduser(os.fspath(c.resume))
+            c.resume = expand_home(os.fspath(c.resume), 'trainer.resume')
+        if isinstance(c.work_dir, (str, os.PathLike)) and os.fspath(c.work_dir).startswith('~'):  # set in Python
+            c.work_dir = expand_home(os.fspath(c.work_dir), 'trainer.work_dir')  # else a folder named ~ here
         words = ('true', 'false', 'none', 'yes', 'no', 'on', 'off')  # meant as True or False
         if isinstance(c.resume, str) and c.resume.lower() in words and not os.path.exists(c.resume):
             raise ConfigError(f"trainer.resume={c.resume!r} is read as a checkpoint's path; write True, False or "

@@ -771,6 +771,17 @@ PROSE_KEYS = ('text', 'prompt')  # free text; None, where the default is text, i
 TEXT_KEYS = PATH_KEYS + PROSE_KEYS + ('model_type',)
 
 
+def expand_home(path, key):
+    """path (a string) with a leading ~ as the home folder, as a shell expands it (which it does not after --key=).
+    Where the home folder is not known, a ConfigError naming key, rather than a folder named ~ in the current one
+    (which `rm -rf ~` would then seem to clean up)."""
+    path = os.path.expanduser(path)
+    if path == '~' or path.startswith(('~/', '~' + os.sep)):
+        raise ConfigError(f"{key}={path!r} starts with ~, the home folder, which is not known here (HOME is unset and "
+                          "this user has no entry in the password file): give the full path, or set HOME")
+    return path
+
+
 def _check_type(key, old, new, raw=None):
     """Return `new` converted to the type of the default `old`, or raise a ConfigError that says what went wrong.
     A default of None accepts anything (but see TEXT_KEYS); an int is fine where a float is expected; strings and
@@ -782,7 +793,7 @@ def _check_type(key, old, new, raw=None):
         raise ConfigError(f"--{key} needs a value: --{key}=...")
     if raw is not None and new is not None and leaf in TEXT_KEYS and isinstance(old, (str, type(None))):
         text = new if isinstance(new, str) else raw  # a quoted string literal is read as before; a number as typed
-        return os.path.expanduser(text) if leaf in PATH_KEYS else text
+        return expand_home(text, f'--{key}') if leaf in PATH_KEYS else text
     if raw == 'None' and leaf in PROSE_KEYS and isinstance(old, str):  # no text: the project says what it
         return ''  # needs (chargpt: "give some text"), where None crashed it (a TypeError deep in the tokenizer)
     if old is None:

@@ -992,3 +992,14 @@ def test_a_work_dir_that_cannot_be_made_is_named_with_the_folder_it_would_be_mad
         make_trainer(work_dir='/proc/mingpt/run', max_iters=1).run()
     assert re.search(r"cannot make the folder /proc/mingpt/run in /proc \(No such file or directory\); choose a folder "
                      r"that can be written|cannot be written: this user may not write in /proc", str(e.value))
+
+
+def test_a_work_dir_set_in_python_under_the_home_folder_is_there_not_in_a_folder_named_tilde(tmp_path, monkeypatch):
+    """train_config.work_dir = '~/runs/x' in a notebook made ./~/runs/x: Python's paths, unlike a shell, keep the ~.
+    A folder named ~ is one a student cleans up with `rm -rf ~`, the home folder itself."""
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
+    trainer = make_trainer(work_dir='~/runs/x', max_iters=2)
+    trainer.run()
+    assert trainer.config.work_dir == str(tmp_path / 'home' / 'runs' / 'x')
+    assert (tmp_path / 'home' / 'runs' / 'x' / 'model.pt').exists() and not (tmp_path / '~').exists()

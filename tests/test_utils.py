@@ -1103,3 +1103,20 @@ def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_
         setup_logging(C)
     assert path.read_text() == '{"the": "run before"}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['args.txt', 'config.json']  # no temporary file
+
+
+def test_a_path_under_an_unknown_home_folder_is_refused_not_made_in_a_folder_named_tilde(monkeypatch):
+    """With HOME unset and no entry in the password file (a container run as an arbitrary user id), ~ stayed ~, and
+    --system.work_dir=~/out made ./~/out."""
+    pwd = pytest.importorskip('pwd')  # Windows has none: its home comes from USERPROFILE
+
+    def no_entry(uid):
+        raise KeyError(f'getpwuid(): uid not found: {uid}')
+    monkeypatch.delenv('HOME', raising=False)
+    monkeypatch.setattr(pwd, 'getpwuid', no_entry)
+    C = CN(system=CN(work_dir='out'), trainer=CN(resume=None))
+    with pytest.raises(ConfigError, match=r"--system.work_dir='~/out' starts with ~, the home folder, which is not "
+                                          r"known here \(HOME is unset .*\): give the full path, or set HOME"):
+        C.merge_from_args(['--system.work_dir=~/out'])
+    C.merge_from_args(['--system.work_dir=/tmp/out~'])  # a ~ elsewhere is a name's
+    assert C.system.work_dir == '/tmp/out~'
