@@ -809,9 +809,11 @@ class Trainer:
         make_folder(self.config.work_dir)
         self._claim_work_dir()  # before the first write; a folder that was there is locked already
         if self._lock.writable():  # who holds it, for the message of a run refused meanwhile (a killed run's replaced)
-            self._lock.truncate(0)
-            self._lock.write(f"process {os.getpid()} on {socket.gethostname()}: {shlex.join(sys.argv)}")
-            self._lock.flush()
+            try:
+                self._lock.truncate(0)
+                self._lock.write(f"process {os.getpid()} on {socket.gethostname()}: {shlex.join(sys.argv)}".encode())
+            except OSError:  # a full disk: the lock holds without its note, and the writes below say what is wrong
+                pass
         remove_stale_temps(self.config.work_dir)
         if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
             for name in ('ckpt.pt', 'model.pt'):

@@ -392,9 +392,10 @@ def lock_folder(folder):
     blocks the next; the file itself stays."""
     path = os.path.join(folder, LOCK_NAME)
     try:
-        f = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), 'r+', encoding='utf-8')  # 0o666 less the umask
+        # unbuffered: a note written in it (a full disk) fails at once, not when the lock is let go
+        f = open(os.open(path, os.O_RDWR | os.O_CREAT, 0o666), 'r+b', buffering=0)  # 0o666 less the umask
     except PermissionError:  # another user's, in a folder both may write in: a lock needs only reading
-        f = open(path, encoding='utf-8')
+        f = open(path, 'rb', buffering=0)
     try:
         if fcntl is not None:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

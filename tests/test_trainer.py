@@ -1003,3 +1003,20 @@ def test_a_work_dir_set_in_python_under_the_home_folder_is_there_not_in_a_folder
     trainer.run()
     assert trainer.config.work_dir == str(tmp_path / 'home' / 'runs' / 'x')
     assert (tmp_path / 'home' / 'runs' / 'x' / 'model.pt').exists() and not (tmp_path / '~').exists()
+
+
+
+def test_a_disk_too_full_for_the_locks_note_is_named_by_the_first_file_the_run_writes(tmp_path):
+    """The note in work_dir/.lock of who trains there is written unbuffered, so a full disk fails it at once: the
+    lock still holds, and the run stops at args.txt, by name, not at the lock's close with an OSError of no file.
+    The disk is full as ulimit -f 0 makes it: no file may grow (Python ignores SIGXFSZ, so a write fails, EFBIG)."""
+    code = ("import resource, sys, tempfile; from types import SimpleNamespace; from test_trainer import make_trainer\n"
+            "tempfile.gettempdir()  # found before the disk fills: torch asks for it when it builds the optimizer\n"
+            "trainer = make_trainer(max_iters=2, work_dir=sys.argv[1])\n"
+            "trainer.run_config = SimpleNamespace(system=SimpleNamespace(work_dir=None), to_dict=dict)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+            "trainer.run()\n")
+    out = subprocess.run([sys.executable, '-c', code, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)})
+    assert f"OSError: could not write {tmp_path / 'args.txt'} ([Errno 27] File too large" in out.stderr, out.stderr
+    assert sorted(os.listdir(tmp_path)) == ['.lock', 'metrics.jsonl']  # empty: no temporary file left

@@ -1120,3 +1120,12 @@ def test_a_path_under_an_unknown_home_folder_is_refused_not_made_in_a_folder_nam
         C.merge_from_args(['--system.work_dir=~/out'])
     C.merge_from_args(['--system.work_dir=/tmp/out~'])  # a ~ elsewhere is a name's
     assert C.system.work_dir == '/tmp/out~'
+
+
+def test_a_folder_locked_under_one_name_is_locked_under_another(tmp_path):
+    """A work_dir given through a symbolic link is the folder it points to: the lock is the file's, not the name's."""
+    (tmp_path / 'real').mkdir()
+    (tmp_path / 'link').symlink_to(tmp_path / 'real')
+    lock = lock_folder(tmp_path / 'link')
+    assert lock_folder(tmp_path / 'real') is None and lock_folder(f'{tmp_path}/real/../real') is None
+    lock.close()
