@@ -1129,3 +1129,18 @@ def test_a_folder_locked_under_one_name_is_locked_under_another(tmp_path):
     lock = lock_folder(tmp_path / 'link')
     assert lock_folder(tmp_path / 'real') is None and lock_folder(f'{tmp_path}/real/../real') is None
     lock.close()
+
+
+def test_a_folder_on_a_file_system_without_locks_is_used_with_a_warning(tmp_path, monkeypatch):
+    """Some network shares answer a lock with ENOLCK: the run goes on, warned that a second one would not be refused,
+    rather than never start there."""
+    fcntl = pytest.importorskip('fcntl')
+
+    def no_locks(f, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, 'flock', no_locks)
+    with pytest.warns(UserWarning, match=rf"{re.escape(str(tmp_path))} cannot be locked \(No locks available\), so a "
+                                         "second run started in it at the same time would not be refused"):
+        lock = lock_folder(tmp_path)
+    assert lock is not None and lock.writable()
+    lock.close()
