@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
+from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
                           check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
                           load_checkpoint, lock_folder, lock_holder, make_folder, model_state, modes_kept, plural,
                           remove_stale_temps, resolve_device, save_checkpoint, setup_logging, write_failed)
@@ -598,7 +598,7 @@ class Trainer:
             raise ConfigError(f"trainer.resume=True continues the run in {c.work_dir}, but there is no such "
                               f"folder{relative}; without resume, a fresh run starts")
         if not isinstance(c.resume, str) and not os.path.exists(path):  # e.g. stopped before its first checkpoint
-            started = os.listdir(c.work_dir)
+            started = [name for name in os.listdir(c.work_dir) if name != LOCK_NAME]  # the lock is this run's
             fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
             every = (f"every trainer.checkpoint_interval={c.checkpoint_interval} iterations" if c.checkpoint_interval
                      else "only when trainer.checkpoint_interval is set: every that many iterations")

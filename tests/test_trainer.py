@@ -421,6 +421,9 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatc
     with pytest.raises(ConfigError, match=r"\(ckpt.pt is written only when trainer.checkpoint_interval is set: every "
                                           r"that many iterations and at the end\)"):
         make_trainer(work_dir=str(tmp_path / 'runNone'), resume=True).run()
+    (tmp_path / 'empty').mkdir()  # the resume's lock made .lock there: no run to start again with overwrite
+    with pytest.raises(ConfigError, match=r"the run there saved no checkpoint .*; start a fresh run without it$"):
+        make_trainer(work_dir=str(tmp_path / 'empty'), resume=True).run()
 
 
 def test_sys_exit_in_a_callback_says_which_checkpoint_to_go_on_from(tmp_path, capsys):
