@@ -35,10 +35,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, atomic_write, check_dataset_for_workers,
+from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, check_dataset_for_workers,
                           check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
                           load_checkpoint, lock_folder, lock_holder, make_folder, model_state, modes_kept, plural,
-                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging, write_failed)
+                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging, write_failed,
+                          write_text_atomically)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -824,7 +825,7 @@ class Trainer:
         if resumed and os.path.exists(path):
             with open(path) as f:
                 kept = [line for line in f if iter_of(line) is not None and iter_of(line) < self.iter_num]
-        atomic_write(path, lambda tmp: Path(tmp).write_text(''.join(kept)))  # a kill now leaves the old or the new
+        write_text_atomically(path, ''.join(kept))  # a kill now leaves the old or the new
         if self.run_config is not None:
             setup_logging(self.run_config, self.config.work_dir, resumed_at=self.iter_num if resumed else None)
 

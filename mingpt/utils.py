@@ -247,11 +247,7 @@ def setup_logging(config, work_dir=None, resumed_at=None):
         command = f"{kept}\n# {then}:\n{command}"
     text = {'args.txt': command, 'config.json': json.dumps(config.to_dict(), indent=4)}
     for name, content in text.items():
-        path = os.path.join(work_dir, name)
-        try:  # UTF-8, not the locale's encoding: Windows' (cp1252) cannot hold every folder name or option
-            atomic_write(path, lambda tmp: Path(tmp).write_text(content, encoding='utf-8'))
-        except OSError as e:
-            raise write_failed(path, e) from e
+        write_text_atomically(os.path.join(work_dir, name), content)
 
 
 def launcher():
@@ -368,6 +364,15 @@ def atomic_write(path, write):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def write_text_atomically(path, text):
+    """atomic_write of text, in UTF-8 (not the locale's encoding: Windows' cp1252 cannot hold every folder name or
+    option); a write that fails (a full disk) raises an OSError that names path and keeps the file there before."""
+    try:
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding='utf-8'))
+    except OSError as e:
+        raise write_failed(path, e) from e
 
 
 def remove_stale_temps(directory):

@@ -1023,3 +1023,23 @@ def test_a_disk_too_full_for_the_locks_note_is_named_by_the_first_file_the_run_w
                          env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)})
     assert f"OSError: could not write {tmp_path / 'args.txt'} ([Errno 27] File too large" in out.stderr, out.stderr
     assert sorted(os.listdir(tmp_path)) == ['.lock', 'metrics.jsonl']  # empty: no temporary file left
+
+
+def test_a_full_disk_when_a_resume_rewrites_metrics_jsonl_names_it_and_keeps_it(tmp_path, monkeypatch):
+    """A resume rewrites metrics.jsonl without the iterations it redoes; on a full disk that said only '[Errno 28] No
+    space left on device'."""
+    make_trainer(work_dir=str(tmp_path), max_iters=2, checkpoint_interval=2).run()
+    before = (tmp_path / 'metrics.jsonl').read_text()
+    write_text = Path.write_text
+
+    def full_at_metrics(path, text, **kw):
+        if not Path(path).name.startswith('metrics.jsonl'):
+            return write_text(path, text, **kw)
+        write_text(path, text[:len(text) // 2], **kw)  # half of it, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, 'write_text', full_at_metrics)
+    path = tmp_path / 'metrics.jsonl'
+    with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
+                                      r"device; [\d,]+ bytes are free there\); the one there before is unchanged"):
+        make_trainer(work_dir=str(tmp_path), max_iters=4, resume=True).run()
+    assert path.read_text() == before and not [p for p in os.listdir(tmp_path) if '.tmp' in p]
