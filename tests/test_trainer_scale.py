@@ -593,8 +593,8 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     assert not (tmp_path / 'run').exists()  # refused before any file
     tc.batch_size, tc.eval_iters, tc.eval_interval = 8, 1, 1
     trainer.run()
-    assert sorted(p.name for p in (tmp_path / 'run').iterdir()) == ['args.txt', 'config.json', 'metrics.jsonl',
-                                                                    'model.pt']
+    assert sorted(p.name for p in (tmp_path / 'run').iterdir()) == ['.lock', 'args.txt', 'config.json',
+                                                                    'metrics.jsonl', 'model.pt']  # .lock: run() held it
     assert json.load(open(tmp_path / 'run' / 'config.json'))['note'] == {'text': 'hello'}
     assert torch.load(tmp_path / 'run' / 'model.pt', weights_only=True)['config']['note'] == {'text': 'hello'}
     # model.pt alone cannot be resumed, so the message offers the two other ways
@@ -604,14 +604,14 @@ def test_run_files_wait_for_the_checks_and_a_weights_only_run_is_kept_too(tmp_pa
     # a run without a val set or checkpoint_interval saves its last model at the end only; stopped before, its
     # metrics still mark it
     train(tmp_path / 'bare')
-    assert sorted(p.name for p in (tmp_path / 'bare').iterdir()) == ['metrics.jsonl', 'model.pt']
+    assert sorted(p.name for p in (tmp_path / 'bare').iterdir()) == ['.lock', 'metrics.jsonl', 'model.pt']
 
     def stop(t):
         if t.iter_num == 1:
             raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
         train(tmp_path / 'stopped', callbacks=[('on_batch_end', stop)])
-    assert sorted(p.name for p in (tmp_path / 'stopped').iterdir()) == ['metrics.jsonl']
+    assert sorted(p.name for p in (tmp_path / 'stopped').iterdir()) == ['.lock', 'metrics.jsonl']
     with pytest.raises(ConfigError, match=r"holds an earlier run \(metrics.jsonl: no checkpoint to resume from\)"):
         train(tmp_path / 'stopped')
 
