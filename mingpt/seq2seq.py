@@ -146,6 +146,17 @@ class Transformer(nn.Module):
                               f"below vocab_size={config.vocab_size}, got {ids}")
         check_range('model.label_smoothing', config.label_smoothing, 0, 1, high_open=True)
 
+    def check_ids(self, name, ids):
+        """Refuse, by name, what is not a batch of token ids of this model: else the error comes from deep inside
+        (an embedding's 'index out of range in self' on CPU, a device-side assert on a GPU)."""
+        if ids.dim() != 2 or ids.is_floating_point():
+            hint = f': a single sentence is {name}[None]' if ids.dim() == 1 else ''
+            raise ValueError(f"{name} must be (batch, tokens) integer token ids, got {ids.dtype} of shape "
+                             f"{tuple(ids.shape)}{hint}")
+        if ((ids < 0) | (ids >= self.config.vocab_size)).any():
+            raise ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the "
+                             f"model's vocabulary of {self.config.vocab_size}: set model.vocab_size from the data, "
+                             f"and pad with pad_token_id={self.config.pad_token_id} (not -1 or -100)")
 
     def embed(self, stack, idx, start=0):
         """Token embedding times sqrt(n_embd) (as in the paper, so that the positional encoding does not drown it),
@@ -179,6 +190,10 @@ class Transformer(nn.Module):
         """Teacher forcing: the decoder reads BOS + tgt[:-1] and predicts tgt (B, T), the target sentence followed
         by EOS and padded with pad_token_id (padding does not count in the loss). Returns (logits, loss)."""
         c = self.config
+        self.check_ids('src', src)
+        self.check_ids('tgt', tgt)
+        if src.size(0) != tgt.size(0):
+            raise ValueError(f"src has {src.size(0)} rows and tgt {tgt.size(0)}: give one target per source")
         src, tgt = trim_padding(src, c.pad_token_id), trim_padding(tgt, c.pad_token_id)
         memory, memory_mask = self.encode(src)
         tgt_in = torch.cat([torch.full_like(tgt[:, :1], c.bos_token_id), tgt[:, :-1]], dim=1)  # shifted right
@@ -243,6 +258,7 @@ class Transformer(nn.Module):
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
+        self.check_ids('src', src)
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
             rows = self.greedy(memory, memory_mask, max_new_tokens)

@@ -217,6 +217,25 @@ def test_a_source_of_only_padding_is_refused_by_name():
     assert model(torch.tensor([[EOS, PAD], [5, EOS]]), tgt)[1].isfinite()
 
 
+def test_ids_that_are_not_a_batch_of_the_models_tokens_are_refused_by_name():
+    """They failed deep inside: 'index out of range in self' (a device-side assert on a GPU) for an id outside the
+    vocabulary, a reduction's 'Specify the reduction dim' for one sentence without its batch dimension."""
+    model = tiny()  # vocab_size 11
+    src, tgt = sentences([3, 4]), sentences([2, 5], seed=1)
+    hidden_pad = tgt.masked_fill(tgt == PAD, -100)  # Hugging Face's ignored label, not this model's padding
+    past_vocab = src.clone()
+    past_vocab[1, 0] = 11
+    for call, message in [(lambda: model(past_vocab, tgt), r"src holds token ids from 0 to 11"),
+                          (lambda: model(src, hidden_pad), r"tgt holds token ids from -100 to .*pad_token_id=0"),
+                          (lambda: model.translate(src.clamp(max=3) + 9), r"src holds token ids from 9 to 12"),
+                          (lambda: model.translate(src[0]), r"src must be \(batch, tokens\).*src\[None\]"),
+                          (lambda: model(src.float(), tgt), r"src must be \(batch, tokens\) integer token ids"),
+                          (lambda: model(src, tgt[:1]), "src has 2 rows and tgt 1")]:
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert model(src, tgt)[1].isfinite() and model.translate(src[:1], max_new_tokens=2)  # ids of 0..10 pass
+
+
 def test_encoder_keys_values_are_computed_once_and_reused():
     model = tiny()
     memory, mask = model.encode(sentences([5, 3]))
