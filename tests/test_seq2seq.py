@@ -452,6 +452,26 @@ def test_cross_attention_maps_leave_dropout_out_and_the_mode_alone():
     assert first[0].shape == (2, 2, tgt.size(1), src.size(1))
 
 
+def test_cross_attention_maps_are_softmax_of_decoder_queries_times_encoder_keys_with_padding_masked():
+    """The map of a decoder layer recomputed from its weights: queries from the decoder's state after masked
+    self-attention, keys from the encoder's output, softmax(q k^T / sqrt(head size)) with the padding columns at 0."""
+    model = perturb_norms(tiny())
+    src, tgt = sentences([3, 6]), sentences([4, 2], seed=1)  # the first source has 3 padding columns
+    block = model.decoder.h[1]
+    seen = []  # post-norm: ln_1's output is the state the cross-attention reads
+    block.ln_1.register_forward_hook(lambda module, inputs, out: seen.append(out))
+    maps = model.cross_attention_maps(src, tgt)
+    memory = model.encode(src)[0]
+    W, b, hs = block.crossattention.c_attn.weight, block.crossattention.c_attn.bias, 16
+    q, k = seen[-1] @ W[:32].T + b[:32], memory @ W[32:64].T + b[32:64]  # (B, T, 32), (B, S, 32)
+    for h in range(2):
+        part = slice(h * hs, (h + 1) * hs)
+        scores = q[..., part] @ k[..., part].transpose(1, 2) / math.sqrt(hs)  # (B, T, S)
+        want = scores.masked_fill((src == PAD)[:, None, :], -math.inf).softmax(-1)
+        torch.testing.assert_close(maps[1][:, h], want)
+    assert (maps[1][0, :, :, 4:] == 0).all() and maps[1][0, :, :, :4].sum(-1).allclose(torch.ones(2, 5))
+
+
 def test_the_module_docstring_names_each_part_of_the_lecture():
     """A newcomer finds each part by the lecture's word in one place: the docstring of mingpt/seq2seq.py."""
     import mingpt.seq2seq
