@@ -139,6 +139,7 @@ class Transformer(nn.Module):
 
     @staticmethod
     def check_special_tokens(config):
+        """The options GPT's config has not: pad, bos and eos ids, and label smoothing."""
         ids = {k: getattr(config, k) for k in ('pad_token_id', 'bos_token_id', 'eos_token_id')}
         if len(set(ids.values())) < 3 or not all(isinstance(i, int) and 0 <= i < config.vocab_size
                                                  for i in ids.values()):
@@ -188,7 +189,9 @@ class Transformer(nn.Module):
 
     def forward(self, src, tgt):
         """Teacher forcing: the decoder reads BOS + tgt[:-1] and predicts tgt (B, T), the target sentence followed
-        by EOS and padded with pad_token_id (padding does not count in the loss). Returns (logits, loss)."""
+        by EOS and padded with pad_token_id (padding does not count in the loss). Returns (logits, loss): logits
+        (B, T', vocab_size), T' leaving out the trailing padding columns that every row of tgt shares (trim_padding),
+        so compare them with tgt[:, :T']."""
         c = self.config
         self.check_ids('src', src)
         self.check_ids('tgt', tgt)
@@ -246,6 +249,19 @@ class Transformer(nn.Module):
         return seq
 
     @torch.no_grad()
+    def beam(self, memory, memory_mask, max_new_tokens, num_beams, length_penalty=0.0):
+        """The best beam of sampling.beam_search for every encoded source: B rows of ids from BOS. One source at a
+        time, as beam_search keeps the beams of one prompt."""
+        c = self.config
+        bos = torch.full((1, 1), c.bos_token_id, dtype=torch.long, device=memory.device)
+        best = []
+        for i in range(len(memory)):
+            one_source = SourceConditioned(self, memory[i:i + 1], memory_mask[i:i + 1])
+            beams, _ = beam_search(one_source, bos, max_new_tokens, num_beams, c.eos_token_id, length_penalty)
+            best.append(beams[0])  # beams come best first
+        return best
+
+    @torch.no_grad()
     def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
         """Translate a batch of source sentences src (B, S), each padded at the end with pad_token_id: greedy
         (num_beams=1) or beam search. Returns B lists of target ids, without BOS and EOS. max_new_tokens defaults
@@ -262,14 +278,13 @@ class Transformer(nn.Module):
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
             rows = self.greedy(memory, memory_mask, max_new_tokens)
-        else:  # one source at a time: sampling.beam_search keeps the beams of one prompt
-            bos = torch.full((1, 1), c.bos_token_id, dtype=torch.long, device=src.device)
-            rows = [beam_search(SourceConditioned(self, memory[i:i + 1], memory_mask[i:i + 1]), bos, max_new_tokens,
-                                num_beams, c.eos_token_id, length_penalty)[0][0] for i in range(len(memory))]
+        else:
+            rows = self.beam(memory, memory_mask, max_new_tokens, num_beams, length_penalty)
         return [cut_at_eos(row[1:].tolist(), c.eos_token_id) for row in rows]
 
 
 def cut_at_eos(ids, eos_token_id):
+    """The ids before the first EOS: greedy and beam search pad a row that has ended with more EOS."""
     return ids[:ids.index(eos_token_id)] if eos_token_id in ids else ids
 
 
