@@ -317,9 +317,8 @@ def translate_from_checkpoint(config):
         print(f"{source!r} -> {target!r}")
 
 
-def main(argv):
-    config = get_config()
-    config.merge_from_args(argv, usage=__doc__)
+def check_options(config):
+    """Refuse, before any work, the options this project cannot run with."""
     D, E = config.data, config.eval
     refuse_ignored('trainer', config.trainer, get_config().trainer, ('eval_interval', 'eval_iters'),
                    "the trainer's val loss needs a val set, which this project has not; its exact match on the "
@@ -332,6 +331,26 @@ def main(argv):
         check_range('data.n_test', D.n_test, 1, MAX_TEST, integer=True)
     if D.tokenizer not in ('char', 'bpe'):
         raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {D.tokenizer!r}")
+
+
+def resume_records(config, vocab, pairs):
+    """(checkpoint_extras, must_match) for the Trainer: a resume must see the same data, as another seed or size
+    would put training pairs among the held-out ones."""
+    D = config.data
+    data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
+    extras = {'data': data, 'vocabulary': vocab.record}
+    must_match = ['data?', 'vocabulary']  # '?': a checkpoint older than the record (data: 2026-11-22) goes unchecked
+    if D.path:  # the file at that path, edited, would hold out other pairs (recorded since 2026-11-23)
+        extras['corpus'] = {'pairs': len(pairs), 'sha256': hashlib.sha256(repr(pairs).encode()).hexdigest()[:12]}
+        must_match.append('corpus?')
+    return extras, must_match
+
+
+def main(argv):
+    config = get_config()
+    config.merge_from_args(argv, usage=__doc__)
+    check_options(config)
+    D, E = config.data, config.eval
     set_seed(config.system.seed)
     if config.sample.checkpoint:
         refuse_ignored('model', config.model, get_config().model, list(config.model.to_dict()),
@@ -354,14 +373,7 @@ def main(argv):
         raise ConfigError(f"eval.attention_text is {len(vocab.encode(attention_source))} tokens with its eos, longer "
                           f"than the model's block_size ({config.model.block_size}): shorten it")
 
-    # a resume must see the same data: another seed or size would put training pairs among the held-out ones
-    data = {'path': D.path, 'seed': config.system.seed, 'n_train': None if D.path else D.n_train, 'n_test': D.n_test}
-    extras = {'data': data, 'vocabulary': vocab.record}
-    must_match = ['data?', 'vocabulary']  # '?': a checkpoint older than the record (data: 2026-11-22) goes unchecked
-    if D.path:  # the file at that path, edited, would hold out other pairs (recorded since 2026-11-23)
-        pairs = train_pairs + test_pairs
-        extras['corpus'] = {'pairs': len(pairs), 'sha256': hashlib.sha256(repr(pairs).encode()).hexdigest()[:12]}
-        must_match.append('corpus?')
+    extras, must_match = resume_records(config, vocab, train_pairs + test_pairs)
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
                       must_match=must_match)
     # checked now, not after the training
