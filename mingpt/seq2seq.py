@@ -235,18 +235,13 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def greedy(self, memory, memory_mask, max_new_tokens):
         """The most probable token at each step, for every encoded source at once: (B, 1 + n) ids from BOS; a row
-        that has written EOS is padded with EOS until all rows have."""
+        that has written EOS is padded with EOS until all rows have. It is GPT's generation loop without sampling
+        (model.py's generate_stream), run on the decoder conditioned on the sources."""
         c = self.config
-        caches = self.new_caches(memory, memory_mask, max_new_tokens)
-        seq = torch.full((memory.size(0), 1), c.bos_token_id, dtype=torch.long, device=memory.device)
-        done = torch.zeros_like(seq, dtype=torch.bool)
-        for _ in range(max_new_tokens):
-            nxt = self.next_token_logits(seq, caches).argmax(dim=-1, keepdim=True).masked_fill(done, c.eos_token_id)
-            seq = torch.cat([seq, nxt], dim=1)
-            done |= nxt == c.eos_token_id
-            if done.all():
-                break
-        return seq
+        bos = torch.full((memory.size(0), 1), c.bos_token_id, dtype=torch.long, device=memory.device)
+        steps = GPT.generate_stream(SourceConditioned(self, memory, memory_mask), bos, max_new_tokens,
+                                    eos_token_id=c.eos_token_id)
+        return torch.cat([bos, *steps], dim=1)
 
     @torch.no_grad()
     def beam(self, memory, memory_mask, max_new_tokens, num_beams, length_penalty=0.0):
@@ -289,8 +284,9 @@ def cut_at_eos(ids, eos_token_id):
 
 
 class SourceConditioned:
-    """The decoder with one source sentence encoded, seen as a language model over target sentences: what
-    sampling.beam_search asks of a model (block_size, check_prompt, new_caches, next_token_logits)."""
+    """The decoder with the source sentences encoded, seen as a language model over target sentences: what GPT's
+    generate_stream and sampling.beam_search ask of a model (block_size, check_prompt, new_caches,
+    next_token_logits)."""
 
     def __init__(self, model, memory, memory_mask):
         self.model, self.memory, self.memory_mask = model, memory, memory_mask
