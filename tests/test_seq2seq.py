@@ -428,8 +428,6 @@ def test_label_smoothing_is_the_loss_option():
     torch.testing.assert_close(loss, expected)
 
 
-# ---- the project ----
-
 def test_embedding_is_scaled_by_sqrt_d_and_the_pre_norm_encoder_ends_in_a_layer_norm():
     m = tiny()
     src = sentences([5, 3])
@@ -487,6 +485,8 @@ def test_trim_padding_keeps_every_real_token():
     assert trim_padding(torch.tensor([[0, 0, 3, 2]]), 0).tolist() == [[0, 0, 3, 2]]  # left padding
     assert trim_padding(torch.zeros(2, 3, dtype=torch.long), 0).shape == (2, 0)
 
+
+# ---- the project ----
 
 def test_dates_by_hand_and_held_out():
     translate = load_project('translate')
