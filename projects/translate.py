@@ -65,7 +65,7 @@ def get_config():
     C.eval = CN()
     C.eval.interval = 500  # iterations between exact-match measurements on the held-out pairs
     C.eval.examples = 8  # held-out translations printed at the end (the wrong ones first)
-    C.eval.num_beams = 1  # 1: greedy decoding; more: beam search
+    C.eval.num_beams = 1  # 1: greedy decoding; more: beam search, in the final report (every eval.interval: greedy)
     C.eval.attention_text = ''  # the sentence whose cross-attention is drawn; '': the longest held-out one
     C.sample = CN()
     C.sample.checkpoint = None  # a saved model.pt: translate sample.text with it and exit, without training
@@ -381,7 +381,7 @@ def main(argv):
 
     def batch_end_callback(trainer):
         if trainer.iter_num % E.interval == 0 and trainer.steps_done != config.trainer.max_iters:
-            accuracy = exact_match(model, vocab, test_pairs)[0]
+            accuracy = exact_match(model, vocab, test_pairs)[0]  # greedy: beam search takes one source at a time
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, held-out exact match "
                   f"{accuracy:.4f}")
 
