@@ -1,5 +1,5 @@
-"""Beam search against exhaustive search over every continuation of a tiny model, against greedy decoding and
-against Hugging Face's; sampling against Hugging Face's."""
+"""Beam search against exhaustive search over every continuation of a tiny model, against greedy decoding, by hand
+with a length penalty, and against Hugging Face's; sampling by hand and against Hugging Face's."""
 import itertools
 import math
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mingpt.model import GPT
-from mingpt.sampling import beam_search, sample_next
+from mingpt.sampling import beam_search, sample_next, sampling_probs
+from test_exam import Bigram  # a hand-made model: a fixed table of next-token probabilities after each token
 
 V, STEPS = 5, 3
 
@@ -245,3 +246,43 @@ def test_equal_scores_go_to_the_lowest_id_as_in_greedy_decoding():
     assert beam_search(Ties(), prompt, 3, num_beams=1)[0].tolist() == [[0, 45, 45, 45]]
     assert beam_search(Ties(), prompt, 2, num_beams=4)[0].tolist() == [[0, 45, 45], [0, 45, 46], [0, 45, 47],
                                                                         [0, 46, 45]]
+
+
+def test_two_beams_with_a_length_penalty_by_hand():
+    """Bigram probabilities, eos = 3, two beams, two new tokens. Step 1 after 0: 1 (0.5), eos (0.4), 2 (0.1); eos
+    ranks among the best two, so 0 3 finishes (1 new token); 1 and 2 go on. Step 2: 0 1 2 (0.5 x 0.7 = 0.35) and
+    0 1 1 (0.5 x 0.2 = 0.1) are the best two; 0 1 3 (0.05) ranks third and does not finish. Each is ranked by
+    log p / (new tokens ** length_penalty): log 0.4 = -0.9163, log 0.35 = -1.0498, log 0.1 = -2.3026."""
+    model = Bigram([[0.0, 0.5, 0.1, 0.4],  # after token 0 (the prompt)
+                    [0.0, 0.2, 0.7, 0.1],  # after 1
+                    [0.0, 0.3, 0.3, 0.4],  # after 2
+                    [0.25, 0.25, 0.25, 0.25]])  # after 3 (eos: never read)
+    a, b, c = math.log(0.4), math.log(0.35), math.log(0.1)
+    for length_penalty, want, scores in [
+            (0.0, [[0, 3, 3], [0, 1, 2]], [a, b]),  # the plain sum: the short one wins (0.4 > 0.35)
+            (1.0, [[0, 1, 2], [0, 3, 3]], [b / 2, a]),  # -0.5249 > -0.9163: per token, the long one wins
+            (2.0, [[0, 1, 2], [0, 1, 1]], [b / 4, c / 4])]:  # -0.2624, -0.5756 > -0.9163: 0 3 drops out
+        seqs, got = beam_search(model, torch.tensor([[0]]), 2, num_beams=2, eos_token_id=3,
+                                length_penalty=length_penalty)
+        assert seqs.tolist() == want, length_penalty
+        assert got.tolist() == pytest.approx(scores, abs=1e-6), length_penalty
+
+
+def test_top_p_keeps_the_token_that_crosses_p_and_of_tied_tokens_the_lowest_id():
+    """Probabilities 0.2, 0.4, 0.2, 0.2, by hand. top_p=0.3: token 1 alone holds 0.4 >= 0.3. top_p=0.5: token 1
+    holds 0.4 < 0.5, so the next one is kept too, the one that crosses p (0.6); of the tied 0.2s that is the lowest
+    id, 0. top_p=0.7: 0.6 < 0.7, so token 2 crosses (0.8) and token 3 is dropped."""
+    logits = torch.tensor([[0.2, 0.4, 0.2, 0.2]]).log()
+    for top_p, hand in [(0.3, [0, 1, 0, 0]), (0.5, [1 / 3, 2 / 3, 0, 0]), (0.7, [0.25, 0.5, 0.25, 0])]:
+        assert sampling_probs(logits, top_p=top_p)[0].tolist() == pytest.approx(hand, abs=1e-6), top_p
+
+
+def test_temperature_comes_before_top_p():
+    """Temperature 0.5 squares the probabilities 0.2, 0.4, 0.2, 0.2 (p ** (1 / T)): 0.04, 0.16, 0.04, 0.04, i.e.
+    1/7, 4/7, 1/7, 1/7. Token 1's 4/7 = 0.571 now holds top_p=0.5 alone; at temperature 1 it kept tokens 1 and 0.
+    Temperature 2 takes square roots: 0.4472, 0.6325, 0.4472, 0.4472, sum 1.9741."""
+    logits = torch.tensor([[0.2, 0.4, 0.2, 0.2]]).log()
+    for options, hand in [(dict(temperature=0.5), [1 / 7, 4 / 7, 1 / 7, 1 / 7]),
+                          (dict(temperature=2.0), [0.2265, 0.3204, 0.2265, 0.2265]),
+                          (dict(temperature=0.5, top_p=0.5), [0, 1, 0, 0])]:
+        assert sampling_probs(logits, **options)[0].tolist() == pytest.approx(hand, abs=1e-4), options
