@@ -6,6 +6,7 @@ import torch
 from mingpt.engine import Engine
 from mingpt.model import GPT
 from mingpt.sampling import beam_search
+from test_model import model as tiny_model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as batch + mask
 
 
 @pytest.fixture(scope='module')
@@ -35,3 +36,22 @@ def test_a_row_of_one_real_token_among_padding_continues_as_it_would_alone(model
     idx, mask = torch.tensor([[1, 2, 3], [0, 0, 7]]), torch.tensor([[1, 1, 1], [0, 0, 1]])
     out = model.generate(idx, 4, attention_mask=mask)
     assert out[1, 3:].tolist() == model.generate(torch.tensor([[7]]), 4)[0, 1:].tolist()
+
+
+@pytest.mark.parametrize('generator', ['model', 'Engine'])
+def test_cached_logits_equal_the_whole_sequence_recomputed_also_past_block_size(generator):
+    """At every step the logits that the KV cache gives (the new token alone through the model) are those of the
+    whole sequence so far through forward, without a cache; once it is longer than block_size (8: 5 prompt tokens
+    and 10 new), of its last 8 tokens, the sliding window. The rows of a ragged batch: each row's own sequence."""
+    m = tiny_model(scale=4)  # random weights made larger: peaked distributions, not near-uniform ones
+    idx, mask = m.check_prompt(*padded([[1, 2, 3, 4, 5], [6, 7]], 'right', pad=9))
+    source = m if generator == 'model' else Engine(m)
+    caches = source.new_caches(2, m.block_size)
+    for step in range(10):
+        logits = source.next_token_logits(idx, caches, mask)
+        for row in range(2):
+            seq = idx[row][mask[row].bool()][-m.block_size:]  # the row without its padding, cropped to the window
+            torch.testing.assert_close(logits[row], m(seq[None])[0][0, -1], atol=1e-5, rtol=1e-5,
+                                       msg=lambda msg: f'step {step}, row {row}: {msg}')
+        idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)
+        mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
