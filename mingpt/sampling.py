@@ -40,7 +40,8 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
 
 def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """The distribution that sampling draws the next token from, (B, V): softmax(logits / temperature) over the
-    tokens that top_k and top_p keep (the rest get 0)."""
+    tokens that top_k and top_p keep (the rest get 0). The order is the lecture's (and Hugging Face's): temperature,
+    then top-k, then top-p over the distribution that both left, then softmax."""
     check_sampling(temperature, top_k, top_p)
     # the largest logit becomes 0 first (softmax is unchanged): a tiny temperature then sends the rest to -inf,
     # where logits / temperature alone overflows to inf and softmax of inf - inf is NaN
@@ -54,7 +55,7 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
 
 def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):
     """Pick the next token of each row from logits (B, V): the argmax, or a sample after temperature/top-k/top-p."""
-    if not do_sample:
+    if not do_sample:  # greedy: temperature, top-k and top-p all keep the argmax, so they are not applied
         return logits.argmax(dim=-1, keepdim=True)
     return torch.multinomial(sampling_probs(logits, temperature, top_k, top_p), num_samples=1, generator=generator)
 
@@ -66,8 +67,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     At each step every kept sequence is extended by every token; of those candidates the num_beams with the highest
     total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id is finished and stops growing
     (it still competes for the final ranking). Finished sequences are ranked by sum / (new tokens ** length_penalty):
-    0 (the default) is the plain sum, larger values favour longer outputs. attention_mask (1, T) marks a padded
-    prompt's real tokens (1) and padding (0), as in generate.
+    0 (the default) is the plain sum, larger values favour longer outputs (Hugging Face's default is 1).
+    attention_mask (1, T) marks a padded prompt's real tokens (1) and padding (0), as in generate.
 
     Returns (sequences, scores): (n, T + max_new_tokens), the prompt as given and then each beam's new tokens, best
     first, shorter ones padded with eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer exist.
@@ -97,9 +98,11 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
             mask = torch.cat([mask[rows_t], mask.new_ones(len(rows), 1)], dim=1)
         for cache in caches:
             cache.select(rows_t)  # each kept sequence continues from its parent's keys and values
+        # log-probs only decrease: once num_beams finished beams score at least the best live one, no live one can
+        # overtake them. A length penalty > 0 divides by a growing length, which can raise a score: search every step
         if len(finished) >= num_beams and length_penalty == 0 and \
                 sorted(f[0] for f in finished)[-num_beams] >= scores.max().item():
-            break  # log-probs only decrease: no live sequence can beat the finished ones any more
+            break
     n = seqs.size(1) - T
     finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
     finished.sort(key=lambda f: -f[0])
