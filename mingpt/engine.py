@@ -26,8 +26,8 @@ SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of
 
 class StaticKVCache:
     """One layer's keys and values in buffers of a fixed length, written at slot `at` (a (1,) tensor that all
-    layers share): the shapes never change, so neither does the compiled step. `len`: the prompt's length once it
-    is written (by the model's cached forward, in prefill), 0 before."""
+    layers share): the shapes never change, so neither does the compiled step. `len`: the number of tokens written
+    (the prompt's by the model's cached forward, in prefill; then one per decode step), 0 before."""
 
     def __init__(self, batch_size, n_head, length, head_dim, at, device, dtype):
         # zeros, not empty: a hidden slot gets attention weight 0, and 0 times a NaN left in memory is NaN
@@ -119,22 +119,29 @@ class Engine:
 
     def next_token_logits(self, seq, caches, attention_mask=None):
         """GPT.next_token_logits for seq (B, T), the whole sequence so far: the prompt goes through the model and
-        fills the buffers, then each new token through one decode step. Past the buffers (only at block_size) the
-        model's sliding window takes over."""
+        fills the buffers, then each token they have not seen through one decode step (in generate, the one just
+        chosen). Past the buffers (only at block_size) the model's sliding window takes over."""
         if caches is not self.generating:  # the buffers, and the prompt's padding, are another generation's now
             raise RuntimeError("this Engine has started another generation since this one: an Engine serves one "
                                "generation at a time; give each stream its own Engine(model, ...)")
-        T, S = seq.size(1), caches[0].k.size(2)
+        T, S, seen = seq.size(1), caches[0].k.size(2), caches[0].len
         if T > S:
             return self.model.next_token_logits(seq, None, attention_mask)
-        if caches[0].len == 0:
+        if seen == 0:
             return self.prefill(seq, caches, attention_mask)
-        caches[0].at.fill_(T - 1)  # the newest token's slot: its index in seq, the prompt's padding included
-        if self.cuda_graphs:
-            torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
-        # a copy with its own strides: the last column's stride is T, a new one each step, and dynamo guards on strides
-        token = seq[:, -1:].clone(memory_format=torch.contiguous_format)
-        return self.step(self.model, token, caches, self.keep, self.n_pad)
+        if T <= seen:  # no token to run the step on; the model's caches refuse it too
+            raise ValueError(f"this Engine's buffers hold {seen} tokens and seq has {T}: pass the whole sequence so "
+                             "far, ending in the tokens not passed before (e.g. the token just chosen)")
+        for t in range(seen, T):
+            caches[0].at.fill_(t)  # the token's slot: its index in seq, the prompt's padding included
+            if self.cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
+            # a copy with its own strides: a column's stride is T, a new one each step, and dynamo guards on strides
+            token = seq[:, t:t + 1].clone(memory_format=torch.contiguous_format)
+            logits = self.step(self.model, token, caches, self.keep, self.n_pad)
+        for cache in caches:
+            cache.len = T
+        return logits
 
     def prefill(self, idx, caches, attention_mask):
         """The prompt (B, T) through the model's own cached forward, its KVCaches writing the keys and values straight

@@ -87,6 +87,27 @@ def test_an_engine_takes_a_torch_compiled_model():
     assert torch.equal(Engine(torch.compile(m)).generate(idx, 5), m.generate(idx, 5))
 
 
+@pytest.mark.parametrize('compile', [False, AOT_EAGER], ids=['eager', 'compiled'])
+def test_each_token_the_buffers_have_not_seen_goes_through_a_decode_step(compile):
+    """As GPT.next_token_logits, the engine's takes the whole sequence so far, ending in any number of tokens not
+    passed before (a loop of one's own may append a token it forces, then the one it chose). The engine sent only
+    the last through its decode step: the slot of the one before stayed empty, and the logits were wrong in silence
+    (by 2.2 in a logit here)."""
+    m = model(scale=4, block_size=32)
+    idx, mask = padded([[1, 2, 3], [4]], 'left', pad=3)
+    engine = Engine(m, compile=compile)
+    caches = engine.new_caches(2, 16)
+    engine.next_token_logits(idx, caches, mask)
+    for new in ([[5, 6], [7, 8]], [[9], [10]]):  # two unseen tokens, then one
+        idx = torch.cat([idx, torch.tensor(new)], dim=1)
+        mask = torch.cat([mask, torch.ones_like(torch.tensor(new))], dim=1)
+        want = m.next_token_logits(idx, None, mask)  # the whole sequence through the model, no cache
+        torch.testing.assert_close(engine.next_token_logits(idx, caches, mask), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"^this Engine's buffers hold 6 tokens and seq has 6: pass the whole "
+                                         r"sequence so far, ending in the tokens not passed before"):
+        engine.next_token_logits(idx, caches, mask)
+
+
 def test_caches_follow_the_models_dtype():
     m = model(scale=8)
     idx = torch.randint(0, 11, (2, 3))
