@@ -43,6 +43,12 @@ class StaticKVCache:
         self.v.index_copy_(2, self.at, v.to(self.v.dtype))
         return self.k, self.v
 
+    def select(self, rows):
+        """KVCache.select, which beam search calls to continue each beam from its parent's rows: new buffers of
+        another batch size at every step, where the engine's are fixed (a compiled step, a CUDA graph)."""
+        raise TypeError("beam_search reorders the KV caches' rows at every step, which an Engine's fixed buffers do "
+                        "not allow: call beam_search(model, ...) with the model itself")
+
 
 class PromptCache(KVCache):
     """The model's KVCache over a StaticKVCache's buffers, with none of its own: the prompt's cached forward writes

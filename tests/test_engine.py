@@ -9,6 +9,7 @@ from torch._dynamo.utils import counters
 
 from mingpt.engine import Engine
 from mingpt.model import GPT, KVCache
+from mingpt.sampling import beam_search
 from test_model import VARIANTS, model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as batch + mask
 
 AOT_EAGER = dict(backend='aot_eager')
@@ -106,6 +107,16 @@ def test_each_token_the_buffers_have_not_seen_goes_through_a_decode_step(compile
     with pytest.raises(ValueError, match=r"^this Engine's buffers hold 6 tokens and seq has 6: pass the whole "
                                          r"sequence so far, ending in the tokens not passed before"):
         engine.next_token_logits(idx, caches, mask)
+
+
+def test_beam_search_over_an_engine_is_refused_by_name():
+    """An Engine has what beam_search asks of a model, but its buffers cannot be reordered by beam: it failed with
+    'StaticKVCache' object has no attribute 'select'."""
+    m = model(scale=8)
+    with pytest.raises(TypeError, match=r"beam_search reorders the KV caches' rows at every step, which an Engine's "
+                                        r"fixed buffers do not allow: call beam_search\(model, ...\)"):
+        beam_search(Engine(m), torch.tensor([[1, 2, 3]]), 3, num_beams=2)
+    assert beam_search(m, torch.tensor([[1, 2, 3]]), 3, num_beams=2)[0].shape == (2, 6)
 
 
 def test_caches_follow_the_models_dtype():
