@@ -397,10 +397,12 @@ class GPT(nn.Module):
         padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
+        # the KV cache: after the prompt, each step sends only the token just chosen through the model
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
         for _ in range(max_new_tokens):
             logits = self.next_token_logits(idx, caches, attention_mask)
+            # float: softmax and top-p's running sum in full precision, whatever the model's dtype (e.g. bf16)
             nxt = sample_next(logits.float(), temperature, do_sample, top_k, top_p, generator)  # (B, 1)
             if eos_token_id is not None:
                 nxt = nxt.masked_fill(done, eos_token_id)
