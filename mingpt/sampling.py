@@ -15,7 +15,8 @@ def top_k_filter(logits, k):
 
 def top_p_filter(logits, p):
     """Keep the smallest set of most probable tokens whose probabilities sum to at least p (always at least one).
-    Of tokens tied in probability the lowest id comes first, as greedy's argmax takes it."""
+    Of tokens tied in probability the lowest id comes first, as greedy's argmax takes it (Hugging Face's
+    TopPLogitsWarper keeps the highest id of a tie that p cuts through)."""
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)
     probs = sorted_logits.softmax(dim=-1)
     drop_sorted = (probs.cumsum(dim=-1) - probs) >= p  # the tokens before this one already hold mass p
