@@ -573,7 +573,11 @@ def check_sizes(config, weights, path):
     if head is None or head.dim() != 2:  # another model's weights, e.g. a classifier's, named gpt.*
         raise ConfigError("its weights have no lm_head.weight matrix")
     layers = {int(m[1]) for m in map(STACK_LAYER.match, weights) if m}
-    have = dict(n_layer=max(layers, default=-1) + 1, vocab_size=head.shape[0], n_embd=head.shape[1])
+    n_layer = max(layers, default=-1) + 1
+    if len(layers) != n_layer:  # a gap: one weight of block 10**6 - 1 beside n_layer=10**6 passed the check below
+        raise ValueError(f"{path} was not loaded: its weights hold {len(layers)} {plural(len(layers), 'block')} "
+                         f"numbered up to {n_layer - 1}, so {n_layer - len(layers)} have none; the file is incomplete")
+    have = dict(n_layer=n_layer, vocab_size=head.shape[0], n_embd=head.shape[1])
     if config.pos_embd == 'learned':  # a sinusoidal table is computed, never saved
         wpe = [w for k, w in weights.items() if k.endswith('.wpe.weight')]
         have['block_size'] = len(wpe[0]) if wpe and wpe[0].dim() else None

@@ -582,6 +582,24 @@ def test_a_checkpoint_whose_model_config_its_weights_do_not_fit_is_refused_befor
         cls.from_checkpoint(tmp_path / 'bad.pt')
 
 
+@pytest.mark.parametrize('model_class', ['GPT', 'Transformer'])
+def test_a_checkpoint_with_a_gap_in_its_block_numbers_is_refused_before_the_model_is_built(tmp_path, monkeypatch,
+                                                                                         model_class):
+    """The size check took the highest block number as n_layer: one block's weights renamed h.999999 beside
+    n_layer=10**6 passed it, and the model was built for minutes before the weights failed to load."""
+    from mingpt.model import GPT
+    from mingpt.seq2seq import Transformer
+    cls = {'GPT': GPT, 'Transformer': Transformer}[model_class]
+    model = small_model(cls)
+    weights = {k.replace('.h.1.', f'.h.{10 ** 6 - 1}.'): v for k, v in model.state_dict().items()}
+    save_checkpoint({**model_state(model), 'model': weights, 'model_config': {**model.config.to_dict(),
+                                                                              'n_layer': 10 ** 6}}, tmp_path / 'bad.pt')
+    monkeypatch.setattr(cls, '__init__', lambda self, config: pytest.fail('the model was built'))
+    with pytest.raises(ValueError, match=r"bad.pt was not loaded: its weights hold 2 blocks numbered up to 999999, "
+                                         r"so 999998 have none; the file is incomplete"):
+        cls.from_checkpoint(tmp_path / 'bad.pt')
+
+
 def test_a_compiled_or_ddp_wrapped_models_state_is_saved_as_the_model_inside(tmp_path):
     """model_state(torch.compile(model)) recorded an OptimizedModule with '_orig_mod.' names, and one wrapped in DDP
     (nanoGPT's DDP(torch.compile(model))) a DistributedDataParallel with 'module.' names, which from_checkpoint
