@@ -261,8 +261,13 @@ def launcher():
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, a job scheduler's stop) under run_cli, raised where Ctrl-C raises KeyboardInterrupt, so that
-    both stop alike: a Trainer says which checkpoint to go on from."""
+    """SIGTERM (kill, a job scheduler's stop) or SIGHUP (the terminal closed) under run_cli, raised where Ctrl-C
+    raises KeyboardInterrupt, so that all stop alike: files being written are removed or left whole, and a Trainer
+    says which checkpoint to go on from. `signum`: the signal."""
+
+    def __init__(self, signum=signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def escape_what_stdout_cannot_encode():
@@ -273,22 +278,30 @@ def escape_what_stdout_cannot_encode():
 
 
 def _terminate(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
+
+
+# kill or a job scheduler's stop; the terminal closed (without a handler the process dies where it is, and a file
+# being written leaves its temporary behind). Windows has no SIGHUP.
+STOP_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, 'SIGHUP') else ())
 
 
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
-    prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130 and SIGTERM with 143,
-    without a traceback; a closed pipe (| head) ends it quietly; a character that stdout cannot encode prints as a
-    \\u escape. Under torchrun only rank 0 prints on stdout: every process runs the script, and the others would
-    repeat it; their errors and warnings still reach stderr. `--debug` on the command line (or MINGPT_DEBUG=1 in the
-    environment) shows the full traceback too, and every rank's stdout."""
+    prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130, SIGTERM with 143 and SIGHUP
+    (the terminal closed; not under nohup) with 129, without a traceback; a closed pipe (| head) ends it quietly; a
+    character that stdout cannot encode prints as a \\u escape. Under torchrun only rank 0 prints on stdout: every
+    process runs the script, and the others would repeat it; their errors and warnings still reach stderr. `--debug`
+    on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too, and every rank's
+    stdout."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
     argv = [a for a in argv if a != '--debug']
     escape_what_stdout_cannot_encode()
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may set a handler
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    # a signal ignored is left so: nohup starts a run with SIGHUP ignored, to outlive its terminal
+    previous = {sig: signal.signal(sig, _terminate) for sig in STOP_SIGNALS
+                if main_thread and signal.getsignal(sig) != signal.SIG_IGN}
     quiet = other_rank() and not debug
     try:
         with open(os.devnull, 'w') as devnull, redirect_stdout(devnull if quiet else sys.stdout):
@@ -315,11 +328,11 @@ def run_cli(main, argv=None):
             traceback.print_exc()
         terminated = isinstance(e, Terminated)
         print(f"{'terminated' if terminated else 'interrupted'} (every file written is whole)", file=sys.stderr)
-        # the shell's codes for SIGTERM and SIGINT (a Trainer said how to go on); from None as above
-        raise SystemExit(143 if terminated else 130) from None
+        # the shell's codes, 128 + the signal (SIGINT's is 2; a Trainer said how to go on); from None as above
+        raise SystemExit(128 + (e.signum if terminated else signal.SIGINT)) from None
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'

@@ -406,6 +406,28 @@ def test_sigterm_stops_training_as_ctrl_c_does(tmp_path, text):
     assert 'Traceback' not in err
 
 
+@pytest.mark.parametrize('ignored', [False, True])
+def test_a_closed_terminal_stops_a_command_as_sigterm_does_and_nohup_keeps_it_running(tmp_path, ignored):
+    """Closing the terminal (SIGHUP) killed a run where it stood: a file being written left its temporary behind
+    (a token cache's, never removed). Under nohup (SIGHUP ignored) the command must run on."""
+    code = ("import sys, time\nfrom pathlib import Path\nfrom mingpt.utils import atomic_write, run_cli\n"
+            "def write(tmp):\n    Path(tmp).write_text('half')\n    print('writing', flush=True)\n"
+            "    time.sleep(float(sys.argv[2]))\n"
+            "run_cli(lambda argv: atomic_write(argv[0], write), sys.argv[1:2])\n")
+    ignore = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignored else None  # as nohup starts it
+    run = subprocess.Popen([sys.executable, '-c', code, str(tmp_path / 'out.txt'), '3' if ignored else '60'],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
+                           env={**os.environ, 'PYTHONPATH': ROOT})
+    assert run.stdout.readline() == 'writing\n'
+    run.send_signal(signal.SIGHUP)
+    _, err = run.communicate(timeout=60)
+    if ignored:
+        assert run.returncode == 0 and (tmp_path / 'out.txt').read_text() == 'half', err
+    else:
+        assert run.returncode == 129 and 'terminated (every file written is whole)' in err and 'Traceback' not in err
+        assert list(tmp_path.iterdir()) == []  # no out.txt, and no temporary of it
+
+
 def test_run_cli_leaves_sigterm_as_it_was_and_runs_outside_the_main_thread():
     before = signal.getsignal(signal.SIGTERM)
     assert run_cli(lambda argv: signal.getsignal(signal.SIGTERM), []) is not before  # its own handler, meanwhile
