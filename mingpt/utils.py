@@ -520,13 +520,21 @@ def foreign_checkpoint_advice(checkpoint, hf):
 
 
 def refuse_compressed(path):
-    """Refuse the zip archive at path (torch.save's format) if a member is compressed: torch.save stores them as
-    they are, and torch.load unpacks compressed ones in memory, where 5 KB can hold a tensor of 4 MB."""
+    """Refuse the zip archive at path (torch.save's format) if it is not one torch.save wrote (a run's folder zipped
+    up, to send it) or a member is compressed: torch.save stores them as they are, and torch.load unpacks compressed
+    ones in memory, where 5 KB can hold a tensor of 4 MB."""
     try:
         with zipfile.ZipFile(path) as z:
-            packed = next((m.filename for m in z.infolist() if m.compress_type != zipfile.ZIP_STORED), None)
+            members = z.infolist()
     except (zipfile.BadZipFile, OSError):  # not a zip archive, or unreadable: torch.load says what it is
         return
+    names = [m.filename for m in members]
+    if not any(name.endswith('/data.pkl') for name in names):  # torch.save's archive: <name>/data.pkl, the tensors
+        files = [name for name in names if not name.endswith('/')]
+        shown = ', '.join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else '')
+        raise ValueError(f"{path} was not loaded: it is a zip archive of other files ({shown or 'none'}), not one that "
+                         "torch.save wrote; unzip it and pass the checkpoint inside (a run's model.pt)")
+    packed = next((m.filename for m in members if m.compress_type != zipfile.ZIP_STORED), None)
     if packed:
         raise ValueError(f"{path} was not loaded: its {packed} is compressed, which torch.save never does, and could "
                          "unpack to a thousand times its size")

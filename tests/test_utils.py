@@ -552,6 +552,22 @@ def test_a_checkpoint_with_compressed_members_is_refused_unread(tmp_path):
         load_checkpoint(path)
 
 
+def test_a_zipped_run_folder_given_as_the_checkpoint_is_named_as_such(tmp_path):
+    """A run's folder zipped up to send it, passed as the checkpoint, was 'its run/config.json is compressed, which
+    torch.save never does' (stored without compression: torch's 'file in archive is not in a subdirectory')."""
+    import zipfile
+    save_checkpoint({'model': {'w': torch.zeros(3)}}, tmp_path / 'model.pt')
+    (tmp_path / 'config.json').write_text('{}')
+    for compression in (zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED):
+        with zipfile.ZipFile(tmp_path / 'run.zip', 'w', compression) as z:
+            z.write(tmp_path / 'config.json', 'run/config.json')
+            z.write(tmp_path / 'model.pt', 'run/model.pt')
+        with pytest.raises(ValueError, match=r"run.zip was not loaded: it is a zip archive of other files "
+                                             r"\(run/config.json, run/model.pt\), not one that torch.save wrote; "
+                                             r"unzip it and pass the checkpoint inside"):
+            load_checkpoint(tmp_path / 'run.zip')
+
+
 
 def small_model(cls):
     """A tiny GPT or seq2seq Transformer with learned positions, so that every size is in its weights."""
