@@ -80,7 +80,7 @@ def _not_a_hf_directory(folder):
     """The error for a folder without config.json or a weights file: what it has, and what may stand in their place
     (sharded weights, a mingpt checkpoint, the folder a zip file unpacked into, a link to nothing, a folder)."""
     sharded = ' (sharded checkpoints, *.index.json, are not supported)' if any(folder.glob('*.index.json')) else ''
-    has = sorted(os.listdir(folder))
+    has = sorted(name for name in os.listdir(folder) if not name.startswith('.'))  # not .lock, .git, .DS_Store
     has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
     ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
     ours = f"; a mingpt checkpoint is a file: pass {' or '.join(ours)}" if ours else ''

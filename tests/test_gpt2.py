@@ -216,6 +216,8 @@ def test_unknown_name(small_dir):
 
 def test_directory_without_weights(small_dir):
     (small_dir / 'model.safetensors').unlink()
+    for hidden in ('.lock', '.gitattributes'):  # a run's lock, a clone's git files: not what the user looks for
+        (small_dir / hidden).touch()
     with pytest.raises(FileNotFoundError, match='pytorch_model.bin; it has config.json, generation_config.json$'):
         GPT.from_pretrained(small_dir)
     for i in range(10):  # a crowded folder is listed in part
