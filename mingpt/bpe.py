@@ -47,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch, find_local, not_utf8
-from mingpt.utils import atomic_write, run_cli
+from mingpt.utils import run_cli, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -310,7 +310,7 @@ class Encoder:
         # last, so a save stopped part way leaves half a tokenizer, which readers name, not new tokens beside old merges
         (directory / tokens).unlink(missing_ok=True)
         for name, body in files.items():
-            atomic_write(directory / name, lambda tmp, body=body: Path(tmp).write_text(body, encoding='utf-8'))
+            write_text_atomically(directory / name, body)
         if hugging_face:  # else AutoTokenizer and get_encoder would still read the older tokenizer
             for name in VOCAB_FILES[0] + VOCAB_FILES[1]:
                 (directory / name).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ import torch
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, load_weights, parameters_on_meta, plural, refuse_compressed,
-                          refuse_non_tensors, unpickling_refused)
+                          refuse_non_tensors, unpickling_refused, write_text_atomically)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -289,7 +289,7 @@ def save_gpt2(model, save_directory):
     folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / 'model.safetensors', lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
-    atomic_write(folder / 'config.json', lambda tmp: Path(tmp).write_text(json.dumps(hf, indent=2) + '\n'))
+    write_text_atomically(folder / 'config.json', json.dumps(hf, indent=2) + '\n')
     return folder
 
 

@@ -20,15 +20,14 @@ import os
 import shlex
 import sys
 import time
-from pathlib import Path
 
 import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
 from mingpt.trainer import changed_settings
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, load_checkpoint, need_work_dir,
-                          run_cli, setup_logging)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, need_work_dir, run_cli,
+                          setup_logging, write_text_atomically)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402
@@ -205,7 +204,7 @@ def main(argv):
 
     out = config.system.work_dir
     text = table(config, results) + f"\nwall time of the whole ablation: {time.time() - start:.0f} s\n"
-    atomic_write(os.path.join(out, 'results.md'), lambda tmp: Path(tmp).write_text(text))
+    write_text_atomically(os.path.join(out, 'results.md'), text)
     setup_logging(config)  # the table's own command and options, beside it: args.txt and config.json
     names = [name for _, name, _ in plan]
     # the train curve averaged over about 10 iterations, fewer in a short run, where that lag would lift its end

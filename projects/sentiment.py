@@ -48,9 +48,9 @@ from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_range, checked_config, eval_mode,
-                          load_checkpoint, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed,
-                          with_options)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, checked_config, eval_mode, load_checkpoint,
+                          refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed, with_options,
+                          write_text_atomically)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -207,7 +207,7 @@ def evaluate(model, dataset, device, work_dir, **extra):
                                    'f1': 2 * tp / max(predicted + true, 1)}  # 2PR / (P + R), 0 when tp is 0
     report['confusion_matrix'] = confusion.tolist()
     print(f"dev accuracy: {accuracy:.4f} (dev loss {loss:.4f})")
-    atomic_write(os.path.join(work_dir, 'eval.json'), lambda tmp: Path(tmp).write_text(json.dumps(report, indent=2)))
+    write_text_atomically(os.path.join(work_dir, 'eval.json'), json.dumps(report, indent=2))
     return report
 
 

@@ -297,13 +297,13 @@ def test_a_save_stopped_part_way_leaves_half_a_tokenizer_not_two_of_them(tmp_pat
     old.save(tmp_path, hugging_face=hugging_face)
     written = []
 
-    def stop_after_one_file(path, write):
+    def stop_after_one_file(path, text):
         if written:
             raise KeyboardInterrupt
         written.append(Path(path).name)
-        return real(path, write)
-    real = bpe.atomic_write
-    monkeypatch.setattr(bpe, 'atomic_write', stop_after_one_file)
+        return real(path, text)
+    real = bpe.write_text_atomically
+    monkeypatch.setattr(bpe, 'write_text_atomically', stop_after_one_file)
     with pytest.raises(KeyboardInterrupt):
         new.save(tmp_path, hugging_face=hugging_face)
     monkeypatch.undo()

@@ -1139,6 +1139,24 @@ def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_
     assert sorted(p.name for p in tmp_path.iterdir()) == ['args.txt', 'config.json']  # no temporary file
 
 
+def test_a_full_disk_while_a_tokenizer_or_gpt2s_config_is_saved_names_the_file(tmp_path, monkeypatch):
+    """Encoder.save and save_pretrained (as sentiment's eval.json and ablation's results.md) said only '[Errno 28] No
+    space left on device', of no file."""
+    from mingpt.bpe import train_bpe
+    from mingpt.model import GPT
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=8))
+    model, encoder = GPT(C), train_bpe('a cat sat on a mat ' * 5, 260)
+
+    def full(path, text, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, 'write_text', full)
+    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'config.json')):
+        with pytest.raises(OSError, match=rf"could not write {re.escape(str(tmp_path / name))} \(\[Errno 28\] No "
+                                          r"space left on device; [\d,]+ bytes are free there\); no file was left"):
+            save(tmp_path)
+
+
 def test_a_path_under_an_unknown_home_folder_is_refused_not_made_in_a_folder_named_tilde(monkeypatch):
     """With HOME unset and no entry in the password file (a container run as an arbitrary user id), ~ stayed ~, and
     --system.work_dir=~/out made ./~/out."""
