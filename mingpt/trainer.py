@@ -323,6 +323,10 @@ class Trainer:
                           "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
                           "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
                           "requires_grad_(False)", stacklevel=3)
+        if c.dtype == 'bfloat16' and self.rank == 0 and bfloat16_emulated(self.device):
+            warnings.warn(f"trainer.dtype='bfloat16' on {torch.cuda.get_device_name(self.device)}, a GPU older than "
+                          "Ampere (compute capability below 8.0), is emulated and slower than float32: use "
+                          "trainer.dtype='float16' there (with a gradient scaler)", stacklevel=3)
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
         self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
@@ -920,6 +924,12 @@ def metric_value(name, value):
                         "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element (and "
                         "print text rather than log it)")
     return value
+
+
+def bfloat16_emulated(device):
+    """Whether bfloat16 math on device is emulated: a CUDA GPU older than Ampere (a V100, Colab's T4) has no
+    bfloat16 units."""
+    return torch.device(device).type == 'cuda' and torch.cuda.get_device_capability(device)[0] < 8
 
 
 def trainable_names(model):

@@ -796,6 +796,27 @@ def test_training_weights_held_in_bfloat16_is_warned_of():
         trainer.run()
 
 
+def test_bfloat16_autocast_on_a_gpu_older_than_ampere_is_warned_of(monkeypatch):
+    """trainer.dtype='bfloat16' on Colab's T4 (compute capability 7.5) ran emulated, slower than float32, without a
+    word (the README says float16 there). No GPU here: the capability is mocked, and so is the device for the run."""
+    capability = {}
+    monkeypatch.setattr(torch.cuda, 'get_device_capability', lambda device=None: capability['now'])
+    for now, emulated in (((7, 5), True), ((7, 0), True), ((8, 0), False), ((9, 0), False)):
+        capability['now'] = now
+        assert trainer_module.bfloat16_emulated('cuda') is emulated
+        assert trainer_module.bfloat16_emulated('cuda:1') is emulated
+    assert not trainer_module.bfloat16_emulated('cpu') and not trainer_module.bfloat16_emulated('mps')
+    monkeypatch.setattr(trainer_module, 'bfloat16_emulated', lambda device: True)  # as on a T4
+    monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device=None: 'Tesla T4')
+    with pytest.warns(UserWarning, match=r"trainer.dtype='bfloat16' on Tesla T4, a GPU older than Ampere \(compute "
+                                         r"capability below 8.0\), is emulated and slower than float32: use "
+                                         r"trainer.dtype='float16' there"):
+        make_trainer(max_iters=1, dtype='bfloat16').run()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # another dtype: no word
+        make_trainer(max_iters=1, dtype='float32').run()
+
+
 def test_float16_weights_under_the_float16_gradient_scaler_are_refused_before_training(tmp_path):
     """Colab's T4 has no bfloat16, so float16 it is: GPT.from_pretrained(name, dtype=torch.float16) trained with
     trainer.dtype='float16' stopped at the first step with torch's 'Attempting to unscale FP16 gradients.' The CPU's
