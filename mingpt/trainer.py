@@ -19,8 +19,6 @@ import json
 import math
 import os
 import random
-import shlex
-import socket
 import sys
 import time
 import warnings
@@ -285,7 +283,8 @@ class Trainer:
 
     def _start(self):
         """Everything before the first step. Every check (options, work_dir, the checkpoint to resume) comes before
-        the first file is written, so a refused run leaves work_dir as it was. Returns the batch iterator."""
+        the first file is written, so a refused run leaves work_dir as it was (but for the .lock it held). Returns the
+        batch iterator."""
         c = self.config
         self._check_config()
         self._check_work_dir()
@@ -544,6 +543,11 @@ class Trainer:
             raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
         if os.path.isdir(c.work_dir):  # a folder made later is locked when it is made (_start_files)
             self._claim_work_dir()  # first: a run training there now is no earlier run to resume or replace
+        self._refuse_earlier_run()
+
+    def _refuse_earlier_run(self):
+        """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
+        c = self.config
         if c.resume or c.overwrite:
             return
         # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
@@ -561,6 +565,7 @@ class Trainer:
                 resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
             except (ValueError, KeyError):
                 held = "unreadable"
+        option = self._work_dir_option()
         raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
                           f"{resume}train in another work_dir (--{option}.work_dir=DIR), or replace it with "
                           "--trainer.overwrite=True")
@@ -586,8 +591,6 @@ class Trainer:
 
     def _release_work_dir(self):
         if self._lock is not None:
-            if self._lock.tell():  # the run started and said who it is: the next holder says who it is
-                self._lock.truncate(0)
             self._lock.close()
             self._lock = None
 
@@ -812,13 +815,9 @@ class Trainer:
         if self.rank != 0 or self.config.work_dir is None:
             return
         make_folder(self.config.work_dir)
-        self._claim_work_dir()  # before the first write; a folder that was there is locked already
-        if self._lock.writable():  # who holds it, for the message of a run refused meanwhile (a killed run's replaced)
-            try:
-                self._lock.truncate(0)
-                self._lock.write(f"process {os.getpid()} on {socket.gethostname()}: {shlex.join(sys.argv)}".encode())
-            except OSError:  # a full disk: the lock holds without its note, and the writes below say what is wrong
-                pass
+        if self._lock is None:  # the folder is new (one that was there is locked already): lock it before any write,
+            self._claim_work_dir()
+            self._refuse_earlier_run()  # and look again: a run may have ended in it since the check
         remove_stale_temps(self.config.work_dir)
         if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
             for name in ('ckpt.pt', 'model.pt'):

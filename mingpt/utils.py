@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import sys
 import threading
 import traceback
@@ -404,10 +405,10 @@ LOCK_NAME = '.lock'  # in a work_dir: held by the run training there
 
 def lock_folder(folder):
     """Lock folder/.lock (made if missing) for this process, so that a second run in the folder can be refused rather
-    than overwrite the first one's ckpt.pt and metrics.jsonl. Returns the open file, which holds the lock until it is
-    closed (read-only where the file is another user's); None where another process holds it (or another open file
-    of this one). The system lets go of a lock when its process ends, killed or crashed too, so a run that died never
-    blocks the next; the file itself stays."""
+    than overwrite the first one's ckpt.pt and metrics.jsonl, and write in it who holds it (for lock_holder). Returns
+    the open file, which holds the lock until it is closed (read-only where the file is another user's); None where
+    another process holds it (or another open file of this one). The system lets go of a lock when its process ends,
+    killed or crashed too, so a run that died never blocks the next; the file itself stays."""
     path = os.path.join(folder, LOCK_NAME)
     try:
         # unbuffered: a note written in it (a full disk) fails at once, not when the lock is let go
@@ -426,6 +427,12 @@ def lock_folder(folder):
         # a file system without locks (some network shares): the run goes on, unguarded
         warnings.warn(f"{folder} cannot be locked ({e.strerror}), so a second run started in it at the same time "
                       "would not be refused: start one run per folder")
+    if f.writable():  # who holds it now: a killed holder's note is replaced
+        try:
+            f.truncate(0)
+            f.write(f"process {os.getpid()} on {socket.gethostname()}: {shlex.join(sys.argv)}".encode())
+        except OSError:  # a full disk: the lock holds without its note, and the run's first write says what is wrong
+            pass
     return f
 
 

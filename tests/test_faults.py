@@ -171,7 +171,9 @@ def run_dir(tmp_path_factory, text):
 
 
 def snapshot(work_dir):
-    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()) for p in work_dir.iterdir()}
+    """Every file's time and content, but .lock's: a run refused after it took the lock wrote there who held it."""
+    return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest()) for p in work_dir.iterdir()
+            if p.name != '.lock'}
 
 
 def refused(run_dir, args, match, error=ValueError):

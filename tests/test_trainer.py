@@ -965,6 +965,36 @@ def test_a_run_started_in_a_work_dir_another_run_is_training_in_is_refused(tmp_p
     assert load_checkpoint(work_dir / 'model.pt')['iter_num'] == 6
 
 
+def test_a_fresh_run_into_a_new_folder_looks_again_once_it_holds_the_lock(tmp_path):
+    """Two runs started into a folder not yet made: the first ended while the second was setting up (here: in its
+    configure_optimizers), and the second then took the free lock and wrote over the first's run without a word."""
+    work_dir = tmp_path / 'run'
+    second = make_trainer(work_dir=str(work_dir), max_iters=2)
+    own = second.model.configure_optimizers
+
+    def first_run_meanwhile(train_config):
+        make_trainer(work_dir=str(work_dir), max_iters=3).run()
+        return own(train_config)
+    second.model.configure_optimizers = first_run_meanwhile
+    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 3 iterations\)"):
+        second.run()
+    assert load_checkpoint(work_dir / 'model.pt')['iter_num'] == 3  # the first run's, kept
+
+
+def test_a_refused_run_names_the_process_holding_the_folder_not_a_killed_one_before_it(tmp_path):
+    """The note of who holds the lock was written only once the run's files began: a run killed (kill -9) left its
+    note, and while the next one set up, a third was told that the dead process held the folder."""
+    (tmp_path / '.lock').write_text('process 111 on deadhost: python chargpt.py')  # a killed run's note
+    holder = make_trainer(work_dir=str(tmp_path), max_iters=2)
+    holder._check_config()
+    holder._check_work_dir()  # holds the lock, setting up
+    try:
+        with pytest.raises(ConfigError, match=rf"is in use: another run is training in it \(process {os.getpid()} on "):
+            make_trainer(work_dir=str(tmp_path), max_iters=2).run()
+    finally:
+        holder._release_work_dir()
+
+
 def test_a_run_refused_or_stopped_by_an_error_frees_its_work_dir(tmp_path):
     (tmp_path / 'ckpt.pt').write_bytes(b'')  # refused after the lock is taken: it holds a run (an empty file: none)
     trainer = make_trainer(work_dir=str(tmp_path), max_iters=2, dtype='float16')
