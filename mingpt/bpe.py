@@ -267,9 +267,10 @@ class Encoder:
         return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 
     def decode_bytes(self, ids):
-        """The raw bytes of a list of ids, or of a 1-D tensor, array or any iterable of them (a token may end in the
-        middle of a UTF-8 character: when streaming, decode the bytes once a character is complete)."""
-        ids = ids.tolist() if hasattr(ids, 'tolist') else list(ids)  # a generator is read once, here
+        """The raw bytes of a list of ids, of a 1-D tensor, array or any iterable of them, or of one id (a token may
+        end in the middle of a UTF-8 character: when streaming, decode the bytes once a character is complete)."""
+        ids = ids.tolist() if hasattr(ids, 'tolist') else ids  # a tensor or array (one id: an int)
+        ids = [ids] if isinstance(ids, int) else list(ids)  # a generator is read once, here
         try:
             if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
                 raise IndexError

@@ -280,6 +280,8 @@ def test_decode_reads_ids_from_a_tensor_an_array_or_a_generator(encoder):
     for given in (torch.tensor(ids), np.array(ids), (i for i in ids), tuple(ids)):
         assert encoder.decode(given) == 'Hello world'
     assert encoder.decode(i for i in [15496, 50256, 995] if i != 50256) == 'Hello world'  # padding dropped
+    for one in (torch.tensor(15496), np.int64(15496), 15496):  # one id, e.g. a sampled token: 'int' not iterable
+        assert encoder.decode(one) == 'Hello'
     with pytest.raises(ValueError, match=r'cannot decode ids \[-1\]'):
         encoder.decode(torch.tensor([15496, -1]))
 
