@@ -1,6 +1,7 @@
 """Shared test helpers. Tests that need the offline data files call data_dir() (or use the data_root fixture):
 with $MINGPT_DATA_DIR unset the test is skipped, saying why, except under CI=true, where it fails instead, so
 a CI run cannot pass by skipping everything."""
+import errno
 import importlib.util
 import os
 import zipfile
@@ -75,6 +76,19 @@ def deflate(path):
     with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z:
         for name, body in members.items():
             z.writestr(name, body)
+
+
+def full_disk_at(name):
+    """A stand-in for Path.write_text that fails as a full disk does, half-way through writing a file whose name
+    starts with `name` (as its temporary file's does: name.tmp<pid>); other files are written."""
+    write_text = Path.write_text
+
+    def write(path, text, **kw):
+        if not Path(path).name.startswith(name):
+            return write_text(path, text, **kw)
+        write_text(path, text[:len(text) // 2], **kw)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return write
 
 
 def load_project(name, folder='projects'):

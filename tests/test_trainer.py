@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import full_disk_at
 from mingpt import trainer as trainer_module
 from mingpt.model import GPT
 from mingpt.trainer import Trainer, describe_difference
@@ -1081,14 +1082,7 @@ def test_a_full_disk_when_a_resume_rewrites_metrics_jsonl_names_it_and_keeps_it(
     space left on device'."""
     make_trainer(work_dir=str(tmp_path), max_iters=2, checkpoint_interval=2).run()
     before = (tmp_path / 'metrics.jsonl').read_text()
-    write_text = Path.write_text
-
-    def full_at_metrics(path, text, **kw):
-        if not Path(path).name.startswith('metrics.jsonl'):
-            return write_text(path, text, **kw)
-        write_text(path, text[:len(text) // 2], **kw)  # half of it, then the disk is full
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(Path, 'write_text', full_at_metrics)
+    monkeypatch.setattr(Path, 'write_text', full_disk_at('metrics.jsonl'))
     path = tmp_path / 'metrics.jsonl'
     with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
                                       r"device; [\d,]+ bytes are free there\); the one there before is unchanged"):

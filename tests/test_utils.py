@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import deflate, load_project
+from conftest import deflate, full_disk_at, load_project
 from mingpt.data import CharDataset
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
                           load_checkpoint, lock_folder, make_folder, model_state,
@@ -1122,14 +1122,7 @@ def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_
     """args.txt and config.json on a full disk said '[Errno 28] No space left on device', of no file."""
     C = CN(system=CN(work_dir=str(tmp_path)))
     (tmp_path / 'config.json').write_text('{"the": "run before"}')
-    write_text = Path.write_text
-
-    def full_at_config(path, text, **kw):
-        if not Path(path).name.startswith('config.json'):  # its temporary file: config.json.tmp<pid>
-            return write_text(path, text, **kw)
-        write_text(path, text[:len(text) // 2], **kw)  # half of it, then the disk is full
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(Path, 'write_text', full_at_config)
+    monkeypatch.setattr(Path, 'write_text', full_disk_at('config.json'))
     path = tmp_path / 'config.json'
     with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
                                       r"device; [\d,]+ bytes are free there\); the one there before is unchanged\. "
