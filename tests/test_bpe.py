@@ -5,6 +5,7 @@ import errno
 import hashlib
 import io
 import json
+import os
 import random
 import re
 import threading
@@ -970,3 +971,27 @@ def test_a_vocab_bpe_without_its_header_line_is_refused(tmp_path, merges):
         get_encoder(directory=tmp_path)
     (tmp_path / 'vocab.bpe').write_text('#version: 0.2\n' + merges)
     assert get_encoder(directory=tmp_path).special_tokens == ({} if merges else {'ab': 256})
+
+
+@pytest.mark.parametrize('hugging_face', [False, True])
+@pytest.mark.parametrize('failing', ['tokens', 'merges'])
+def test_a_save_over_an_older_tokenizer_that_fails_part_way_leaves_half_a_tokenizer_not_a_mix(tmp_path, monkeypatch,
+                                                                                              hugging_face, failing):
+    """A save stopped between its two files (a full disk, Ctrl-C) must not leave the new tokens beside the old
+    merges, or the old tokens beside the new ones: such a pair loads (or fails deep inside) as a vocabulary neither
+    save wrote. The older tokens file goes first, so what is left is half a tokenizer, which get_encoder names."""
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:20_000]
+    train_bpe(text[:5000], 280).save(tmp_path, hugging_face=hugging_face)
+    tokens, merges = bpe.VOCAB_FILES[-1] if hugging_face else bpe.VOCAB_FILES[0]
+    broken = {'tokens': tokens, 'merges': merges}[failing]
+    atomic_write = bpe.atomic_write
+
+    def full_at(path, write):
+        if Path(path).name == broken:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return atomic_write(path, write)
+    monkeypatch.setattr(bpe, 'atomic_write', full_at)
+    with pytest.raises(OSError, match='No space left'):
+        train_bpe(text, 300).save(tmp_path, hugging_face=hugging_face)
+    with pytest.raises(FileNotFoundError, match=rf"has {merges} but not {tokens}: a BPE tokenizer needs both"):
+        get_encoder(directory=tmp_path)
