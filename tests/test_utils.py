@@ -1118,6 +1118,19 @@ def test_a_lock_file_another_user_made_still_locks_the_folder(tmp_path, monkeypa
     lock.close()
 
 
+@pytest.mark.skipif(os.name == 'nt', reason="Windows' files have no permission bits for other users")
+def test_a_lock_file_is_made_readable_by_the_other_users_of_the_folder(tmp_path):
+    """The .lock a run makes has the mode of the user's other files (0o666 less the umask): one only its maker could
+    read stopped another student's run in a shared folder with 'Permission denied', where a read-only lock holds."""
+    umask = os.umask(0o022)
+    try:
+        lock = lock_folder(tmp_path)
+    finally:
+        os.umask(umask)
+    lock.close()
+    assert (tmp_path / '.lock').stat().st_mode & 0o777 == 0o644
+
+
 def test_a_full_disk_while_the_run_is_recorded_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
     """args.txt and config.json on a full disk said '[Errno 28] No space left on device', of no file."""
     C = CN(system=CN(work_dir=str(tmp_path)))
@@ -1163,6 +1176,8 @@ def test_a_path_under_an_unknown_home_folder_is_refused_not_made_in_a_folder_nam
     with pytest.raises(ConfigError, match=r"--system.work_dir='~/out' starts with ~, the home folder, which is not "
                                           r"known here \(HOME is unset .*\): give the full path, or set HOME"):
         C.merge_from_args(['--system.work_dir=~/out'])
+    with pytest.raises(ConfigError, match=r"--system.work_dir='~' starts with ~, the home folder"):  # ~ alone: ./~
+        C.merge_from_args(['--system.work_dir=~'])
     C.merge_from_args(['--system.work_dir=/tmp/out~'])  # a ~ elsewhere is a name's
     assert C.system.work_dir == '/tmp/out~'
 
