@@ -138,3 +138,19 @@ def test_one_weight_of_a_far_layer_does_not_make_the_model_that_deep(tmp_path, m
     with pytest.raises(ValueError, match=r"model.safetensors holds weights of 2 layers numbered up to 9999999, so "
                                          r"9999998 have none; the file is incomplete or not a GPT-2 checkpoint$"):
         GPT.from_pretrained(tmp_path)
+
+
+def test_only_the_links_that_lead_nowhere_are_named(hf, tmp_path):
+    """A folder of links into Hugging Face's blobs/ whose weights' blob is gone: the message names that link alone,
+    not config.json's, whose blob is there."""
+    _, folder = hf
+    blobs = tmp_path / 'blobs'
+    blobs.mkdir()
+    shutil.move(folder / 'config.json', blobs / 'config.json')
+    os.symlink(blobs / 'config.json', folder / 'config.json')
+    (folder / 'model.safetensors').unlink()
+    os.symlink(blobs / 'weights', folder / 'model.safetensors')
+    gone = re.escape(str(blobs / 'weights'))
+    with pytest.raises(FileNotFoundError, match=rf"; but model.safetensors is a link to {gone}, which does not exist "
+                                                r"\(a folder copied out of"):
+        GPT.from_pretrained(folder)
