@@ -831,3 +831,23 @@ def test_a_checkpoints_context_caps_the_windows_and_the_sentences(tmp_path, caps
     assert 'dev sentences are longer than block_size 16 and were cut' in out
     for stage in ('pretrain', 'finetune'):
         assert (tmp_path / 'out' / 'sentiment' / stage / 'model.pt').exists()
+
+
+def test_starting_from_a_checkpoint_says_how_long_it_trained_where_it_records_that(tmp_path, capsys):
+    """A run stopped early leaves the model.pt of its first evaluation, after 1 iteration: the note says so. A
+    checkpoint that records no iter_num (saved from a notebook) is started from without a note of '(after None
+    iterations)'."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    path = tmp_path / 'model.pt'
+    classifier_checkpoint(path, tokenizer)  # iter_num 5
+    config = sentiment.get_config('finetune')
+    config.system.init = str(path)
+    sentiment.load_lm(config, [])
+    assert f"starting from {path} (after 5 iterations): its model (" in capsys.readouterr().out
+    checkpoint = torch.load(path, weights_only=True)
+    del checkpoint['iter_num']
+    save_checkpoint(checkpoint, path)
+    config = sentiment.get_config('finetune')
+    config.system.init = str(path)
+    sentiment.load_lm(config, [])
+    assert f"starting from {path}: its model (" in capsys.readouterr().out
