@@ -135,3 +135,18 @@ def test_a_token_cache_stopped_part_way_leaves_no_file_and_the_next_run_tokenize
     tokens = data.encode_text(text, tokenizer, 'chars', 'hamlet.txt', piece_size=1000)
     assert tokens.tolist() == tokenizer.encode(text) and len(list((tmp_path / 'tokens').iterdir())) == 1
     capsys.readouterr()
+
+
+def test_ctrl_c_once_the_part_is_made_but_before_its_first_byte_says_nothing_of_bytes_kept(tmp_path, server,
+                                                                                            monkeypatch, capsys):
+    """A Ctrl-C once the server has answered but before its first chunk (a slow link) leaves an empty .part: a note
+    that 'the 0 bytes so far are kept' and resumed would promise a resume of nothing."""
+    url, _ = server
+
+    class StoppedBeforeAnyChunk(data.tqdm):
+        def __init__(self, *args, **kwargs):
+            raise KeyboardInterrupt
+    monkeypatch.setattr(data, 'tqdm', StoppedBeforeAnyChunk)
+    with pytest.raises(KeyboardInterrupt):
+        data.download(url, tmp_path / 'f.bin')
+    assert (tmp_path / 'f.bin.part').read_bytes() == b'' and capsys.readouterr().err == ''
