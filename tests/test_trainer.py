@@ -1120,3 +1120,15 @@ def test_a_run_in_a_folder_whose_lock_another_user_made_trains_and_leaves_the_lo
     make_trainer(work_dir=str(tmp_path), max_iters=2, overwrite=True).run()
     assert load_checkpoint(tmp_path / 'model.pt')['iter_num'] == 2
     assert (tmp_path / '.lock').read_text() == 'process 1 on lab-pc: projects/chargpt.py'
+
+
+def test_a_resume_path_set_in_python_under_the_home_folder_is_read_there(tmp_path, monkeypatch):
+    """train_config.resume = '~/runs/x/ckpt.pt' in a notebook: Python's paths keep the ~, so the checkpoint was looked
+    for in a folder named ~ here: "no checkpoint at ~/runs/x/ckpt.pt"."""
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
+    make_trainer(work_dir=str(tmp_path / 'home' / 'runs' / 'x'), max_iters=2, checkpoint_interval=2).run()
+    trainer = make_trainer(work_dir=str(tmp_path / 'y'), max_iters=4, resume='~/runs/x/ckpt.pt')
+    trainer.run()
+    assert trainer.config.resume == str(tmp_path / 'home' / 'runs' / 'x' / 'ckpt.pt')
+    assert load_checkpoint(tmp_path / 'y' / 'model.pt')['iter_num'] == 4
