@@ -591,6 +591,8 @@ class Trainer:
 
     def _release_work_dir(self):
         if self._lock is not None:
+            if self._lock.writable():  # its note says who trains here: no one, now
+                self._lock.truncate(0)
             self._lock.close()
             self._lock = None
 

@@ -984,13 +984,13 @@ def test_a_save_over_an_older_tokenizer_that_fails_part_way_leaves_half_a_tokeni
     train_bpe(text[:5000], 280).save(tmp_path, hugging_face=hugging_face)
     tokens, merges = bpe.VOCAB_FILES[-1] if hugging_face else bpe.VOCAB_FILES[0]
     broken = {'tokens': tokens, 'merges': merges}[failing]
-    atomic_write = bpe.atomic_write
+    write_text_atomically = bpe.write_text_atomically
 
-    def full_at(path, write):
+    def full_at(path, text):
         if Path(path).name == broken:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return atomic_write(path, write)
-    monkeypatch.setattr(bpe, 'atomic_write', full_at)
+        return write_text_atomically(path, text)
+    monkeypatch.setattr(bpe, 'write_text_atomically', full_at)
     with pytest.raises(OSError, match='No space left'):
         train_bpe(text, 300).save(tmp_path, hugging_face=hugging_face)
     with pytest.raises(FileNotFoundError, match=rf"has {merges} but not {tokens}: a BPE tokenizer needs both"):
