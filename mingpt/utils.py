@@ -279,6 +279,14 @@ def escape_what_stdout_cannot_encode():
 
 
 def _terminate(signum, frame):
+    if signum != signal.SIGTERM:  # SIGHUP: a terminal that has closed fails every write to it (EIO), our notes too
+        for fd in (1, 2):
+            try:
+                os.write(fd, b'')
+            except OSError:  # what is printed from now on goes nowhere
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)
+                os.close(devnull)
     raise Terminated(signum)
 
 

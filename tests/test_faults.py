@@ -430,6 +430,29 @@ def test_a_closed_terminal_stops_a_command_as_sigterm_does_and_nohup_keeps_it_ru
         assert list(tmp_path.iterdir()) == []  # no out.txt, and no temporary of it
 
 
+def test_a_terminal_that_closes_under_a_command_ends_it_with_129_and_no_file_half_written(tmp_path):
+    """A real terminal closing (its window, an ssh session) hangs up the tty, so every print after SIGHUP failed with
+    '[Errno 5] Input/output error', our own notes too: the exit was 1 after a chain of tracebacks, not 129."""
+    pty = pytest.importorskip('pty')
+    code = ("import sys, time\nfrom pathlib import Path\nfrom mingpt.utils import atomic_write, run_cli\n"
+            "def write(tmp):\n    Path(tmp).write_text('half')\n    print('writing', flush=True)\n    time.sleep(60)\n"
+            "run_cli(lambda argv: atomic_write(argv[0], write), sys.argv[1:2])\n")
+    pid, terminal = pty.fork()
+    if pid == 0:  # the command, in a terminal of its own
+        try:
+            os.execve(sys.executable, [sys.executable, '-c', code, str(tmp_path / 'out.txt')],
+                      {**os.environ, 'PYTHONPATH': ROOT})
+        finally:
+            os._exit(127)  # never back into pytest in the child
+    seen = b''
+    while b'writing' not in seen:
+        seen += os.read(terminal, 100)
+    os.close(terminal)  # the window closes: the kernel hangs up the tty and sends SIGHUP to the command
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 129
+    assert list(tmp_path.iterdir()) == []  # no out.txt, and no temporary of it
+
+
 def test_run_cli_leaves_sigterm_as_it_was_and_runs_outside_the_main_thread():
     before = signal.getsignal(signal.SIGTERM)
     assert run_cli(lambda argv: signal.getsignal(signal.SIGTERM), []) is not before  # its own handler, meanwhile
