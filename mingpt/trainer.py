@@ -337,6 +337,7 @@ class Trainer:
         self._stopping = False
         self.metrics.clear()  # numbers a callback left when an earlier run stopped
         ckpt = self._resume() if c.resume else None
+        self._take_new_work_dir()
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
             self.train_dataset, num_workers=c.num_workers, pin_memory=self.device_type == 'cuda',
@@ -589,6 +590,15 @@ class Trainer:
                               f"other's files; wait for it to end, or train in another work_dir (--{option}.work_dir"
                               "=DIR)")
 
+    def _take_new_work_dir(self):
+        """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
+        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check."""
+        if self.rank != 0 or self.config.work_dir is None or self._lock is not None:
+            return
+        make_folder(self.config.work_dir)
+        self._claim_work_dir()
+        self._refuse_earlier_run()
+
     def _release_work_dir(self):
         if self._lock is not None:
             if self._lock.writable():  # its note says who trains here: no one, now
@@ -816,10 +826,6 @@ class Trainer:
         checkpoints (overwrite), the metrics of iterations to be redone; then record the run's arguments and config."""
         if self.rank != 0 or self.config.work_dir is None:
             return
-        make_folder(self.config.work_dir)
-        if self._lock is None:  # the folder is new (one that was there is locked already): lock it before any write,
-            self._claim_work_dir()
-            self._refuse_earlier_run()  # and look again: a run may have ended in it since the check
         remove_stale_temps(self.config.work_dir)
         if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
             for name in ('ckpt.pt', 'model.pt'):

@@ -972,16 +972,18 @@ def test_a_fresh_run_into_a_new_folder_looks_again_once_it_holds_the_lock(tmp_pa
     """Two runs started into a folder not yet made: the first ended while the second was setting up (here: in its
     configure_optimizers), and the second then took the free lock and wrote over the first's run without a word."""
     work_dir = tmp_path / 'run'
-    second = make_trainer(work_dir=str(work_dir), max_iters=2)
+    second = make_trainer(work_dir=str(work_dir), max_iters=2, num_workers=2)
     own = second.model.configure_optimizers
 
     def first_run_meanwhile(train_config):
         make_trainer(work_dir=str(work_dir), max_iters=3).run()
         return own(train_config)
     second.model.configure_optimizers = first_run_meanwhile
-    with pytest.raises(ConfigError, match=r"holds an earlier run \(model.pt: a model saved after 3 iterations\)"):
+    earlier = r"holds an earlier run \(model.pt: a model saved after 3 iterations\)"
+    with pytest.raises(ConfigError, match=earlier) as kept:  # kept, as a notebook keeps the error and its traceback
         second.run()
     assert load_checkpoint(work_dir / 'model.pt')['iter_num'] == 3  # the first run's, kept
+    assert multiprocessing.active_children() == [], kept  # refused before its DataLoader's workers started
 
 
 def test_a_refused_run_names_the_process_holding_the_folder_not_a_killed_one_before_it(tmp_path):
