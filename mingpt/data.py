@@ -312,9 +312,11 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids):
-        """The text of ids; the unknown id (with unknown=True) reads as U+FFFD, the replacement character."""
+        """The text of ids (or of one id, as Encoder.decode takes it); the unknown id (with unknown=True) reads as
+        U+FFFD, the replacement character."""
+        ids = ids.tolist() if hasattr(ids, 'tolist') else ids  # a tensor or array (one id: an int)
         try:
-            ids = [int(i) for i in ids]
+            ids = [ids] if isinstance(ids, int) else [int(i) for i in ids]
         except (TypeError, ValueError):  # a row of ids each: int() of a row is torch's 'only one element tensors'
             raise ValueError(f"decode takes one sequence of token ids, not {ids!r:.60}: decode a batch (generate's "
                              "output, batch x tokens) a row at a time, e.g. decode(out[0])") from None

@@ -847,6 +847,13 @@ def test_char_tokenizer_refuses_a_batch_of_ids_by_name(batch):
         CharTokenizer(['a', 'b']).decode(batch)
 
 
+def test_both_tokenizers_decode_one_id():
+    """Encoder.decode takes one id (a sampled token); CharTokenizer's called it a batch: 'decode takes one sequence
+    of token ids, not 1: decode a batch ... a row at a time'. The projects swap the two."""
+    for one in (1, torch.tensor(1), np.int64(1)):
+        assert CharTokenizer(['a', 'b']).decode(one) == 'b'
+
+
 def test_workers_draw_the_same_batches():
     _, inline = train(max_iters=2)
     _, workers = train(max_iters=2, num_workers=1)
