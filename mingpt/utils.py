@@ -267,7 +267,7 @@ class Terminated(KeyboardInterrupt):
     says which checkpoint to go on from. `signum`: the signal."""
 
     def __init__(self, signum=signal.SIGTERM):
-        super().__init__(signum)
+        super().__init__(signal.Signals(signum).name)  # a --debug traceback says 'Terminated: SIGHUP'
         self.signum = signum
 
 
