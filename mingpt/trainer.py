@@ -542,7 +542,7 @@ class Trainer:
         why = unwritable(c.work_dir)
         if why:
             raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
-        if os.path.isdir(c.work_dir):  # a folder made later is locked when it is made (_start_files)
+        if os.path.isdir(c.work_dir):  # a folder made later is locked when it is made (_take_new_work_dir)
             self._claim_work_dir()  # first: a run training there now is no earlier run to resume or replace
         self._refuse_earlier_run()
 
