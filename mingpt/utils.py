@@ -279,6 +279,8 @@ def escape_what_stdout_cannot_encode():
 
 
 def _terminate(signum, frame):
+    for sig in STOP_SIGNALS:  # one stop is enough: a second (torchrun forwards the terminal's) would cut the cleanup
+        signal.signal(sig, signal.SIG_IGN)  # short and leave a temporary file; run_cli puts the handlers back
     if signum != signal.SIGTERM:  # SIGHUP: a terminal that has closed fails every write to it (EIO), our notes too
         for fd in (1, 2):
             try:
