@@ -551,6 +551,9 @@ def refuse_compressed(path):
         shown = ', '.join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else '')
         raise ValueError(f"{path} was not loaded: it is a zip archive of other files ({shown or 'none'}), not one that "
                          "torch.save wrote; unzip it and pass the checkpoint inside (a run's model.pt)")
+    if any(name.endswith('/constants.pkl') for name in names):  # torch.jit.save's, which also keeps code
+        raise ValueError(f"{path} was not loaded: it is a TorchScript model (torch.jit.save), not a checkpoint; load "
+                         "it with torch.jit.load(path)")
     packed = next((m.filename for m in members if m.compress_type != zipfile.ZIP_STORED), None)
     if packed:
         raise ValueError(f"{path} was not loaded: its {packed} is compressed, which torch.save never does, and could "

@@ -552,6 +552,17 @@ def test_a_checkpoint_with_compressed_members_is_refused_unread(tmp_path):
         load_checkpoint(path)
 
 
+def test_a_torchscript_file_given_as_the_checkpoint_is_named_as_such(tmp_path):
+    """torch.jit.save's file (a deployed model, say) was 'its ts/code/... is compressed, which torch.save never
+    does'."""
+    with warnings.catch_warnings():  # TorchScript is deprecated, but files of it are still about
+        warnings.simplefilter('ignore', DeprecationWarning)
+        torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), tmp_path / 'ts.pt')
+    with pytest.raises(ValueError, match=r"ts.pt was not loaded: it is a TorchScript model \(torch.jit.save\), not a "
+                                         r"checkpoint; load it with torch.jit.load\(path\)"):
+        load_checkpoint(tmp_path / 'ts.pt')
+
+
 def test_a_zipped_run_folder_given_as_the_checkpoint_is_named_as_such(tmp_path):
     """A run's folder zipped up to send it, passed as the checkpoint, was 'its run/config.json is compressed, which
     torch.save never does' (stored without compression: torch's 'file in archive is not in a subdirectory')."""
