@@ -16,8 +16,8 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import (atomic_write, load_weights, parameters_on_meta, plural, refuse_compressed,
-                          refuse_non_tensors, unpickling_refused, write_text_atomically)
+from mingpt.utils import (atomic_write, load_weights, numbered_blocks, parameters_on_meta, plural,
+                          refuse_compressed, refuse_non_tensors, unpickling_refused, write_text_atomically)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -189,12 +189,11 @@ def _check_hf_sizes(C, weights, path):
     """Refuse a config.json whose sizes the weights have not, e.g. gpt2's weights beside distilgpt2's config.json.
     Checked before the model is built: a config.json can ask for any size (10**7 layers took minutes to build,
     then failed for want of memory)."""
-    layers = {int(m[1]) for m in map(HF_LAYER.match, weights) if m}
-    n_layer = max(layers, default=-1) + 1
-    if len(layers) != n_layer:  # a gap: one weight named h.9999999.* beside n_layer=10**7 passed the check below
-        raise ValueError(f"{path} holds weights of {len(layers)} {plural(len(layers), 'layer')} numbered up to "
-                         f"{n_layer - 1}, so {n_layer - len(layers)} have none; the file is incomplete or not a GPT-2 "
-                         "checkpoint")
+    n_layer, missing = numbered_blocks(weights, HF_LAYER)
+    if missing:
+        held = n_layer - missing
+        raise ValueError(f"{path} holds weights of {held} {plural(held, 'layer')} numbered up to {n_layer - 1}, so "
+                         f"{missing} have none; the file is incomplete or not a GPT-2 checkpoint")
     if n_layer != C.n_layer:
         raise ValueError(f"{path} holds {n_layer} layers but config.json says n_layer={C.n_layer!r}; the weights "
                          "and config.json do not belong together")

@@ -606,6 +606,15 @@ def refuse_non_tensors(weights, source, what):
 STACK_LAYER = re.compile(r'\w+\.h\.(\d+)\.')  # a weight of block i in layer_stack's names
 
 
+def numbered_blocks(weights, pattern):
+    """(n, missing): the blocks whose weights are named by pattern (its group: the block's number) are numbered up to
+    n - 1, and `missing` of those numbers have no weight. A gap is refused before a model is built: one weight of
+    block 10**6 - 1 alone would read as 10**6 blocks."""
+    blocks = {int(m[1]) for m in map(pattern.match, weights) if m}
+    n = max(blocks, default=-1) + 1
+    return n, n - len(blocks)
+
+
 def check_sizes(config, weights, path):
     """Refuse a checkpoint whose model_config asks for other sizes than its weights have. Checked before the model is
     built: a config can ask for any size, which takes minutes to build or more memory than there is (n_layer=10**6).
@@ -613,11 +622,11 @@ def check_sizes(config, weights, path):
     head = weights.get('lm_head.weight')
     if head is None or head.dim() != 2:  # another model's weights, e.g. a classifier's, named gpt.*
         raise ConfigError("its weights have no lm_head.weight matrix")
-    layers = {int(m[1]) for m in map(STACK_LAYER.match, weights) if m}
-    n_layer = max(layers, default=-1) + 1
-    if len(layers) != n_layer:  # a gap: one weight of block 10**6 - 1 beside n_layer=10**6 passed the check below
-        raise ValueError(f"{path} was not loaded: its weights hold {len(layers)} {plural(len(layers), 'block')} "
-                         f"numbered up to {n_layer - 1}, so {n_layer - len(layers)} have none; the file is incomplete")
+    n_layer, missing = numbered_blocks(weights, STACK_LAYER)
+    if missing:
+        held = n_layer - missing
+        raise ValueError(f"{path} was not loaded: its weights hold {held} {plural(held, 'block')} numbered up to "
+                         f"{n_layer - 1}, so {missing} have none; the file is incomplete")
     have = dict(n_layer=n_layer, vocab_size=head.shape[0], n_embd=head.shape[1])
     if config.pos_embd == 'learned':  # a sinusoidal table is computed, never saved
         wpe = [w for k, w in weights.items() if k.endswith('.wpe.weight')]
