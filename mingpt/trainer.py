@@ -33,11 +33,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, check_dataset_for_workers,
-                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
-                          load_checkpoint, lock_folder, lock_holder, make_folder, model_state, modes_kept, plural,
-                          remove_stale_temps, resolve_device, save_checkpoint, setup_logging, write_failed,
-                          write_text_atomically)
+from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, bfloat16_emulated,
+                          check_dataset_for_workers, check_loads_back, check_range, escape_what_stdout_cannot_encode,
+                          eval_mode, expand_home, load_checkpoint, lock_folder, lock_holder, make_folder, model_state,
+                          modes_kept, plural, remove_stale_temps, resolve_device, save_checkpoint, setup_logging,
+                          write_failed, write_text_atomically)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -931,12 +931,6 @@ def metric_value(name, value):
                         "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element (and "
                         "print text rather than log it)")
     return value
-
-
-def bfloat16_emulated(device):
-    """Whether bfloat16 math on device is emulated: a CUDA GPU older than Ampere (a V100, Colab's T4) has no
-    bfloat16 units."""
-    return torch.device(device).type == 'cuda' and torch.cuda.get_device_capability(device)[0] < 8
 
 
 def trainable_names(model):

@@ -115,6 +115,12 @@ def need_work_dir(work_dir, why):
         raise ConfigError(f"system.work_dir=None, but {why}: give a folder (--system.work_dir=DIR)")
 
 
+def bfloat16_emulated(device):
+    """Whether bfloat16 math on device is emulated: a CUDA GPU older than Ampere (a V100, Colab's T4) has no
+    bfloat16 units."""
+    return torch.device(device).type == 'cuda' and torch.cuda.get_device_capability(device)[0] < 8
+
+
 def resolve_device(device='auto'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
     once torch can use it."""

@@ -41,7 +41,8 @@ from mingpt.engine import Engine
 from mingpt.plot import columns
 from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
-from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, resolve_device, run_cli, set_seed
+from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, resolve_device,
+                          run_cli, set_seed)
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -295,8 +296,11 @@ def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
 def auto_dtype(device):
     """bfloat16 on a GPU that computes in it (Ampere and later), float16 on Volta and Turing (a V100, Colab's T4),
     where bfloat16 is emulated, slowly; float32 on older GPUs (a GTX 10xx computes float16 slowly too) and off CUDA."""
-    major = torch.cuda.get_device_capability(device)[0] if device.startswith('cuda') else 0
-    return torch.bfloat16 if major >= 8 else torch.float16 if major >= 7 else torch.float32
+    if not device.startswith('cuda'):
+        return torch.float32
+    if not bfloat16_emulated(device):
+        return torch.bfloat16
+    return torch.float16 if torch.cuda.get_device_capability(device)[0] >= 7 else torch.float32
 
 
 def main(argv):
