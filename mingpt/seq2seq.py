@@ -147,14 +147,15 @@ class Transformer(nn.Module):
                               f"below vocab_size={config.vocab_size}, got {ids}")
         check_range('model.label_smoothing', config.label_smoothing, 0, 1, high_open=True)
 
-    def check_ids(self, name, ids):
+    def check_ids(self, name, ids, values=True):
         """Refuse, by name, what is not a batch of token ids of this model: else the error comes from deep inside
-        (an embedding's 'index out of range in self' on CPU, a device-side assert on a GPU)."""
+        (an embedding's 'index out of range in self' on CPU, a device-side assert on a GPU). values=False checks the
+        shape alone: comparing every id would make the GPU wait for it at each training step."""
         if ids.dim() != 2 or ids.is_floating_point():
             hint = f': a single sentence is {name}[None]' if ids.dim() == 1 else ''
             raise ValueError(f"{name} must be (batch, tokens) integer token ids, got {ids.dtype} of shape "
                              f"{tuple(ids.shape)}{hint}")
-        if ((ids < 0) | (ids >= self.config.vocab_size)).any():
+        if values and ((ids < 0) | (ids >= self.config.vocab_size)).any():
             raise ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: set model.vocab_size from the data, "
                              f"and pad with pad_token_id={self.config.pad_token_id} (not -1 or -100)")
@@ -193,16 +194,21 @@ class Transformer(nn.Module):
         (B, T', vocab_size), T' leaving out the trailing padding columns that every row of tgt shares (trim_padding),
         so compare them with tgt[:, :T']."""
         c = self.config
-        self.check_ids('src', src)
-        self.check_ids('tgt', tgt)
+        for name, ids in (('src', src), ('tgt', tgt)):
+            self.check_ids(name, ids, values=False)
         if src.size(0) != tgt.size(0):
             raise ValueError(f"src has {src.size(0)} rows and tgt {tgt.size(0)}: give one target per source")
-        src, tgt = trim_padding(src, c.pad_token_id), trim_padding(tgt, c.pad_token_id)
-        memory, memory_mask = self.encode(src)
-        tgt_in = torch.cat([torch.full_like(tgt[:, :1], c.bos_token_id), tgt[:, :-1]], dim=1)  # shifted right
-        logits = self.lm_head(self.decode(tgt_in, memory, memory_mask))
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=c.pad_token_id,
-                               label_smoothing=c.label_smoothing)
+        try:
+            memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
+            target = trim_padding(tgt, c.pad_token_id)
+            tgt_in = torch.cat([torch.full_like(target[:, :1], c.bos_token_id), target[:, :-1]], dim=1)  # shifted
+            logits = self.lm_head(self.decode(tgt_in, memory, memory_mask))
+            loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=c.pad_token_id,
+                                   label_smoothing=c.label_smoothing)
+        except IndexError:  # an id outside the vocabulary, raised on CPU (a GPU stops at a device-side assert)
+            for name, ids in (('src', src), ('tgt', tgt)):
+                self.check_ids(name, ids)  # says which, and what to do
+            raise
         return logits, loss
 
     def cross_attention_maps(self, src, tgt):
