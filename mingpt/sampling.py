@@ -71,8 +71,9 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     0 (the default) is the plain sum, larger values favour longer outputs (Hugging Face's default is 1).
     attention_mask (1, T) marks a padded prompt's real tokens (1) and padding (0), as in generate.
 
-    Returns (sequences, scores): (n, T + max_new_tokens), the prompt as given and then each beam's new tokens, best
-    first, shorter ones padded with eos_token_id, and their (n,) scores; n = num_beams, or fewer if fewer exist.
+    Returns (sequences, scores): (n, T + max_new_tokens) int64 ids (as generate returns, whatever the prompt's integer
+    dtype), the prompt as given and then each beam's new tokens, best first, shorter ones padded with eos_token_id,
+    and their (n,) scores; n = num_beams, or fewer if fewer exist.
     """
     if idx.dim() != 2 or idx.size(0) != 1:
         raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
@@ -109,7 +110,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     finished.sort(key=lambda f: -f[0])
     best = finished[:num_beams]
     pad = eos_token_id if eos_token_id is not None else 0
-    out = idx.new_full((len(best), T + max_new_tokens), pad)
+    out = torch.full((len(best), T + max_new_tokens), pad, dtype=torch.long, device=idx.device)
     out[:, :T] = idx  # a padded prompt as given, as generate returns it
     for r, (_, seq) in enumerate(best):
         out[r, T:seq.numel()] = seq[T:]

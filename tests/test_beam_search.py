@@ -68,6 +68,17 @@ def test_one_beam_is_greedy():
     assert torch.equal(seqs, model.generate(idx, 6))
 
 
+def test_an_int32_prompt_gives_int64_ids_as_generate_does():
+    """generate's torch.cat promotes an int32 prompt to its int64 tokens; beam_search returned the prompt's int32,
+    so a student comparing the two decodings got tensors of two dtypes."""
+    model = tiny_model()
+    idx = torch.tensor([PROMPT], dtype=torch.int32)
+    seqs, _ = beam_search(model, idx, 4, num_beams=2)
+    greedy = model.generate(idx, 4)
+    assert seqs.dtype == greedy.dtype == torch.int64
+    assert seqs[:, :len(PROMPT)].tolist() == [PROMPT, PROMPT]
+
+
 def test_beyond_block_size_the_window_slides():
     model = tiny_model(block_size=4)
     idx = torch.tensor([PROMPT + [0]])
