@@ -98,6 +98,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         scores = torch.tensor(kept, device=idx.device)
         if mask is not None:
             mask = torch.cat([mask[rows_t], mask.new_ones(len(rows), 1)], dim=1)
+        if seqs.size(1) > model.block_size:  # from now on the window slides and is recomputed at each step (see
+            caches = []  # next_token_logits): the caches are never read again, so reordering them is wasted work
         for cache in caches:
             cache.select(rows_t)  # each kept sequence continues from its parent's keys and values
         # log-probs only decrease: once num_beams finished beams score at least the best live one, no live one can

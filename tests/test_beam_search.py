@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from mingpt.model import GPT
+from mingpt.model import GPT, KVCache
 from mingpt.sampling import beam_search, sample_next, sampling_probs
 from test_exam import Bigram  # a hand-made model: a fixed table of next-token probabilities after each token
 
@@ -84,6 +84,23 @@ def test_beyond_block_size_the_window_slides():
     idx = torch.tensor([PROMPT + [0]])
     seqs, _ = beam_search(model, idx, 5, num_beams=1)  # 3 + 5 tokens > block_size 4
     assert torch.equal(seqs, model.generate(idx, 5))
+
+
+def test_beyond_block_size_the_caches_are_no_longer_reordered(monkeypatch):
+    """Past block_size next_token_logits recomputes the sliding window without the caches, yet beam search went on
+    copying their rows at every step. Prompt 3 + 5 new tokens, block_size 4: only after the first step (4 tokens,
+    read with the caches next) does each of the 2 layers' caches need reordering. The beams' scores are those of an
+    uncached loop over the same sliding window."""
+    model = tiny_model(block_size=4)
+    selected = []
+    select = KVCache.select
+    monkeypatch.setattr(KVCache, 'select', lambda cache, rows: (selected.append(cache.len), select(cache, rows)))
+    idx = torch.tensor([PROMPT + [0]])
+    seqs, scores = beam_search(model, idx, 5, num_beams=3)
+    assert selected == [3, 3]  # once per layer, after the prompt's 3 tokens went through
+    for seq, score in zip(seqs, scores):
+        logprobs = [model.next_token_logits(seq[None, :t]).log_softmax(-1)[0, seq[t]].item() for t in range(3, 8)]
+        assert sum(logprobs) == pytest.approx(score.item(), rel=1e-5, abs=1e-5)
 
 
 def test_scores_are_the_beams_log_probs():
