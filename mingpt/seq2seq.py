@@ -265,16 +265,19 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
         """Translate a batch of source sentences src (B, S), each padded at the end with pad_token_id: greedy
-        (num_beams=1) or beam search. Returns B lists of target ids, without BOS and EOS. max_new_tokens defaults
-        to block_size - 1 (1 at block_size 1)."""
+        (num_beams=1) or beam search, whose finished beams length_penalty ranks (see sampling.beam_search). Returns B
+        lists of target ids, without BOS and EOS. max_new_tokens defaults to block_size - 1 (1 at block_size 1)."""
         c = self.config
         # the longest target training can show has block_size - 1 tokens and EOS (at block_size 1, EOS alone: one
         # token to write); the decoder could read one more
         max_new_tokens = max(1, c.block_size - 1) if max_new_tokens is None else max_new_tokens
         if not 1 <= max_new_tokens <= c.block_size:
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
-        if not isinstance(num_beams, int) or num_beams < 1:
-            raise ValueError(f"num_beams must be a whole number >= 1, got {num_beams!r}")
+        num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4
+        check_range('length_penalty', length_penalty)
+        if num_beams == 1 and length_penalty != 0:  # else greedy decoding would ignore it without a word
+            raise ValueError(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
+                             "decodes greedily, which has none to rank: give num_beams > 1, or length_penalty=0")
         self.check_ids('src', src)
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
