@@ -23,6 +23,7 @@ import hashlib
 import os
 import random
 import shlex
+import sys
 
 import torch
 
@@ -203,15 +204,28 @@ class PairDataset(torch.utils.data.Dataset):
 
 # ---- what the script reports ----
 
-def translate(model, vocab, sources, num_beams=1, batch_size=500):
-    """The model's translations of a list of source sentences."""
+def translations(model, vocab, sources, num_beams=1, batch_size=500):
+    """Yield the model's translation of each source sentence, in order: batch_size sentences at a time, or one at a
+    time with beam search (which decodes one source at a time anyway), so that a Ctrl-C can say which one it
+    stopped."""
     device = next(model.parameters()).device
-    out = []
+    batch_size = 1 if num_beams > 1 else batch_size
     with eval_mode(model):
         for start in range(0, len(sources), batch_size):
-            src = vocab.batch(sources[start:start + batch_size]).to(device)
-            out += [vocab.decode(ids) for ids in model.translate(src, num_beams=num_beams)]
-    return out
+            batch = sources[start:start + batch_size]
+            try:
+                targets = model.translate(vocab.batch(batch).to(device), num_beams=num_beams)
+            except KeyboardInterrupt:
+                what = (f"sentence {start + 1} of {len(sources)}, {batch[0]!r}" if len(batch) == 1 else
+                        f"sentences {start + 1} to {start + len(batch)} of {len(sources)}")
+                print(f"(stopped while translating {what})", file=sys.stderr)
+                raise
+            yield from (vocab.decode(ids) for ids in targets)
+
+
+def translate(model, vocab, sources, num_beams=1, batch_size=500):
+    """The model's translations of a list of source sentences."""
+    return list(translations(model, vocab, sources, num_beams, batch_size))
 
 
 def exact_match(model, vocab, pairs, num_beams=1):
@@ -313,8 +327,9 @@ def translate_from_checkpoint(config):
         raise ConfigError(f"sample.text {longest!r} is {n} tokens with its eos, longer than the model's block_size "
                           f"({model.config.block_size}, the longest sentence of the data it was trained on): shorten "
                           "it, or train on data with longer sentences")
-    for source, target in zip(sources, translate(model, vocab, sources, config.eval.num_beams)):
-        print(f"{source!r} -> {target!r}")
+    # each printed as it comes: with beam search, those done before a Ctrl-C are not lost
+    for source, target in zip(sources, translations(model, vocab, sources, config.eval.num_beams)):
+        print(f"{source!r} -> {target!r}", flush=True)
 
 
 def check_options(config):

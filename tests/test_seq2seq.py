@@ -754,6 +754,40 @@ def test_translating_leaves_the_model_in_its_mode_even_when_interrupted(monkeypa
     assert model.training
 
 
+def interrupted_at_call(n, function):
+    """function, with a Ctrl-C on its n-th call."""
+    calls = []
+
+    def function_or_stop(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return function(*args, **kwargs)
+    return function_or_stop
+
+
+def test_a_ctrl_c_says_which_sentence_it_stopped_and_keeps_the_beams_translated_before(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """--sample.checkpoint with beam search printed nothing until every sentence was translated, so a Ctrl-C lost
+    them all and said not where it stopped. Now each is printed as it comes and the stop names the sentence (or,
+    greedy, the batch) it cut."""
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    first = translate.translate(model, vocab, ['abc'], num_beams=3)[0]
+    save_checkpoint({**model_state(model), 'vocabulary': vocab.record}, tmp_path / 'model.pt')
+    monkeypatch.setattr('mingpt.seq2seq.beam_search', interrupted_at_call(2, beam_search))  # the second sentence
+    with pytest.raises(KeyboardInterrupt):
+        translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=abc|dcba|cab',
+                        '--eval.num_beams=3'])
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == f"'abc' -> {first!r}"
+    assert err.splitlines()[-1] == "(stopped while translating sentence 2 of 3, 'dcba')"
+    monkeypatch.setattr(Transformer, 'greedy', interrupted_at_call(2, Transformer.greedy))  # the second batch
+    with pytest.raises(KeyboardInterrupt):
+        translate.translate(model, vocab, ['abc', 'dcba', 'a', 'bbbb', 'cab'], batch_size=2)
+    assert capsys.readouterr().err.splitlines()[-1] == "(stopped while translating sentences 3 to 4 of 5)"
+
+
 def test_the_translations_file_reads_back_whatever_the_text_and_is_written_whole(tmp_path, monkeypatch):
     translate = load_project('translate')
     pairs = [('a\tb', 'x "y"'), ('one', '1'), ('deux', '2')]  # a tab, quotes, a newline: each must read back
