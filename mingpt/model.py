@@ -188,6 +188,18 @@ class Block(nn.Module):
 
 # ---- GPT ----
 
+def check_token_ids(idx, name='idx'):
+    """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
+    if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
+        hint = ''
+        if idx.dim() == 1:
+            hint = f': a single sequence is {name}[None]'
+        elif idx.dim() == 2 and not (idx.is_floating_point() or idx.dtype == torch.bool):  # e.g. uint16 from a file
+            hint = f': {name}.long() converts them'
+        raise ValueError(f"{name} must be (batch, tokens) int64 or int32 token ids, got {idx.dtype} of shape "
+                         f"{tuple(idx.shape)}{hint}")
+
+
 def layer_stack(config, blocks):
     """Token embedding, positional encoding, the blocks and the final layer norm: GPT's `transformer`, and the
     encoder and the decoder of seq2seq.py."""
@@ -284,10 +296,7 @@ class GPT(nn.Module):
         real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
         real token. (For a probe of every layer's states, hook the modules: transformer.drop gives the embeddings,
         transformer.h[i] block i's output, e.g. with register_forward_hook.)"""
-        if idx.dim() != 2 or idx.is_floating_point():
-            hint = ': a single sequence is idx[None]' if idx.dim() == 1 else ''
-            raise ValueError(f"idx must be (batch, tokens) integer token ids, got {idx.dtype} of shape "
-                             f"{tuple(idx.shape)}{hint}")
+        check_token_ids(idx)
         T = idx.size(1)
         start = caches[0].len if caches else 0
         if start + T > self.block_size:
@@ -347,10 +356,10 @@ class GPT(nn.Module):
         """Check a prompt (B, T) and the end token's id; return the prompt with its attention_mask, each row's
         padding moved to its front (left padding), so every row's newest token is last and the sliding window drops
         padding before text."""
-        if idx.dim() != 2 or idx.size(1) == 0:
-            fix = {1: ' (a single prompt is idx[None])', 2: ' (e.g. start from a newline or start-of-text token)'}
-            raise ValueError(f"the prompt must be a (batch, tokens) LongTensor with at least one token, got shape "
-                             f"{tuple(idx.shape)}{fix.get(idx.dim(), '')}")
+        check_token_ids(idx)
+        if idx.size(1) == 0:
+            raise ValueError(f"the prompt must have at least one token, got shape {tuple(idx.shape)} (e.g. start from "
+                             "a newline or start-of-text token)")
         if idx.size(0) == 0:  # the range check below cannot take the min of no ids
             raise ValueError(f"the prompt is a batch of no rows, shape {tuple(idx.shape)}: give at least one prompt")
         if idx.size(1) > self.block_size:

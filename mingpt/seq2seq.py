@@ -19,7 +19,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
+from mingpt.model import (GPT, Block, CausalSelfAttention, KVCache, add_and_norm, check_token_ids, kept_weights,
+                          layer_stack)
 from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_model_config, check_range, rebuild_model, refuse_untied_state_dict
 
@@ -151,10 +152,7 @@ class Transformer(nn.Module):
         """Refuse, by name, what is not a batch of token ids of this model: else the error comes from deep inside
         (an embedding's 'index out of range in self' on CPU, a device-side assert on a GPU). values=False checks the
         shape alone: comparing every id would make the GPU wait for it at each training step."""
-        if ids.dim() != 2 or ids.is_floating_point():
-            hint = f': a single sentence is {name}[None]' if ids.dim() == 1 else ''
-            raise ValueError(f"{name} must be (batch, tokens) integer token ids, got {ids.dtype} of shape "
-                             f"{tuple(ids.shape)}{hint}")
+        check_token_ids(ids, name)
         if values and ((ids < 0) | (ids >= self.config.vocab_size)).any():
             raise ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: set model.vocab_size from the data, "

@@ -170,11 +170,11 @@ def test_too_long_sequence_is_a_clear_error():
 
 
 def test_a_prompt_without_its_batch_dimension_or_its_tokens_says_which():
-    with pytest.raises(ValueError, match=r"got shape \(3,\) \(a single prompt is idx\[None\]\)$"):
+    with pytest.raises(ValueError, match=r"of shape \(3,\): a single sequence is idx\[None\]$"):
         model().generate(torch.tensor([0, 3, 4]), 1)  # e.g. torch.tensor(tokenizer.encode(text))
     with pytest.raises(ValueError, match=r"got shape \(1, 0\) \(e.g. start from a newline or start-of-text token\)$"):
         model().generate(torch.zeros(1, 0, dtype=torch.long), 1)
-    with pytest.raises(ValueError, match=r"got shape \(1, 1, 3\)$"):
+    with pytest.raises(ValueError, match=r"of shape \(1, 1, 3\)$"):
         model().generate(torch.zeros(1, 1, 3, dtype=torch.long), 1)
     with pytest.raises(ValueError, match=r"^the prompt is a batch of no rows, shape \(0, 3\): give at least one "
                                          r"prompt$"):
@@ -212,11 +212,22 @@ def test_forward_names_a_vocabulary_too_small_for_the_data(bad):
 
 
 def test_forward_of_a_sequence_without_its_batch_dimension_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"idx must be \(batch, tokens\) integer token ids, got torch.int64 of shape "
-                                         r"\(3,\): a single sequence is idx\[None\]"):
+    with pytest.raises(ValueError, match=r"idx must be \(batch, tokens\) int64 or int32 token ids, got torch.int64 of "
+                                         r"shape \(3,\): a single sequence is idx\[None\]"):
         model()(torch.tensor([0, 3, 4]))
-    with pytest.raises(ValueError, match=r"integer token ids, got torch.float32 of shape \(1, 3\)$"):
+    with pytest.raises(ValueError, match=r"int32 token ids, got torch.float32 of shape \(1, 3\)$"):
         model()(torch.tensor([[0.0, 3.0, 4.0]]))
+
+
+@pytest.mark.parametrize('dtype', [torch.uint8, torch.int16, torch.uint16])
+def test_ids_of_a_small_integer_type_are_refused_naming_the_conversion(dtype):
+    """nn.Embedding takes only int64 and int32 indices; uint16 is how token files (nanoGPT's .bin) store ids, and
+    PyTorch's own error named neither the model's argument nor the fix."""
+    with pytest.raises(ValueError, match=rf"int64 or int32 token ids, got {dtype} of shape \(1, 3\): idx.long\(\) "
+                                         r"converts them"):
+        model()(torch.tensor([[0, 3, 4]], dtype=dtype))
+    with pytest.raises(ValueError, match=rf"got {dtype} of shape \(1, 3\): idx.long"):
+        model().eval().generate(torch.tensor([[0, 3, 4]], dtype=dtype), 2)
 
 
 def test_targets_of_another_shape_are_refused_and_int32_ids_work():

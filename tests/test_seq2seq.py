@@ -230,7 +230,7 @@ def test_ids_that_are_not_a_batch_of_the_models_tokens_are_refused_by_name():
                           (lambda: model(src, hidden_pad), r"tgt holds token ids from -100 to .*pad_token_id=0"),
                           (lambda: model.translate(src.clamp(max=3) + 9), r"src holds token ids from 9 to 12"),
                           (lambda: model.translate(src[0]), r"src must be \(batch, tokens\).*src\[None\]"),
-                          (lambda: model(src.float(), tgt), r"src must be \(batch, tokens\) integer token ids"),
+                          (lambda: model(src.float(), tgt), r"src must be \(batch, tokens\) int64 or int32 token ids"),
                           (lambda: model(src, tgt[:1]), "src has 2 rows and tgt 1")]:
         with pytest.raises(ValueError, match=message):
             call()
