@@ -83,12 +83,18 @@ def bytes_to_unicode():
     return table
 
 
-def pre_tokenize(text, pat):
-    """Step 2, the words that merges never cross: the compiled regex `pat` (GPT-2's) cuts them, or with pat None the
-    whole text is one. Training and encoding both cut text here. A lone surrogate (from errors='surrogateescape',
-    or JSON's "\\ud800") has no UTF-8 bytes: it becomes U+FFFD first, as in tiktoken."""
+def _without_lone_surrogates(text):
+    """A lone surrogate (from errors='surrogateescape', or JSON's "\\ud800") has no UTF-8 bytes: it becomes U+FFFD,
+    as in tiktoken; a whole pair becomes its character."""
     if _SURROGATE.search(text):
         text = text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
+    return text
+
+
+def pre_tokenize(text, pat):
+    """Step 2, the words that merges never cross: the compiled regex `pat` (GPT-2's) cuts them, or with pat None the
+    whole text is one. Training and encoding both cut text here, lone surrogates read as U+FFFD first."""
+    text = _without_lone_surrogates(text)
     if pat is None:
         return [text] if text else []
     return pat.findall(text)
@@ -163,8 +169,8 @@ class Encoder:
         """Step 3 for one word as the lecture does it, for showing: the word's bytes (in the printable alphabet) as
         symbols, then at each step the adjacent pair of lowest rank (the merge learned first) joined wherever it
         occurs. Returns [(pair, symbols)]: the first pair None, each symbols list the word after that step. The
-        last list is what encode uses (it gets it faster, in _merge)."""
-        symbols = list(self._to_alphabet(word))
+        last list is what encode uses (it gets it faster, in _merge); a lone surrogate is U+FFFD, as there."""
+        symbols = list(self._to_alphabet(_without_lone_surrogates(word)))
         steps = [(None, symbols)]
         while True:
             ranked = [pair for pair in zip(symbols, symbols[1:]) if pair in self.bpe_ranks]

@@ -240,6 +240,15 @@ def test_merge_steps_end_in_the_ids_of_tiktoken(encoder, tiktoken_gpt2):
         assert ranks == sorted(ranks)  # a merge never makes a pair of lower rank than its own
 
 
+def test_merge_steps_read_a_lone_surrogate_as_encode_does(encoder, tiktoken_gpt2):
+    """merge_steps('a\\udcff') raised UnicodeEncodeError, where encode reads the lone surrogate as U+FFFD (and a whole
+    pair as its character), as tiktoken does."""
+    for word in ['\udcff', ' \ud800', ' \ud83d\ude00']:
+        steps = encoder.merge_steps(word)
+        assert [encoder.encoder[s] for s in steps[-1][1]] == tiktoken_gpt2.encode_ordinary(word), ascii(word)
+    assert encoder.merge_steps('a\udcff') == encoder.merge_steps('a\ufffd')
+
+
 def test_bench_bpe_builds_every_contender_and_they_give_the_same_ids(tmp_path, monkeypatch):
     data_dir('gpt2', 'encoder.json')  # the bench reads GPT-2's vocabulary from $MINGPT_DATA_DIR
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / 'bench'))  # for its `import workers`
