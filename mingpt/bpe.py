@@ -273,9 +273,10 @@ class Encoder:
         return {'bpe_idx': [i for part in parts for i in part['token_ix']], 'tokens': tokens, 'parts': parts}
 
     def decode_bytes(self, ids):
-        """The raw bytes of a list of ids, of a 1-D tensor, array or any iterable of them, or of one id (a token may
-        end in the middle of a UTF-8 character: when streaming, decode the bytes once a character is complete)."""
-        ids = ids.tolist() if hasattr(ids, 'tolist') else ids  # a tensor or array (one id: an int)
+        """The raw bytes of a list of ids (ints), of a 1-D tensor, array or any iterable of them, or of one id (a
+        token may end in the middle of a UTF-8 character: when streaming, decode the bytes once a character is
+        complete)."""
+        ids = _plain_ids(ids)
         ids = [ids] if isinstance(ids, int) else list(ids)  # a generator is read once, here
         try:
             if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
@@ -322,6 +323,17 @@ class Encoder:
             for name in VOCAB_FILES[0] + VOCAB_FILES[1]:
                 (directory / name).unlink(missing_ok=True)
         return directory
+
+
+def _plain_ids(ids):
+    """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, anything else as it is. Floats and
+    bools are refused, not read as ids: an index takes True as 1, so a mask would decode to text."""
+    dtype = str(getattr(ids, 'dtype', ''))
+    if isinstance(ids, (bool, float)) or any(kind in dtype for kind in ('float', 'complex', 'bool')):
+        what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else repr(ids)
+        raise TypeError(f"cannot decode {what}: token ids are integers; if it holds ids, convert it (.long() for a "
+                        "tensor, int() for a number)")
+    return ids.tolist() if hasattr(ids, 'tolist') else ids
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -584,11 +596,10 @@ class BPETokenizer:
     def decode(self, ids):
         """ids: a 1-D tensor or list of ints -> str; a 2-D tensor or list of lists (or of 1-D tensors, e.g. rows cut
         to their lengths) -> list of str."""
-        if hasattr(ids, 'tolist'):
-            ids = ids.tolist()
+        ids = _plain_ids(ids)
         if isinstance(ids, int):
             ids = [ids]
-        ids = [i.tolist() if hasattr(i, 'tolist') else i for i in ids]  # a list of tensors as a list of lists
+        ids = [_plain_ids(i) if hasattr(i, 'tolist') else i for i in ids]  # a list of tensors as a list of lists
         if ids and isinstance(ids[0], (list, tuple)):
             return [self.encoder.decode(list(row)) for row in ids]
         return self.encoder.decode(list(ids))

@@ -330,6 +330,19 @@ def test_decode_takes_a_list_of_tensors_as_rows():
     assert tok.decode(list(batch[1])) == 'hello there world'  # a list of 0-d tensors is one row of ids
 
 
+def test_decode_refuses_bools_and_floats_naming_them(encoder):
+    """decode(True) read id 1 ('"') and a mask tensor decoded to text; a float tensor or number failed with "'float'
+    object is not iterable". Each is refused by Encoder.decode and BPETokenizer.decode, naming integer ids."""
+    tok = BPETokenizer()
+    given = [True, 97.0, np.float32(97), torch.tensor(97.), torch.tensor([97., 98.]), torch.tensor([1, 0]).bool(),
+             np.array([97.5]), torch.tensor([[97., 98.]])]
+    calls = [(decode, ids) for ids in given for decode in (encoder.decode, tok.decode)]
+    for decode, ids in calls + [(tok.decode, [torch.tensor([97.])])]:  # rows as a list of tensors: tok.decode's
+        with pytest.raises(TypeError, match=r'cannot decode .*: token ids are integers; if it holds ids, convert'):
+            decode(ids)
+    assert encoder.decode(torch.tensor([64, 65], dtype=torch.uint8)) == tok.decode(np.array([64, 65])) == 'ab'
+
+
 class FakeResponse:
     """Enough of requests.Response for mingpt.data.download."""
     history = []  # no redirects
