@@ -131,10 +131,14 @@ class Encoder:
     list of merges (first, second) in rank order, as read from vocab.bpe. The special tokens ('<|endoftext|>' in
     GPT-2) are the entries of `encoder` that are neither a byte nor made by a merge; their key is their own text.
     `pattern` is the pre-tokeniser: GPT-2's regex, or None to merge the whole text as one word (the vocabulary of
-    train_bpe(..., pretokenize=False))."""
+    train_bpe(..., pretokenize=False)). `cache_size`: how many words' ids encode remembers between calls (0: none);
+    a call that would pass it clears the cache first."""
 
     def __init__(self, encoder, bpe_merges, cache_size=1_000_000, pattern=GPT2_PATTERN):
         _check_vocabulary(encoder, bpe_merges)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) or cache_size < 0:
+            raise ValueError(f"cache_size is how many words' ids to remember, an int >= 0 (0: none), got "
+                             f"{cache_size!r}")
         self.byte_encoder = bytes_to_unicode()
         self.byte_decoder = {v: k for k, v in self.byte_encoder.items()}
         self.encoder = encoder
@@ -232,11 +236,14 @@ class Encoder:
         words = self.pre_tokens(text)
         if self.pat is None:  # the one word is the whole text: not one to keep in the cache
             return [i for word in words for i in self._encode_word(word)]
-        cache = self.cache
-        new = set(words).difference(cache)
+        cache, distinct = self.cache, set(words)
+        new = distinct.difference(cache)
         if len(cache) + len(new) > self.cache_size:
-            cache.clear()
-            new = set(words)
+            if len(distinct) <= self.cache_size:
+                cache.clear()  # start again from this call's words
+            else:  # more than the cache holds: remember them for this call only
+                cache = {}
+            new = distinct
         for w in new:
             cache[w] = self._encode_word(w)
         return list(chain.from_iterable(map(cache.__getitem__, words)))

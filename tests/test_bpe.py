@@ -174,6 +174,21 @@ def test_the_cache_is_cleared_when_a_call_would_overflow_it():
     assert set(enc.cache) == {'d', ' e'}  # 3 cached + 2 new words exceed cache_size=3: cleared, then this call's
 
 
+def test_the_cache_never_holds_more_than_cache_size_words():
+    """Encoder(cache_size=0) kept every call's words (a call that overflowed the cache filled it with all of its own
+    words, however many): it remembers none now, and a call with more words than the cache holds leaves it alone."""
+    off = bytes_only_encoder(cache_size=0)
+    assert off.encode('a b a') == [97, 32, 98, 32, 97] and off.cache == {}
+    enc = bytes_only_encoder(cache_size=3)
+    enc.encode('a b')
+    assert enc.encode('c d e f c') == [99, 32, 100, 32, 101, 32, 102, 32, 99]  # 4 distinct words: more than 3
+    assert set(enc.cache) == {'a', ' b'}
+    for size in (-1, None, 2.5, True):
+        with pytest.raises(ValueError, match=rf"cache_size is how many words' ids to remember, an int >= 0 .*got "
+                                             rf"{re.escape(repr(size))}"):
+            bytes_only_encoder(cache_size=size)
+
+
 def test_a_special_tokens_spelling_is_text_without_a_pre_tokeniser_too():
     """Without a pre-tokeniser the whole text is one word, so '<|endoftext|>' written as text reaches the merge loop
     whole: it must still be its 13 bytes (ids = byte values here), the special id 256 only when allowed."""
