@@ -302,10 +302,16 @@ class Encoder:
     def save(self, directory, hugging_face=False):
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
-        header line, which other GPT-2 readers skip. hugging_face=True writes what transformers' GPT2Tokenizer (and
-        AutoTokenizer, beside GPT.save_pretrained's config.json) reads: the two files as vocab.json and merges.txt,
-        and the special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
-        vocab.bpe) there are removed, as readers take them first."""
+        header line, which other GPT-2 readers skip; one with a pattern other than GPT-2's is refused, as the files
+        cannot record it. hugging_face=True writes what transformers' GPT2Tokenizer (and AutoTokenizer, beside
+        GPT.save_pretrained's config.json) reads: the two files as vocab.json and merges.txt, and the special tokens
+        in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and vocab.bpe) there are
+        removed, as readers take them first."""
+        if self.pat and self.pat.pattern != GPT2_PATTERN:  # checked before anything is written
+            raise ValueError(f"this Encoder splits words with its own pattern {self.pat.pattern!r:.60}, which "
+                             "encoder.json and vocab.bpe cannot record: read back, they would split with GPT-2's "
+                             "regex and give other ids. Save a vocabulary built with GPT-2's pattern (the default) "
+                             "or pattern=None, or keep this Encoder in memory")
         if hugging_face and not self.pat:
             raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "
                              "trained without a pre-tokeniser would give other ids there")

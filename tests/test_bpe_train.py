@@ -326,6 +326,22 @@ def test_a_vocabulary_without_pre_tokeniser_saves_and_loads_as_one(tmp_path):
     assert tokenizer_record(train_bpe(text, 265))['tokenizer'].keys() == {'kind', 'encoder', 'merges'}  # as before
 
 
+@pytest.mark.parametrize('hugging_face', [False, True])
+def test_a_vocabulary_with_its_own_pattern_is_refused_by_save(tmp_path, hugging_face):
+    """An Encoder built with pattern=r'\\S+|\\s+' saved and read back split with GPT-2's regex without a word (here
+    'cat' ' sat' instead of 'cat' ' ' 'sat'). save refuses it before writing anything; GPT-2's pattern given as
+    itself still saves."""
+    trained = train_bpe('the cat sat on the mat ' * 20, 265)
+    own = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=r'\S+|\s+')
+    assert own.pre_tokens('cat sat') == ['cat', ' ', 'sat'] != trained.pre_tokens('cat sat')
+    with pytest.raises(ValueError, match=r"its own pattern '.*', which encoder.json and vocab.bpe cannot record: "
+                                         r"read back, they would split with GPT-2's regex"):
+        own.save(tmp_path, hugging_face=hugging_face)
+    assert list(tmp_path.iterdir()) == []
+    bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=GPT2_PATTERN).save(tmp_path)
+    assert get_encoder(directory=tmp_path).encoder == trained.encoder
+
+
 def test_no_endoftext_means_padding_must_be_given(tmp_path):
     train_bpe('hello world ' * 10, 265, special_tokens=()).save(tmp_path)
     tok = BPETokenizer(directory=tmp_path)
