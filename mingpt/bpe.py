@@ -575,6 +575,7 @@ class BPETokenizer:
     def __init__(self, allowed_special=False, pad_token_id=None, encoder_path=None, vocab_path=None,
                  directory=None):
         self.encoder = get_encoder(encoder_path, vocab_path, directory)
+        _allowed_specials(allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
         self.allowed_special = allowed_special
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
         self.pad_token_id = self.eot_token_id if pad_token_id is None else pad_token_id

@@ -335,6 +335,15 @@ def test_tokenizer_interface(encoder):
         tok('x', return_tensors='np')
 
 
+def test_tokenizer_refuses_a_bad_allowed_special_when_built():
+    """BPETokenizer(allowed_special='yes') was built and failed only at its first call, far from the mistake."""
+    for allowed, message in (('yes', r"allowed_special must be False, True, 'all' or a set of special tokens"),
+                             ({'<|foo|>'}, r"allowed_special names \['<\|foo\|>'\], which this vocabulary does not")):
+        with pytest.raises(ValueError, match=message):
+            BPETokenizer(allowed_special=allowed)
+    assert BPETokenizer(allowed_special={'<|endoftext|>'})('a<|endoftext|>').tolist() == [[64, 50256]]
+
+
 def test_decode_takes_a_list_of_tensors_as_rows():
     """Rows of different lengths, each cut to its length, are a list of 1-D tensors (what Hugging Face's batch_decode
     takes): decode raised 'Boolean value of Tensor with more than one value is ambiguous'."""
