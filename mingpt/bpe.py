@@ -86,6 +86,8 @@ def bytes_to_unicode():
 def _without_lone_surrogates(text):
     """A lone surrogate (from errors='surrogateescape', or JSON's "\\ud800") has no UTF-8 bytes: it becomes U+FFFD,
     as in tiktoken; a whole pair becomes its character."""
+    if not isinstance(text, str):  # every way of cutting text passes here
+        raise TypeError(f"the text must be a str (decode bytes to str first), got {type(text).__name__}")
     if _SURROGATE.search(text):
         text = text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')
     return text
@@ -339,14 +341,16 @@ class Encoder:
 
 
 def _plain_ids(ids):
-    """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, anything else as it is. Floats and
+    """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, an iterable as it is. Floats and
     bools are refused, not read as ids: an index takes True as 1, so a mask would decode to text."""
     dtype = str(getattr(ids, 'dtype', ''))
-    if isinstance(ids, (bool, float)) or any(kind in dtype for kind in ('float', 'complex', 'bool')):
+    plain = ids.tolist() if hasattr(ids, 'tolist') else ids
+    if any(kind in dtype for kind in ('float', 'complex', 'bool')) or isinstance(plain, bool) or \
+            not isinstance(plain, int) and not hasattr(plain, '__iter__'):  # e.g. None, 97.0
         what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else repr(ids)
         raise TypeError(f"cannot decode {what}: token ids are integers; if it holds ids, convert it (.long() for a "
                         "tensor, int() for a number)")
-    return ids.tolist() if hasattr(ids, 'tolist') else ids
+    return plain
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -214,6 +214,17 @@ def test_encode_refuses_bytes_with_or_without_a_pre_tokeniser():
                 enc.encode(b'hello', allowed_special=allowed_special)
 
 
+def test_the_other_ways_in_refuse_what_is_not_text():
+    """encode_ordinary, encode_and_show_work, pre_tokens and merge_steps, called on bytes or None, failed deep inside
+    ('cannot use a string pattern on a bytes-like object', 'expected string or buffer', 'NoneType' ... 'encode')."""
+    enc = bytes_only_encoder()
+    for method in (enc.encode_ordinary, enc.encode_and_show_work, enc.pre_tokens, enc.merge_steps):
+        for text in (b'hello', None):
+            with pytest.raises(TypeError, match=rf'the text must be a str \(decode bytes to str first\), got '
+                                                rf'{type(text).__name__}'):
+                method(text)
+
+
 def test_mingpt_bpe_method(encoder):
     assert encoder.bpe('Ġhello') == 'Ġhello'
     assert encoder.bpe('Ġunsullied') == ' '.join(encoder.decoder[i] for i in encoder.encode(' unsullied'))
@@ -355,11 +366,11 @@ def test_decode_takes_a_list_of_tensors_as_rows():
 
 
 def test_decode_refuses_bools_and_floats_naming_them(encoder):
-    """decode(True) read id 1 ('"') and a mask tensor decoded to text; a float tensor or number failed with "'float'
-    object is not iterable". Each is refused by Encoder.decode and BPETokenizer.decode, naming integer ids."""
+    """decode(True) read id 1 ('"') and a mask tensor decoded to text; a float tensor or number (or None) failed with
+    "'float' object is not iterable". Each is refused by Encoder.decode and BPETokenizer.decode, naming integer ids."""
     tok = BPETokenizer()
     given = [True, 97.0, np.float32(97), torch.tensor(97.), torch.tensor([97., 98.]), torch.tensor([1, 0]).bool(),
-             np.array([97.5]), torch.tensor([[97., 98.]])]
+             np.array([97.5]), torch.tensor([[97., 98.]]), None]
     calls = [(decode, ids) for ids in given for decode in (encoder.decode, tok.decode)]
     for decode, ids in calls + [(tok.decode, [torch.tensor([97.])])]:  # rows as a list of tensors: tok.decode's
         with pytest.raises(TypeError, match=r'cannot decode .*: token ids are integers; if it holds ids, convert'):
