@@ -776,6 +776,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
     if not isinstance(text, str):
         raise TypeError(f"train_bpe takes a str, got {type(text).__name__}; decode bytes to str first (it learns "
                         "from the text's UTF-8 bytes)")
+    if not isinstance(pretokenize, (bool, np.bool_)):  # 'no' or 'False' would be true
+        raise TypeError(f"pretokenize must be True or False, got {pretokenize!r}")
     specials = _check_training_arguments(special_tokens, vocab_size)
     parts = _cut(text, specials, pretokenize)
     words = Counter(chain.from_iterable(parts[::2]))  # in the order of first occurrence

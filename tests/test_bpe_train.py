@@ -326,6 +326,14 @@ def test_a_vocabulary_without_pre_tokeniser_saves_and_loads_as_one(tmp_path):
     assert tokenizer_record(train_bpe(text, 265))['tokenizer'].keys() == {'kind', 'encoder', 'merges'}  # as before
 
 
+def test_pretokenize_must_be_a_bool():
+    """train_bpe(text, n, pretokenize='no') pre-tokenised: a non-empty string is true."""
+    for given in ('no', 'False', 0, None):
+        with pytest.raises(TypeError, match=f"pretokenize must be True or False, got {given!r}"):
+            train_bpe('the cat sat on the mat ' * 20, 265, pretokenize=given)
+    assert train_bpe('a b a b', 258, pretokenize=np.bool_(False)).bpe_merges == [('a', 'Ġ')]  # a merge across words
+
+
 @pytest.mark.parametrize('hugging_face', [False, True])
 def test_a_vocabulary_with_its_own_pattern_is_refused_by_save(tmp_path, hugging_face):
     """An Encoder built with pattern=r'\\S+|\\s+' saved and read back split with GPT-2's regex without a word (here
