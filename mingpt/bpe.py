@@ -305,10 +305,10 @@ class Encoder:
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
         header line, which other GPT-2 readers skip; one with a pattern other than GPT-2's is refused, as the files
-        cannot record it. hugging_face=True writes what transformers' GPT2Tokenizer (and AutoTokenizer, beside
-        GPT.save_pretrained's config.json) reads: the two files as vocab.json and merges.txt, and the special tokens
-        in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and vocab.bpe) there are
-        removed, as readers take them first."""
+        cannot record it. hugging_face=True writes what transformers' GPT2Tokenizer and AutoTokenizer read (alone or
+        beside GPT.save_pretrained's config.json): the two files as vocab.json and merges.txt, and the tokenizer's
+        class and special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
+        vocab.bpe) there are removed, as readers take them first."""
         if self.pat and self.pat.pattern != GPT2_PATTERN:  # checked before anything is written
             raise ValueError(f"this Encoder splits words with its own pattern {self.pat.pattern!r:.60}, which "
                              "encoder.json and vocab.bpe cannot record: read back, they would split with GPT-2's "
@@ -324,7 +324,8 @@ class Encoder:
         files = {merges_file: merges}
         if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
             specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
-            config = {'added_tokens_decoder': specials}
+            # the class tells AutoTokenizer what reads the files in a folder without a model's config.json
+            config = {'tokenizer_class': 'GPT2Tokenizer', 'added_tokens_decoder': specials}
             if ENDOFTEXT not in self.special_tokens:  # else HF adds it to the vocabulary, as GPT-2's bos/eos/unk
                 config.update(bos_token=None, eos_token=None, unk_token=None)
             files['tokenizer_config.json'] = json.dumps(config)
@@ -608,7 +609,8 @@ class BPETokenizer:
 
     def save_pretrained(self, directory):
         """Write the vocabulary into `directory` as Hugging Face names it (vocab.json and merges.txt): beside a
-        model's GPT.save_pretrained, transformers' AutoTokenizer and generate.py --model read it from there."""
+        model's GPT.save_pretrained, transformers' AutoTokenizer and generate.py --model read it from there
+        (AutoTokenizer reads it alone too)."""
         return self.encoder.save(directory, hugging_face=True)
 
     def decode(self, ids):

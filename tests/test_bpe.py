@@ -888,6 +888,19 @@ def test_save_pretrained_writes_what_autotokenizer_reads_beside_the_models_confi
         bpe.train_bpe(text[:5000], 300, pretokenize=False).save(tmp_path / 'raw', hugging_face=True)
 
 
+def test_autotokenizer_reads_save_pretrained_without_a_model_beside_it(tmp_path):
+    """tok.save_pretrained(folder) alone (no model's config.json) failed in AutoTokenizer.from_pretrained(folder):
+    "Couldn't instantiate the backend tokenizer". It reads it now, with the same ids, special tokens included."""
+    transformers = pytest.importorskip('transformers')
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:60_000]
+    tok = BPETokenizer()
+    tok.encoder = bpe.train_bpe(text[:50_000], 300, special_tokens=('<|endoftext|>', '<|sep|>'))
+    tok.save_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    sample = text[50_000:] + '<|endoftext|>x<|sep|>'
+    assert theirs(sample)['input_ids'] == tok.encoder.encode(sample, allowed_special=True)
+
+
 def test_save_pretrained_of_a_vocabulary_without_endoftext_adds_no_token_in_autotokenizer(tmp_path):
     """GPT2Tokenizer takes <|endoftext|> as its bos, eos and unk token by default: for a vocabulary of 300 tokens
     without it, AutoTokenizer added it as token 300 (a model of 300 tokens has no such id) and encoded the text
