@@ -143,7 +143,7 @@ class Encoder:
                              f"{cache_size!r}")
         self.byte_encoder = bytes_to_unicode()
         self.byte_decoder = {v: k for k, v in self.byte_encoder.items()}
-        self.encoder = encoder
+        self.encoder = dict(encoder)  # a copy: the dict read from files is cached, and changing it changed later reads
         self.decoder = {v: k for k, v in encoder.items()}
         self.bpe_merges = [tuple(pair) for pair in bpe_merges]
         self.bpe_ranks = {pair: rank for rank, pair in enumerate(self.bpe_merges)}

@@ -289,6 +289,17 @@ def test_save_then_load(tmp_path):
         get_encoder(directory=tmp_path / 'nothing here')
 
 
+def test_changing_an_encoders_dict_does_not_change_the_next_load(tmp_path):
+    """get_encoder's dict of tokens was the one cached from the files: a token added to tok.encoder.encoder in a
+    notebook was in every later load of that folder (any other change made those loads fail as 'not a BPE
+    vocabulary', blaming the files)."""
+    train_bpe('the cat sat on the mat ' * 20, 265).save(tmp_path)
+    first = get_encoder(directory=tmp_path)
+    first.encoder['<|pad|>'] = len(first.encoder)
+    again = get_encoder(directory=tmp_path)
+    assert '<|pad|>' not in again.encoder and len(again) == 265
+
+
 @pytest.mark.parametrize('hugging_face', [False, True])
 def test_a_save_stopped_part_way_leaves_half_a_tokenizer_not_two_of_them(tmp_path, monkeypatch, hugging_face):
     """A vocabulary trained again into the same folder and stopped (Ctrl-C) between its two files left the new
