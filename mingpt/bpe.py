@@ -134,7 +134,7 @@ class Encoder:
     GPT-2) are the entries of `encoder` that are neither a byte nor made by a merge; their key is their own text.
     `pattern` is the pre-tokeniser: GPT-2's regex, or None to merge the whole text as one word (the vocabulary of
     train_bpe(..., pretokenize=False)). `cache_size`: how many words' ids encode remembers between calls (0: none);
-    a call that would pass it clears the cache first."""
+    a call that would pass it clears the cache first, or leaves it alone if its own words are more than that."""
 
     def __init__(self, encoder, bpe_merges, cache_size=1_000_000, pattern=GPT2_PATTERN):
         _check_vocabulary(encoder, bpe_merges)
@@ -346,8 +346,8 @@ def _plain_ids(ids):
     bools are refused, not read as ids: an index takes True as 1, so a mask would decode to text."""
     dtype = str(getattr(ids, 'dtype', ''))
     plain = ids.tolist() if hasattr(ids, 'tolist') else ids
-    if any(kind in dtype for kind in ('float', 'complex', 'bool')) or isinstance(plain, bool) or \
-            not isinstance(plain, int) and not hasattr(plain, '__iter__'):  # e.g. None, 97.0
+    one_id = isinstance(plain, int) and not isinstance(plain, bool)
+    if any(kind in dtype for kind in ('float', 'complex', 'bool')) or not (one_id or hasattr(plain, '__iter__')):
         what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else repr(ids)
         raise TypeError(f"cannot decode {what}: token ids are integers; if it holds ids, convert it (.long() for a "
                         "tensor, int() for a number)")
