@@ -7,7 +7,6 @@ reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (toke
 import json
 import math
 import os
-import pickle
 import re
 import warnings
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import (atomic_write, load_weights, numbered_blocks, parameters_on_meta, plural,
+from mingpt.utils import (atomic_write, file_kind, load_weights, numbered_blocks, parameters_on_meta, plural,
                           refuse_compressed, refuse_non_tensors, unpickling_refused, write_text_atomically)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
@@ -162,25 +161,15 @@ def _read_hf_weights(path, dtype=None):
     return weights
 
 
-TORCH_PICKLE = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)[2:-1]  # the magic number torch.save once pickled first
-
-
 def _weights_format(path):
-    """'torch' (torch.save's zip archive, or its format before torch 1.6: a pickle that starts with its magic number)
-    or 'safetensors' (8 bytes, then the JSON header), by the file's first bytes: torch.load of anything else gave
-    errors such as 'KeyError: 101' or advised weights_only=False. Anything else is refused, saying what it is."""
-    with open(path, 'rb') as f:
-        start = f.read(32)
-    if start.startswith(b'PK') or TORCH_PICKLE in start:
+    """'torch' (torch.save's file) or 'safetensors', by the file's first bytes (utils.file_kind): torch.load of
+    anything else gave errors such as 'KeyError: 101' or advised weights_only=False. Anything else is refused, saying
+    what it is."""
+    kind, what = file_kind(path)
+    if kind in ('zip', 'torch'):
         return 'torch'
-    if start[8:9] == b'{' or path.suffix == '.safetensors':  # read_safetensors says why one is not whole
+    if kind == 'safetensors' or path.suffix == '.safetensors':  # read_safetensors says why one is not whole
         return 'safetensors'
-    if start.startswith(b'\x80'):  # a pickle's protocol mark: pickle.dump's, whose loading can run any code
-        what = "a Python pickle that torch.save did not write; unpickling it could run code of the file's choosing"
-    elif start.startswith(b'version '):
-        what = "a Git LFS pointer, not the file itself (git lfs pull gets it)"
-    else:
-        what = "empty (0 bytes)" if not start else f"of another kind (it begins {start[:16]!r})"
     raise ValueError(f"{path} was not loaded: it is {what}; GPT-2's weights are a file that torch.save or "
                      "save_pretrained wrote")
 

@@ -494,6 +494,38 @@ def write_failed(path, error, what='', kept=None):
                    "write elsewhere")
 
 
+TORCH_PICKLE = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)[2:-1]  # the magic number torch.save once pickled first
+
+
+def file_kind(path):
+    """(kind, what) of the file at path, by its first bytes: kind is 'zip' (torch.save's archive, among others),
+    'torch' (torch.save's pickle from before torch 1.6, which starts with its magic number), 'safetensors' (8 bytes,
+    the header's length, then the header's JSON), 'json' (a config.json) or None, any other file; `what` names it
+    for a message."""
+    with open(path, 'rb') as f:
+        start = f.read(32)
+    if start.startswith(b'PK'):
+        return 'zip', "a zip archive"
+    if TORCH_PICKLE in start:
+        return 'torch', "a torch.save file of the format before torch 1.6 (as older pytorch_model.bin files are)"
+    # a header's length is small; the first 8 bytes of any text, read as a number, are not
+    if start[8:9] == b'{' and int.from_bytes(start[:8], 'little') < 2 ** 32:
+        return 'safetensors', "a safetensors file (the weights of a Hugging Face folder)"
+    if start.startswith(b'\x80'):  # a pickle's protocol mark: pickle.dump's, whose loading can run any code
+        return None, ("a Python pickle that torch.save did not write; unpickling it could run code of the file's "
+                      "choosing")
+    if start.startswith(b'version '):
+        return None, "a Git LFS pointer, not the file itself (git lfs pull gets it)"
+    if not start:
+        return None, "empty (0 bytes)"
+    text = start.decode('utf-8', 'ignore')  # 'ignore': the 32 bytes may end inside a character
+    if b'\0' not in start and len(text) >= len(start) - 3 and all(c.isprintable() or c.isspace() for c in text):
+        if text.lstrip().startswith(('{', '[')):
+            return 'json', f"JSON (it begins {text!r}), such as a Hugging Face folder's config.json"
+        return None, f"text (it begins {text!r})"
+    return None, f"of another kind (it begins {start[:16]!r})"
+
+
 def load_checkpoint(path, map_location='cpu', mmap=False):
     """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so.
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
@@ -504,9 +536,12 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         raise IsADirectoryError(f"{path} is a folder, not a checkpoint: pass a checkpoint file ({inside})")
     hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, with their "
           "config.json in it (GPT.from_pretrained(folder), a project's --model or --system.init)")
-    if Path(path).suffix == '.safetensors':  # never torch.save's: the weights of a Hugging Face directory
-        raise ValueError(f"{path} is a safetensors file, not a mingpt checkpoint; {hf}")
-    if not zipfile.is_zipfile(path):  # before torch.load, whose advice (weights_only=False) fits no such file
+    kind, what = file_kind(path)
+    if kind != 'zip':  # refused before torch.load, whose advice (weights_only=False) fits no such file
+        ours = "a mingpt checkpoint is the model.pt (or ckpt.pt) that a training run writes in its work_dir"
+        advice = hf if kind in ('torch', 'safetensors', 'json') else ours
+        raise ValueError(f"{path} is not a mingpt checkpoint: it is {what}; {advice}")
+    if not zipfile.is_zipfile(path):
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          "file): it is not the zip archive that torch.save writes")
     refuse_compressed(path)

@@ -52,7 +52,10 @@ class RunsCode:
 
 @pytest.mark.parametrize('content, says', [
     (b'', r"it is empty \(0 bytes\)"),  # was 'EOFError: ', 'the file is truncated or corrupt'
-    (b'hello world\n', r"it is of another kind \(it begins b'hello world\\n'\)"),  # was 'KeyError: 101'
+    (b'hello world\n', r"it is text \(it begins 'hello world\\n'\)"),  # was 'KeyError: 101'
+    (b'{"model_type": "gpt2"}', r"it is JSON \(it begins '\{\"model_type\": \"gpt2\"\}'\), such as a Hugging Face "
+                               r"folder's config.json"),  # a config.json saved over the weights: was 'of another kind'
+    (bytes(range(256)), r"it is of another kind \(it begins b'\\x00\\x01"),
     (b'version https://git-lfs.github.com/spec/v1\n', r"it is a Git LFS pointer, not the file itself"),
     (None, r"it is a Python pickle that torch.save did not write; unpickling it could run code"),  # pickle.dump's
 ])

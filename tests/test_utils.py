@@ -400,17 +400,43 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ['ck.pt']  # no temporary file left behind
     data = path.read_bytes()
     (tmp_path / 'trunc.pt').write_bytes(data[:len(data) // 2])
-    (tmp_path / 'notes.md').write_text('# not a checkpoint\n')
-    for name in ('trunc.pt', 'notes.md'):  # not torch's advice to load with weights_only=False
-        with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / name))} could not be read as a mingpt "
-                                             r"checkpoint \(truncated, corrupt, or another program's file\): it is "
-                                             r"not the zip archive that torch.save writes$"):
-            load_checkpoint(tmp_path / name)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / 'trunc.pt'))} could not be read as a mingpt "
+                                         r"checkpoint \(truncated, corrupt, or another program's file\): it is "
+                                         r"not the zip archive that torch.save writes$"):
+        load_checkpoint(tmp_path / 'trunc.pt')  # not torch's advice to load with weights_only=False
     torch.save({'state_dict': {}}, tmp_path / 'foreign.pt')
     with pytest.raises(ValueError, match="not a mingpt checkpoint"):
         load_checkpoint(tmp_path / 'foreign.pt')
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / 'missing.pt')
+
+
+def test_a_file_that_is_no_checkpoint_is_named_with_the_loader_it_needs(tmp_path):
+    """A Hugging Face model.safetensors renamed model.pt, its config.json, a text and an older pytorch_model.bin were
+    all 'not the zip archive that torch.save writes': now each is named, with the loader that reads it. The advice
+    for Hugging Face files is followed here: the folder loads, with the saved model's logits."""
+    from mingpt.model import GPT
+    model = small_model(GPT).eval()
+    folder = model.save_pretrained(tmp_path / 'hf')
+    os.rename(folder / 'model.safetensors', folder / 'model.pt')
+    (tmp_path / 'input.txt').write_text('First Citizen:\nBefore we proceed any further, hear me speak.\n')
+    torch.save(model.state_dict(), tmp_path / 'old.bin', _use_new_zipfile_serialization=False)
+    hf = (rf"; for Hugging Face GPT-2 weights give their folder, {re.escape(str(folder))}, with their config.json in "
+          r"it \(GPT.from_pretrained\(folder\), a project's --model or --system.init\)$")
+    for path, says in [(folder / 'model.pt', r"a safetensors file \(the weights of a Hugging Face folder\)" + hf),
+                       (folder / 'config.json', r"JSON \(it begins '\{\\n  .*'\), such as a Hugging Face folder's "
+                                                r"config.json" + hf),
+                       (tmp_path / 'old.bin', r"a torch.save file of the format before torch 1.6 \(as older "
+                                              r"pytorch_model.bin files are\); for Hugging Face GPT-2 weights"),
+                       (tmp_path / 'input.txt', r"text \(it begins 'First Citizen:\\nBefore we proceed'\); a mingpt "
+                                                r"checkpoint is the model.pt \(or ckpt.pt\) that a training run "
+                                                r"writes in its work_dir$")]:
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is not a mingpt checkpoint: it is {says}"):
+            GPT.from_checkpoint(path)
+    os.rename(folder / 'model.pt', folder / 'model.safetensors')
+    x = torch.randint(11, (2, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(GPT.from_pretrained(folder)(x)[0], model(x)[0], rtol=0, atol=1e-6)
 
 
 def nano_checkpoint(path):
