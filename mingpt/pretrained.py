@@ -383,13 +383,25 @@ def tokenizer_of(checkpoint, path='this checkpoint'):
                          "is damaged or not a chargpt checkpoint") from None
 
 
-def load_model_and_tokenizer(name, dtype=torch.float32):
+def training_note(checkpoint, path):
+    """'(path: trained for N iterations, val loss L)' for a checkpoint the trainer wrote (a model.pt is the model of
+    its best val loss, so perhaps not of the run's last iteration), or None where checkpoint does not say (GPT-2's
+    weights, a checkpoint saved by hand)."""
+    n, loss = (checkpoint or {}).get('iter_num'), (checkpoint or {}).get('val_loss')
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    loss = f", val loss {loss:.4f}" if isinstance(loss, float) else ''
+    return f"({path}: trained for {n:,} {plural(n, 'iteration')}{loss})"
+
+
+def load_model_and_tokenizer(name, dtype=torch.float32, with_checkpoint=False):
     """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
     records; or GPT-2 from a hub id or a Hugging Face directory (converted to dtype as it loads), with the directory's
     tokenizer if it has one (tokenizer.json, or vocab.json and merges.txt).
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
-    give the others, which have no text."""
+    give the others, which have no text. with_checkpoint=True adds a third value: the checkpoint file's dict (its
+    iter_num, its val_loss: see training_note), None for GPT-2."""
     from mingpt.model import GPT
     name = os.path.expanduser(name)  # as from_pretrained does: '~/my-gpt2' found its weights but not its tokenizer
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
@@ -400,7 +412,7 @@ def load_model_and_tokenizer(name, dtype=torch.float32):
         model, checkpoint = GPT.from_checkpoint(name)
         model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)
     else:
-        model, tokenizer = GPT.from_pretrained(name, dtype), None
+        model, tokenizer, checkpoint = GPT.from_pretrained(name, dtype), None, None
         # a Hugging Face directory may bring its tokenizer (tokenizer.json or vocab.json and merges.txt); absolute,
         # as get_encoder takes the directory 'gpt2' for GPT-2's vocabulary, not a ./gpt2 model's own
         if (Path(name) / 'config.json').is_file() and find_vocabulary(name):
@@ -419,4 +431,5 @@ def load_model_and_tokenizer(name, dtype=torch.float32):
         print(f"(the model's {n} tokens are padded past its tokenizer's {kept}: keeping the first {kept})")
         model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:kept])
         model.config.vocab_size = kept
-    return model, tokenizer  # from_checkpoint and from_pretrained both return it in eval mode
+    # from_checkpoint and from_pretrained both return the model in eval mode
+    return (model, tokenizer, checkpoint) if with_checkpoint else (model, tokenizer)

@@ -20,13 +20,15 @@ tokenizer.
 id such as gpt2, or a Hugging Face directory), or a checkpoint of this script (e.g. trained on a small text, to go
 on with a larger one). The dropout options still apply.
 """
+import sys
+
 import torch
 
 from mingpt.bpe import get_encoder
 from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
                          fetch, read_text)
 from mingpt.model import GPT
-from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
+from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record, training_note
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, refuse_ignored, run_cli, set_from_data,
                           set_seed, with_options)
@@ -141,8 +143,11 @@ def main(argv):
                            "sample.checkpoint samples, on the CPU, and trains nothing; to train on, leave it out and "
                            "give --system.init=CHECKPOINT (a new run from its weights) or --trainer.resume=True (its "
                            "run goes on)")
-        model, tokenizer = load_model_and_tokenizer(S.checkpoint)
+        model, tokenizer, checkpoint = load_model_and_tokenizer(S.checkpoint, with_checkpoint=True)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
+        note = training_note(checkpoint, S.checkpoint)
+        if note:  # on stderr, as generate.py's notes, and after the text, as its timing
+            print(note, file=sys.stderr)
         return
 
     path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,

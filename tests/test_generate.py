@@ -895,3 +895,29 @@ def test_a_character_model_streams_characters_beyond_ascii(capsys):
     finish()
     assert pieces == ['a', 'é', '€', 'a'] and capsys.readouterr().out == '\n'
     assert generate_module().text_of(tokenizer, [tokenizer.stoi[c] for c in 'é€'], None) == 'é€'
+
+
+def test_a_trained_checkpoint_says_how_long_it_trained_in_chargpt_and_generate(tmp_path, g, capsys):
+    """chargpt --sample.checkpoint and generate.py --model=model.pt sampled with no word of how far the model had
+    trained (sentiment.py says 'after N iterations'). The note's numbers are read back from metrics.jsonl: model.pt
+    holds the model of the best val loss, whose line is iter N - 1."""
+    text = tmp_path / 'text.txt'
+    text.write_text('to be or not to be, that is the question\n' * 20)
+    chargpt = load_project('chargpt')
+    chargpt.main([f'--data.path={text}', f'--system.work_dir={tmp_path}', '--model.model_type=gpt-nano',
+                  '--data.block_size=8', '--trainer.max_iters=5', '--trainer.eval_interval=2', '--trainer.batch_size=2',
+                  '--trainer.eval_iters=2', '--sample.length=0', '--trainer.quiet=True'])
+    lines = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    best = min((line for line in lines if 'val_loss' in line), key=lambda line: line['val_loss'])
+    path = tmp_path / 'model.pt'
+    note = f"({path}: trained for {best['iter'] + 1} iterations, val loss {best['val_loss']:.4f})"
+    capsys.readouterr()
+    chargpt.main([f'--sample.checkpoint={path}', '--sample.prompt=to be', '--sample.length=5'])
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-1] == note and out.splitlines()[-1].startswith('to be')
+    g.main([f'--model={path}', '--prompt=to be', '--max_new_tokens=5'])
+    out, err = capsys.readouterr()
+    assert note in err.splitlines() and out.startswith('to be')
+    save_checkpoint(model_state(GPT.from_checkpoint(path)[0]) | {'vocab': torch.load(path)['vocab']}, path)
+    g.main([f'--model={path}', '--prompt=to be', '--max_new_tokens=5'])  # saved by hand: no iteration to tell
+    assert 'trained for' not in capsys.readouterr().err
