@@ -152,7 +152,11 @@ def _read_hf_weights(path, dtype=None):
         else:
             weights = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
-        refused = unpickling_refused(path, e, "the tensors of GPT-2's weights")
+        rebuild = ("Its tensors load once saved beside it as model.safetensors, which GPT.from_pretrained(folder) "
+                   "reads first: mingpt.pretrained.write_safetensors({k: v for k, v in state.items() if "
+                   "isinstance(v, torch.Tensor)}, folder / 'model.safetensors'), where state is what the load below "
+                   "gives. ")
+        refused = unpickling_refused(path, e, "the tensors of GPT-2's weights", rebuild)
         if refused:
             raise refused from None
         raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "

@@ -548,7 +548,10 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:
-        refused = unpickling_refused(path, e, "the tensors and plain data of a mingpt checkpoint")
+        rebuild = ("Its model is rebuilt from the dict that the load below gives, checkpoint: model = "
+                   "GPT(mingpt.utils.CfgNode(**checkpoint['model_config'])); "
+                   "model.load_state_dict(checkpoint['model']) (GPT, or the class that wrote it). ")
+        refused = unpickling_refused(path, e, "the tensors and plain data of a mingpt checkpoint", rebuild)
         if refused:
             raise refused from None
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
@@ -621,15 +624,16 @@ def check_loads_back(extras):
                              ".tolist())") from None
 
 
-def unpickling_refused(path, error, expected):
+def unpickling_refused(path, error, expected, rebuild=''):
     """A ValueError saying why and what to do, where torch.load(path, weights_only=True) refused a Python object
     (its error names it, e.g. posix.system) beside what the file is `expected` to hold; None for an error of another
-    kind, such as a truncated file."""
+    kind, such as a truncated file. rebuild: how to make a model (and a file that loads safely) of what
+    torch.load(path, weights_only=False) gives, for one who trusts the file."""
     found = PICKLED_GLOBAL.search(str(error))
     if found:
         return ValueError(f"{path} was not loaded: it holds a Python object ({found[1]}) besides {expected}, and "
-                          "unpickling it would run code of the file's choosing. If you trust whoever made it, load it "
-                          "yourself: torch.load(path, weights_only=False)")
+                          f"unpickling it would run code of the file's choosing. {rebuild}If you trust whoever made "
+                          "it, load it yourself: torch.load(path, weights_only=False)")
 
 
 def refuse_non_tensors(weights, source, what):

@@ -6,10 +6,12 @@ import os
 import pickle
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
+import mingpt
 from mingpt import pretrained
 from mingpt.model import GPT
 
@@ -157,3 +159,21 @@ def test_only_the_links_that_lead_nowhere_are_named(hf, tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"; but model.safetensors is a link to {gone}, which does not exist "
                                                 r"\(a folder copied out of"):
         GPT.from_pretrained(folder)
+
+
+def test_a_refused_pytorch_model_bin_says_how_to_load_its_tensors_and_the_way_works(hf):
+    """The message said only 'load it yourself: torch.load(path, weights_only=False)', which gives a dict that
+    from_pretrained does not take. The way it now gives is followed here, on a pytorch_model.bin holding a Path besides
+    the weights: the folder then loads, with Hugging Face's logits."""
+    model, folder = hf
+    (folder / 'model.safetensors').unlink()
+    torch.save({**model.state_dict(), 'source': Path('model.ckpt')}, folder / 'pytorch_model.bin')
+    with pytest.raises(ValueError) as refused:
+        GPT.from_pretrained(folder)
+    message = str(refused.value)
+    assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
+                     r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
+    code = re.search(r"reads first: (mingpt.pretrained.write_safetensors\(.*\)), where state is", message)
+    state = torch.load(folder / 'pytorch_model.bin', weights_only=False)
+    exec(code[1], {'mingpt': mingpt, 'torch': torch, 'state': state, 'folder': folder})
+    assert_same_logits(GPT.from_pretrained(folder), model)

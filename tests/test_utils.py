@@ -560,6 +560,27 @@ def test_a_checkpoint_that_would_run_code_is_refused_saying_what_it_holds(tmp_pa
     assert not marker.exists()
 
 
+def test_a_refused_checkpoint_says_how_to_rebuild_its_model_and_the_way_works(tmp_path):
+    """The message said only 'load it yourself: torch.load(path, weights_only=False)', and not how to make a model of
+    what that gives. The rebuild it now gives is followed here, on a checkpoint holding a Path (an object that
+    weights_only refuses): the model gives the saved model's logits."""
+    import mingpt
+    from mingpt.model import GPT
+    saved, path = nano_checkpoint(tmp_path / 'model.pt').eval(), tmp_path / 'model.pt'
+    torch.save({**torch.load(path), 'data_path': Path('input.txt')}, path)
+    with pytest.raises(ValueError) as refused:
+        GPT.from_checkpoint(path)
+    message = str(refused.value)
+    assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
+                     r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
+    code = re.search(r"the load below gives, checkpoint: (model = .*\)) \(GPT, or the class that wrote it\)", message)
+    scope = {'GPT': GPT, 'mingpt': mingpt, 'checkpoint': torch.load(path, weights_only=False)}
+    exec(code[1], scope)
+    x = torch.randint(11, (2, 8))
+    with torch.no_grad():
+        torch.testing.assert_close(scope['model'].eval()(x)[0], saved(x)[0], rtol=0, atol=0)
+
+
 def test_a_checkpoint_with_compressed_members_is_refused_unread(tmp_path):
     """torch.load unpacks compressed members in memory: this one, 5 KB, unpacked to a 4 MB tensor (so 5 GB of
     memory from 5 MB of file)."""
