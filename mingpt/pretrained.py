@@ -154,8 +154,8 @@ def _read_hf_weights(path, dtype=None):
     except Exception as e:
         rebuild = ("Its tensors load once saved beside it as model.safetensors, which GPT.from_pretrained(folder) "
                    "reads first: mingpt.pretrained.write_safetensors({k: v for k, v in state.items() if "
-                   "isinstance(v, torch.Tensor)}, folder / 'model.safetensors'), where state is what the load below "
-                   "gives. ")
+                   "isinstance(v, torch.Tensor)}, folder / 'model.safetensors'), where state is the dict that "
+                   "torch.load gives. ")
         refused = unpickling_refused(path, e, "the tensors of GPT-2's weights", rebuild)
         if refused:
             raise refused from None

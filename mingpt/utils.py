@@ -540,6 +540,8 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     if kind != 'zip':  # refused before torch.load, whose advice (weights_only=False) fits no such file
         ours = "a mingpt checkpoint is the model.pt (or ckpt.pt) that a training run writes in its work_dir"
         advice = hf if kind in ('torch', 'safetensors', 'json') else ours
+        if kind == 'safetensors' and Path(path).name != 'model.safetensors':  # renamed: the folder would lack it
+            advice += "; from_pretrained reads the weights named model.safetensors: rename the file back"
         raise ValueError(f"{path} is not a mingpt checkpoint: it is {what}; {advice}")
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
@@ -548,7 +550,7 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as e:
-        rebuild = ("Its model is rebuilt from the dict that the load below gives, checkpoint: model = "
+        rebuild = ("Its model is rebuilt from the dict that torch.load gives, checkpoint: model = "
                    "GPT(mingpt.utils.CfgNode(**checkpoint['model_config'])); "
                    "model.load_state_dict(checkpoint['model']) (GPT, or the class that wrote it). ")
         refused = unpickling_refused(path, e, "the tensors and plain data of a mingpt checkpoint", rebuild)

@@ -423,7 +423,9 @@ def test_a_file_that_is_no_checkpoint_is_named_with_the_loader_it_needs(tmp_path
     torch.save(model.state_dict(), tmp_path / 'old.bin', _use_new_zipfile_serialization=False)
     hf = (rf"; for Hugging Face GPT-2 weights give their folder, {re.escape(str(folder))}, with their config.json in "
           r"it \(GPT.from_pretrained\(folder\), a project's --model or --system.init\)$")
-    for path, says in [(folder / 'model.pt', r"a safetensors file \(the weights of a Hugging Face folder\)" + hf),
+    renamed = r"; from_pretrained reads the weights named model.safetensors: rename the file back$"
+    for path, says in [(folder / 'model.pt', r"a safetensors file \(the weights of a Hugging Face folder\)"
+                                             + hf[:-1] + renamed),
                        (folder / 'config.json', r"JSON \(it begins '\{\\n  .*'\), such as a Hugging Face folder's "
                                                 r"config.json" + hf),
                        (tmp_path / 'old.bin', r"a torch.save file of the format before torch 1.6 \(as older "
@@ -573,7 +575,7 @@ def test_a_refused_checkpoint_says_how_to_rebuild_its_model_and_the_way_works(tm
     message = str(refused.value)
     assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
                      r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
-    code = re.search(r"the load below gives, checkpoint: (model = .*\)) \(GPT, or the class that wrote it\)", message)
+    code = re.search(r"that torch.load gives, checkpoint: (model = .*\)) \(GPT, or the class that wrote it\)", message)
     scope = {'GPT': GPT, 'mingpt': mingpt, 'checkpoint': torch.load(path, weights_only=False)}
     exec(code[1], scope)
     x = torch.randint(11, (2, 8))
