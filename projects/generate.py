@@ -231,8 +231,13 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
 
 def run_beams(model, tokenizer, prompts, p, ids, S, eos, device):
     """Beam search for prompt p: print the best num_samples beams, best first. Returns the best beam's length."""
-    seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
-                               eos_token_id=eos)
+    try:
+        seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
+                                   eos_token_id=eos)
+    except KeyboardInterrupt:  # the beams come out only when their search ends: say which one was cut short
+        print(f"(stopped during the beam search of prompt {p + 1} of {len(prompts)}: nothing from there on was "
+              "generated)", file=sys.stderr)
+        raise
     for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
         header(p, i, len(prompts), S.num_samples, 'beam', f" (log-prob {score.item():.2f})")
         sys.stdout.write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), eos) + '\n')

@@ -806,6 +806,34 @@ def test_ctrl_c_says_where_the_prompt_files_output_stops_short(samples, batch, s
     assert err[-1 - len(note):] == note + ['interrupted (every file written is whole)']  # none after the last batch
 
 
+def test_ctrl_c_in_a_beam_search_names_its_prompt_and_keeps_the_beams_before(tmp_path, capsys, monkeypatch):
+    """A beam search prints its beams only when it ends: stopped in prompt 2's, the output ended after prompt 1's
+    beams with no word of the prompts left."""
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=4, block_size=16))
+    model = GPT(C).eval()
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (model, CharTokenizer(list('abc\n'))))
+    searched, real_beam_search = [], g.beam_search
+
+    def beam_search(*args, **kwargs):
+        searched.append(1)
+        if len(searched) == 2:
+            raise KeyboardInterrupt
+        return real_beam_search(*args, **kwargs)
+    monkeypatch.setattr(g, 'beam_search', beam_search)
+    (tmp_path / 'prompts.txt').write_text('a\nb\nc\n')
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        g.run_cli(g.main, ['--model=fake', f'--prompt_file={tmp_path / "prompts.txt"}', '--max_new_tokens=3',
+                           '--num_beams=2', '--device=cpu'])
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 1 and out.out.startswith('a')  # prompt 1's best beam, then nothing
+    assert out.err.splitlines()[-2:] == ['(stopped during the beam search of prompt 2 of 3: nothing from there on was '
+                                         'generated)', 'interrupted (every file written is whole)']
+
+
 @pytest.mark.parametrize('signal_name, code, word', [('SIGINT', 130, 'interrupted'), ('SIGTERM', 143, 'terminated')])
 def test_a_real_process_stopped_while_it_streams(signal_name, code, word, tmp_path):
     """python projects/generate.py streaming a prompt file's first prompt, stopped by Ctrl-C or SIGTERM: the text so
