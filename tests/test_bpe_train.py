@@ -361,6 +361,17 @@ def test_a_vocabulary_with_its_own_pattern_is_refused_by_save(tmp_path, hugging_
     assert get_encoder(directory=tmp_path).encoder == trained.encoder
 
 
+def test_a_vocabulary_with_its_own_pattern_is_refused_by_a_checkpoints_record():
+    """A checkpoint records a BPE vocabulary's tokens and merges, not its pattern: a model trained with
+    Encoder(pattern=r'\S+|\s+') came back from its checkpoint splitting 'cat sat' as GPT-2 does, other ids."""
+    trained = train_bpe('the cat sat on the mat ' * 20, 265)
+    own = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=r'\S+|\s+')
+    with pytest.raises(ValueError, match=r"its own pattern '.*', which a checkpoint does not record"):
+        tokenizer_record(own)
+    same = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=GPT2_PATTERN)
+    assert tokenizer_of(tokenizer_record(same)).encode('cat sat') == trained.encode('cat sat')
+
+
 def test_no_endoftext_means_padding_must_be_given(tmp_path):
     train_bpe('hello world ' * 10, 265, special_tokens=()).save(tmp_path)
     tok = BPETokenizer(directory=tmp_path)
