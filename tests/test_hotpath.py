@@ -1,0 +1,207 @@
+"""Guards on the hot paths: how often one training or decoding step makes the host wait for the device.
+
+On a GPU the host queues kernels and runs ahead of them. Reading a result on the host (.item(), bool(t), a Python
+`if` on a tensor, .tolist(), nonzero(), whose output size depends on the data) waits until every queued kernel has
+run, and so does torch.tensor(python_data, device=...) (a copy from pageable memory); the GPU then idles while Python
+catches up. There is no GPU here, but the same reads run through PyTorch's dispatcher on CPU, where the profiler sees
+them. Each test pins the waits of one step and says why each is needed: a new .item() in a hot path fails here,
+named with the function it is in.
+"""
+import re
+from collections import Counter
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from conftest import load_project
+from mingpt.data import CharTokenizer, TokenDataset
+from mingpt.engine import Engine
+from mingpt.model import GPT
+from mingpt.sampling import beam_search
+from mingpt.seq2seq import Transformer
+from mingpt.trainer import Trainer
+
+# ops whose result the host reads: on a GPU the host waits for the device to get there
+READS = {'aten::_local_scalar_dense': 'item', 'aten::nonzero': 'nonzero', 'aten::equal': 'equal',
+         'aten::masked_select': 'masked_select', 'aten::_unique2': 'unique', 'aten::unique_consecutive': 'unique',
+         'aten::unique_dim': 'unique'}
+# torch.tensor(data, device=...) and tensor.new_tensor(data): the data is copied from the host, and waits
+FROM_HOST = 'aten::lift_fresh'
+# .tolist() and .numpy() read a tensor without an op on CPU; on a GPU they copy it to the host first
+PYTHON_READS = re.compile(r'<built-in method (tolist|numpy) of Tensor')
+# reads inside these ops' CPU kernels, which their GPU kernels do on the device: a device-side assert, and AdamW's
+# step count and learning rate
+CPU_KERNEL_ONLY = {'aten::_assert_async', 'aten::_fused_adamw_', 'aten::_fused_adam_'}
+HOST_SIDE = 'torch/utils/data/'  # the DataLoader's batches are made on the host, then copied to the device unwaited
+MINGPT_FUNCTION = re.compile(r'mingpt/(\w+)\.py\(\d+\): (\w+)')  # a Python frame of the profiler's, in mingpt/
+
+
+def kind(event):
+    if event.name in READS:
+        return READS[event.name]
+    if event.name == FROM_HOST:
+        return 'from host'
+    match = PYTHON_READS.match(event.name)
+    return match and match[1]
+
+
+def ancestors(event):
+    while event.cpu_parent is not None:
+        event = event.cpu_parent
+        yield event
+
+
+def where(event):
+    """The innermost function of mingpt the event ran in, as 'module.function'."""
+    for frame in ancestors(event):
+        match = MINGPT_FUNCTION.search(frame.name)
+        if match:
+            return f'{match[1]}.{match[2]}'
+    return 'outside mingpt'
+
+
+class HostWaits(Counter):
+    """Counts each wait of the code run inside it as 'kind in module.function', e.g. 'item in model.check_prompt'."""
+
+    def __enter__(self):
+        self.profiler = profile(activities=[ProfilerActivity.CPU], with_stack=True)
+        self.profiler.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.profiler.__exit__(*exc)
+        for event in self.profiler.events():
+            if not kind(event) or any(kind(a) for a in ancestors(event)):  # an item() inside nonzero() is one wait
+                continue
+            if any(a.name in CPU_KERNEL_ONLY or HOST_SIDE in a.name for a in ancestors(event)):
+                continue
+            self[f'{kind(event)} in {where(event)}'] += 1
+
+
+def gpt(**overrides):
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=2, n_head=2, n_embd=16, vocab_size=11, block_size=32, **overrides))
+    torch.manual_seed(0)
+    return GPT(C)
+
+
+# ---- training ----
+
+def test_gpt_forward_and_backward_never_wait():
+    # the loss stays on the device: cross_entropy's ignore_index needs no count of the targets on the host
+    m = gpt()
+    x, y = torch.randint(11, (2, 8)), torch.randint(-1, 11, (2, 8))
+    with HostWaits() as forward:
+        _, loss = m(x, y)
+    with HostWaits() as backward:
+        loss.backward()
+    assert forward == {} and backward == {}
+
+
+def test_seq2seq_forward_waits_to_trim_padding():
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type='transformer-nano', vocab_size=11, block_size=8))
+    m = Transformer(C)
+    src = torch.tensor([[5, 6, 7, 0, 0, 0], [5, 6, 0, 0, 0, 0]])
+    tgt = torch.tensor([[8, 9, 2, 0, 0, 0], [8, 2, 0, 0, 0, 0]])
+    with HostWaits() as waits:
+        m(src, tgt)
+    assert waits == {
+        # trim_padding drops the columns that are padding in every row, so the host needs their number: the
+        # nonzero() of the columns with a real token, then int() of the last (twice: source and target)
+        'nonzero in seq2seq.trim_padding': 2, 'item in seq2seq.trim_padding': 2,
+        # encode refuses a source row of padding only, whose attention would be NaN
+        'item in seq2seq.encode': 1,
+    }
+
+
+def chargpt_trainer(log_interval, max_iters):
+    """chargpt's default config (trainer, model options, a val set), at sizes that train in a blink."""
+    C = load_project('chargpt').get_config()
+    text = "to be or not to be, that is the question. " * 8
+    tokenizer = CharTokenizer.from_text(text)
+    ids = tokenizer.encode(text)
+    C.model.merge_from_dict(dict(model_type=None, n_layer=1, n_head=2, n_embd=8, vocab_size=len(tokenizer),
+                                 block_size=8))
+    C.trainer.merge_from_dict(dict(batch_size=4, max_iters=max_iters, log_interval=log_interval, quiet=True))
+    return Trainer(C.trainer, GPT(C.model), TokenDataset(ids[:300], 8), val_dataset=TokenDataset(ids[300:], 8))
+
+
+def iteration_waits(trainer, iteration):
+    """The waits from the end of iteration - 1's callbacks to the end of iteration's: one whole iteration."""
+    waits = HostWaits()
+
+    def on_batch_end(t):
+        if t.iter_num == iteration - 1:
+            waits.__enter__()
+        elif t.iter_num == iteration:
+            waits.__exit__(None, None, None)
+    trainer.add_callback('on_batch_end', on_batch_end)
+    trainer.run()
+    return waits
+
+
+def test_steady_training_iteration_never_waits(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # chargpt's work_dir, ./out/chargpt
+    # iteration 2: not the first, no evaluation (eval_interval 500, and max_iters 6 is not yet reached), not logged
+    assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 2) == {}
+
+
+def test_logged_training_iteration_waits_for_its_numbers(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # chargpt's log_interval is the trainer's default, 1: every iteration is logged like iteration 4 here
+    assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 4) == {
+        # metrics.jsonl's loss, gradient norm and tokens/s (the tokens read, counted on the device)
+        'item in trainer._measure': 3,
+    }
+
+
+# ---- decoding ----
+
+def stream_step_waits(generator, **kw):
+    """The waits of one generate_stream step after the prompt's: one new token through the model, then its choice."""
+    idx = torch.randint(1, 11, (2, 5))
+    stream = generator.generate_stream(idx, 4, **kw)
+    next(stream), next(stream)  # the prompt's step, then one with the KV cache filled
+    with HostWaits() as waits:
+        next(stream)
+    return waits
+
+
+STEPS = [dict(), dict(do_sample=True, top_k=5, top_p=0.9), dict(attention_mask=torch.tensor([[0, 1, 1, 1, 1]] * 2))]
+
+
+@pytest.mark.parametrize('kw', STEPS, ids=['greedy', 'top_k and top_p', 'attention_mask'])
+@pytest.mark.parametrize('engine', [False, True], ids=['model', 'engine'])
+def test_decode_step_never_waits(engine, kw):
+    # the chosen token goes back into the model as a tensor; nothing on the way is read on the host (the engine's
+    # slot is a tensor filled in place, and top-p cuts by a mask, not by an index list)
+    m = gpt().eval()
+    assert stream_step_waits(Engine(m) if engine else m, **kw) == {}
+
+
+@pytest.mark.parametrize('engine', [False, True], ids=['model', 'engine'])
+def test_decode_step_with_eos_waits_once(engine):
+    m = gpt().eval()
+    assert stream_step_waits(Engine(m) if engine else m, eos_token_id=0) == {
+        # done.all(): the stream stops once every row has ended, so the host must know whether they have
+        'item in model.generate_stream': 1,
+    }
+
+
+def test_beam_search_step_waits():
+    m = gpt().eval()
+    idx = torch.randint(1, 11, (1, 5))
+    with HostWaits() as two_steps:
+        beam_search(m, idx, 2, num_beams=3)
+    with HostWaits() as three_steps:
+        beam_search(m, idx, 3, num_beams=3)
+    assert three_steps - two_steps == {
+        # the best candidates (with any tied to the last), then their scores and ids to the host, where the
+        # beams are chosen in Python: which rows go on, with which tokens, and which finish (at eos)
+        'nonzero in sampling.best_extensions': 1, 'tolist in sampling.best_extensions': 2,
+        # the kept rows, tokens and scores back to the device
+        'from host in sampling.beam_search': 3,
+    }
+
