@@ -365,7 +365,9 @@ class GPT(nn.Module):
         if idx.size(1) > self.block_size:
             raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
                              f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")
-        if idx.min() < 0 or idx.max() >= self.config.vocab_size:  # the embedding would fail with an index error
+        # one read of the device for the whole check (the embedding would fail with an index error); min and max
+        # are read only to say what is wrong
+        if ((idx < 0) | (idx >= self.config.vocab_size)).any():
             raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
         check_range('eos_token_id', eos_token_id, 0, self.config.vocab_size - 1, integer=True, none_ok=True)
@@ -376,8 +378,9 @@ class GPT(nn.Module):
                              f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
         if ((attention_mask != 0) & (attention_mask != 1)).any():  # e.g. a float mask of -inf, or token ids
             raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
-        empty = (attention_mask == 0).all(dim=1).nonzero()[:, 0].tolist()
-        if empty:  # such a row would be continued from no text at all, its padding's embedding alone
+        empty_rows = (attention_mask == 0).all(dim=1)
+        if empty_rows.any():  # such a row would be continued from no text at all, its padding's embedding alone
+            empty = empty_rows.nonzero()[:, 0].tolist()
             raise ValueError(f"attention_mask marks no real token in prompt {plural(len(empty), 'row')} "
                              f"{', '.join(map(str, empty))}: every row needs at least one 1; drop the empty rows, or "
                              "start them from a token (e.g. newline or <|endoftext|>) marked 1")

@@ -205,3 +205,15 @@ def test_beam_search_step_waits():
         'from host in sampling.beam_search': 3,
     }
 
+
+def test_prompt_checks_wait_once_each():
+    # once per generation, not per step: a prompt of ids outside the vocabulary, or a mask of other values than 0
+    # and 1 or of a row without a token, must be refused before the embedding reads it (a device-side assert)
+    m = gpt().eval()
+    idx, mask = torch.randint(1, 11, (2, 5)), torch.tensor([[0, 1, 1, 1, 1]] * 2)
+    with HostWaits() as plain:
+        m.generate(idx, 0)
+    with HostWaits() as masked:
+        m.generate(idx, 0, attention_mask=mask)
+    assert plain == {'item in model.check_prompt': 1}  # every id within the vocabulary
+    assert masked == {'item in model.check_prompt': 3}  # and the mask: only 0 and 1, a 1 in every row
