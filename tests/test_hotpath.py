@@ -26,8 +26,10 @@ from mingpt.trainer import Trainer
 READS = {'aten::_local_scalar_dense': 'item', 'aten::nonzero': 'nonzero', 'aten::equal': 'equal',
          'aten::masked_select': 'masked_select', 'aten::_unique2': 'unique', 'aten::unique_consecutive': 'unique',
          'aten::unique_dim': 'unique'}
-# torch.tensor(data, device=...) and tensor.new_tensor(data): the data is copied from the host, and waits
+# torch.tensor(data, device=...), new_tensor and as_tensor of Python data: a copy from the host's memory, which waits
+# (the same op on CPU under t[i] = value, a fill on a GPU, is not counted)
 FROM_HOST = 'aten::lift_fresh'
+FROM_HOST_CALL = re.compile(r'<built-in method (tensor|new_tensor|as_tensor) of')
 # .tolist() and .numpy() read a tensor without an op on CPU; on a GPU they copy it to the host first
 PYTHON_READS = re.compile(r'<built-in method (tolist|numpy) of Tensor')
 # reads inside these ops' CPU kernels, which their GPU kernels do on the device: a device-side assert, and AdamW's
@@ -40,7 +42,7 @@ MINGPT_FUNCTION = re.compile(r'mingpt/(\w+)\.py\(\d+\): (\w+)')  # a Python fram
 def kind(event):
     if event.name in READS:
         return READS[event.name]
-    if event.name == FROM_HOST:
+    if event.name == FROM_HOST and event.cpu_parent is not None and FROM_HOST_CALL.match(event.cpu_parent.name):
         return 'from host'
     match = PYTHON_READS.match(event.name)
     return match and match[1]
