@@ -119,7 +119,8 @@ def test_seq2seq_forward_waits_to_trim_padding():
 
 
 def chargpt_trainer(log_interval, max_iters):
-    """chargpt's default config (trainer, model options, a val set), at sizes that train in a blink."""
+    """chargpt's default config (trainer, model options, a val set), at sizes that train in a blink; no work_dir
+    (the run config is not passed), so no files."""
     C = load_project('chargpt').get_config()
     text = "to be or not to be, that is the question. " * 8
     tokenizer = CharTokenizer.from_text(text)
@@ -144,14 +145,12 @@ def iteration_waits(trainer, iteration):
     return waits
 
 
-def test_steady_training_iteration_never_waits(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # chargpt's work_dir, ./out/chargpt
+def test_steady_training_iteration_never_waits():
     # iteration 2: not the first, no evaluation (eval_interval 500, and max_iters 6 is not yet reached), not logged
     assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 2) == {}
 
 
-def test_logged_training_iteration_waits_for_its_numbers(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_logged_training_iteration_waits_for_its_numbers():
     # chargpt's log_interval is the trainer's default, 1: every iteration is logged like iteration 4 here
     assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 4) == {
         # metrics.jsonl's loss, gradient norm and tokens/s (the tokens read, counted on the device)
