@@ -105,7 +105,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         # log-probs only decrease: once num_beams finished beams score at least the best live one, no live one can
         # overtake them. A length penalty > 0 divides by a growing length, which can raise a score: search every step
         if len(finished) >= num_beams and length_penalty == 0 and \
-                sorted(f[0] for f in finished)[-num_beams] >= scores.max().item():
+                sorted(f[0] for f in finished)[-num_beams] >= max(kept):  # kept: the live scores, on the host
             break
     n = seqs.size(1) - T
     finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]

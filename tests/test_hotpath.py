@@ -207,6 +207,17 @@ def test_beam_search_step_waits():
     }
 
 
+def test_beam_search_stops_early_without_reading_the_device():
+    """The early stop (enough finished beams beat every live one) compared with the live scores' max().item(), where
+    the same scores are on the host already."""
+    m = gpt().eval()
+    idx = torch.randint(1, 11, (1, 5))
+    eos = m.generate(idx, 1)[0, -1].item()  # the likeliest first token: it ends the beam at once
+    with HostWaits() as waits:
+        seqs, _ = beam_search(m, idx, 3, num_beams=1, eos_token_id=eos)
+    assert seqs[0, 5] == eos and 'item in sampling.beam_search' not in waits
+
+
 def test_prompt_checks_wait_once_each():
     # once per generation, not per step: a prompt of ids outside the vocabulary, or a mask of other values than 0
     # and 1 or of a row without a token, must be refused before the embedding reads it (a device-side assert)
