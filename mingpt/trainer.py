@@ -46,7 +46,7 @@ PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL
               'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
-                   'sampler', 'best_val_loss', 'val_loss', 'trainable', 'format')
+                   'sampler', 'best_val_loss', 'val_loss', 'trainable', 'platform', 'format')
 # keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
 METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')
 # trainer options that leave the steps' numbers as they are, which a resume may change unnoted (it notes the others)
@@ -711,6 +711,10 @@ class Trainer:
         if changed and self.rank == 0:  # a lower learning rate is often the point; a batch size left out is not
             print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "
                   f"with this run's{command}")
+        there, here = ckpt.get('platform'), platform_record(self.device)  # older checkpoints do not record it
+        if there and there != here and self.rank == 0:
+            print(f"note: {path} was trained with {describe_difference(there, here)}: training goes on, but not to "
+                  "the bits the run would have reached there (floating-point sums are taken in another order)")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop
@@ -912,10 +916,19 @@ class Trainer:
                 'sampler': {'seed': self.sampler_seed, 'iter': self.steps_done},
                 'best_val_loss': self.best_val_loss,
                 'trainable': trainable_names(self.model),
+                'platform': platform_record(self.device),
             }, path)
         if wait:
             dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
+
+
+def platform_record(device):
+    """What the same bits need besides the seed and the options: torch's version, the threads of its CPU kernels
+    (OMP_NUM_THREADS) and the device. A checkpoint records it, and a resume on another notes it."""
+    device = torch.device(device)
+    name = torch.cuda.get_device_name(device) if device.type == 'cuda' else device.type
+    return {'torch': str(torch.__version__), 'threads': torch.get_num_threads(), 'device': name}
 
 
 def metric_value(name, value):

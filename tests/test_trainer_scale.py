@@ -384,6 +384,25 @@ def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
     assert "other trainer options (max_iters=2 there, 4 here)" in capsys.readouterr().out
 
 
+def test_a_resume_on_another_thread_count_says_its_bits_differ(tmp_path, capsys):
+    """OMP_NUM_THREADS changes the last digits (README): a resume there went on without a word, and the run's
+    losses differed from the step after it."""
+    threads = torch.get_num_threads()
+    train(tmp_path, max_iters=2, checkpoint_interval=2)
+    assert load_checkpoint(tmp_path / 'ckpt.pt')['platform'] == {'torch': torch.__version__, 'threads': threads,
+                                                                  'device': 'cpu'}
+    capsys.readouterr()
+    train(tmp_path, resume=True, max_iters=3)
+    assert 'note' not in capsys.readouterr().out
+    torch.set_num_threads(threads + 1)
+    try:
+        train(tmp_path, resume=True, max_iters=4)
+    finally:
+        torch.set_num_threads(threads)
+    assert re.search(rf"note: .*ckpt.pt was trained with threads={threads} there, {threads + 1} here: training goes "
+                     r"on, but not to the bits", capsys.readouterr().out)
+
+
 def test_a_resume_with_another_seed_keeps_the_runs_seed_in_its_files(tmp_path, capsys):
     """A resume goes on with the checkpoint's weights, batches and random states, whatever system.seed says: a
     resume that gave --system.seed=1 (or left out the first command's seed) trained on as before, but model.pt,
