@@ -301,6 +301,15 @@ class Encoder:
         GPT-2."""
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
+    def check_recordable(self, where):
+        """Refuse a pre-tokeniser other than GPT-2's regex or None, which `where` (a saved vocabulary, a checkpoint)
+        cannot record: read back, the vocabulary would split text with GPT-2's regex and give other ids."""
+        if self.pat and self.pat.pattern != GPT2_PATTERN:
+            raise ValueError(f"this Encoder splits words with its own pattern {self.pat.pattern!r:.60}, which {where} "
+                             "cannot record: read back, it would split with GPT-2's regex and give other ids. Use a "
+                             "vocabulary built with GPT-2's pattern (the default) or pattern=None, or keep this "
+                             "Encoder in memory")
+
     def save(self, directory, hugging_face=False):
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
@@ -309,11 +318,7 @@ class Encoder:
         beside GPT.save_pretrained's config.json): the two files as vocab.json and merges.txt, and the tokenizer's
         class and special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
         vocab.bpe) there are removed, as readers take them first."""
-        if self.pat and self.pat.pattern != GPT2_PATTERN:  # checked before anything is written
-            raise ValueError(f"this Encoder splits words with its own pattern {self.pat.pattern!r:.60}, which "
-                             "encoder.json and vocab.bpe cannot record: read back, they would split with GPT-2's "
-                             "regex and give other ids. Save a vocabulary built with GPT-2's pattern (the default) "
-                             "or pattern=None, or keep this Encoder in memory")
+        self.check_recordable('encoder.json and vocab.bpe')  # before anything is written
         if hugging_face and not self.pat:
             raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "
                              "trained without a pre-tokeniser would give other ids there")

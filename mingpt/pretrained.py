@@ -351,10 +351,7 @@ def tokenizer_record(tokenizer):
     if isinstance(tokenizer, CharTokenizer):
         return {'vocab': tokenizer.chars}
     if isinstance(tokenizer, Encoder):
-        if tokenizer.pat is not None and tokenizer.pat.pattern != GPT2_PATTERN:  # as Encoder.save refuses it
-            raise ValueError(f"this Encoder splits words with its own pattern {tokenizer.pat.pattern!r:.60}, which a "
-                             "checkpoint does not record: read back, it would split with GPT-2's regex and give other "
-                             "ids. Use a vocabulary built with GPT-2's pattern (the default) or pattern=None")
+        tokenizer.check_recordable('a checkpoint')
         record = {'kind': 'bpe', 'encoder': tokenizer.encoder, 'merges': tokenizer.bpe_merges}
         if tokenizer.pat is None:  # trained without pre-tokenising (GPT-2's regex is the default)
             record['pretokenize'] = False

@@ -354,7 +354,7 @@ def test_a_vocabulary_with_its_own_pattern_is_refused_by_save(tmp_path, hugging_
     own = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=r'\S+|\s+')
     assert own.pre_tokens('cat sat') == ['cat', ' ', 'sat'] != trained.pre_tokens('cat sat')
     with pytest.raises(ValueError, match=r"its own pattern '.*', which encoder.json and vocab.bpe cannot record: "
-                                         r"read back, they would split with GPT-2's regex"):
+                                         r"read back, it would split with GPT-2's regex"):
         own.save(tmp_path, hugging_face=hugging_face)
     assert list(tmp_path.iterdir()) == []
     bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=GPT2_PATTERN).save(tmp_path)
@@ -366,7 +366,7 @@ def test_a_vocabulary_with_its_own_pattern_is_refused_by_a_checkpoints_record():
     Encoder(pattern=r'\S+|\s+') came back from its checkpoint splitting 'cat sat' as GPT-2 does, other ids."""
     trained = train_bpe('the cat sat on the mat ' * 20, 265)
     own = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=r'\S+|\s+')
-    with pytest.raises(ValueError, match=r"its own pattern '.*', which a checkpoint does not record"):
+    with pytest.raises(ValueError, match=r"its own pattern '.*', which a checkpoint cannot record"):
         tokenizer_record(own)
     same = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=GPT2_PATTERN)
     assert tokenizer_of(tokenizer_record(same)).encode('cat sat') == trained.encode('cat sat')
