@@ -144,8 +144,9 @@ def main(argv):
                            "give --system.init=CHECKPOINT (a new run from its weights) or --trainer.resume=True (its "
                            "run goes on)")
         model, tokenizer, checkpoint = load_model_and_tokenizer(S.checkpoint, with_checkpoint=True)
-        sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         note = training_note(checkpoint, S.checkpoint)
+        del checkpoint  # its weights (and a ckpt.pt's optimizer state): not kept in memory while sampling
+        sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         if note:  # on stderr, as generate.py's notes, and after the text, as its timing
             print(note, file=sys.stderr)
         return
