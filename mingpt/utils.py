@@ -537,18 +537,19 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, with their "
           "config.json in it (GPT.from_pretrained(folder), a project's --model or --system.init)")
     kind, what = file_kind(path)
-    if kind != 'zip':  # refused before torch.load, whose advice (weights_only=False) fits no such file
+    if kind not in ('zip', 'torch'):  # refused before torch.load, whose advice (weights_only=False) fits no such file
         ours = "a mingpt checkpoint is the model.pt (or ckpt.pt) that a training run writes in its work_dir"
-        advice = hf if kind in ('torch', 'safetensors', 'json') else ours
+        advice = hf if kind in ('safetensors', 'json') else ours
         if kind == 'safetensors' and Path(path).name != 'model.safetensors':  # renamed: the folder would lack it
             advice += "; from_pretrained reads the weights named model.safetensors: rename the file back"
         raise ValueError(f"{path} is not a mingpt checkpoint: it is {what}; {advice}")
-    if not zipfile.is_zipfile(path):
+    if kind == 'zip' and not zipfile.is_zipfile(path):
         raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
                          "file): it is not the zip archive that torch.save writes")
-    refuse_compressed(path)
-    try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    if kind == 'zip':
+        refuse_compressed(path)
+    try:  # torch.save's format before torch 1.6 (kind 'torch') loads too, but cannot be mapped
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and kind == 'zip')
     except Exception as e:
         rebuild = ("Its model is rebuilt from the dict that torch.load gives, checkpoint: model = "
                    "GPT(mingpt.utils.CfgNode(**checkpoint['model_config'])); "

@@ -428,17 +428,32 @@ def test_a_file_that_is_no_checkpoint_is_named_with_the_loader_it_needs(tmp_path
                                              + hf[:-1] + renamed),
                        (folder / 'config.json', r"JSON \(it begins '\{\\n  .*'\), such as a Hugging Face folder's "
                                                 r"config.json" + hf),
-                       (tmp_path / 'old.bin', r"a torch.save file of the format before torch 1.6 \(as older "
-                                              r"pytorch_model.bin files are\); for Hugging Face GPT-2 weights"),
                        (tmp_path / 'input.txt', r"text \(it begins 'First Citizen:\\nBefore we proceed'\); a mingpt "
                                                 r"checkpoint is the model.pt \(or ckpt.pt\) that a training run "
                                                 r"writes in its work_dir$")]:
         with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is not a mingpt checkpoint: it is {says}"):
             GPT.from_checkpoint(path)
+    # torch.save's format before torch 1.6 is read as torch.load reads it: weights alone are named as such
+    with pytest.raises(ValueError, match=r"old.bin is not a mingpt checkpoint \(no 'mingpt-checkpoint-1' marker\); it "
+                                         r"holds only weights \(a state_dict\).*for Hugging Face GPT-2 weights"):
+        GPT.from_checkpoint(tmp_path / 'old.bin')
     os.rename(folder / 'model.pt', folder / 'model.safetensors')
     x = torch.randint(11, (2, 6))
     with torch.no_grad():
         torch.testing.assert_close(GPT.from_pretrained(folder)(x)[0], model(x)[0], rtol=0, atol=1e-6)
+
+
+def test_a_checkpoint_in_torch_saves_format_before_1_6_loads(tmp_path):
+    """A checkpoint written again with torch.save(..., _use_new_zipfile_serialization=False) was refused as 'not a
+    mingpt checkpoint ... for Hugging Face GPT-2 weights give their folder', which torch.load reads as it is (not
+    mapped: that format cannot be)."""
+    from mingpt.model import GPT
+    model = small_model(GPT)
+    save_checkpoint(model_state(model), tmp_path / 'new.pt')
+    torch.save(load_checkpoint(tmp_path / 'new.pt'), tmp_path / 'old.pt', _use_new_zipfile_serialization=False)
+    loaded, _ = GPT.from_checkpoint(tmp_path / 'old.pt')
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+    assert load_checkpoint(tmp_path / 'old.pt', mmap=True)['format'] == 'mingpt-checkpoint-1'
 
 
 def nano_checkpoint(path):
