@@ -14,6 +14,7 @@ Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of 
 computes the encoder's keys and values once per source sentence.
 """
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -273,9 +274,10 @@ class Transformer(nn.Module):
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4
         check_range('length_penalty', length_penalty)
-        if num_beams == 1 and length_penalty != 0:  # else greedy decoding would ignore it without a word
-            raise ValueError(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
-                             "decodes greedily, which has none to rank: give num_beams > 1, or length_penalty=0")
+        if num_beams == 1 and length_penalty != 0:  # a warning, as Hugging Face's: a grid search may pass both
+            warnings.warn(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
+                          "decodes greedily, which has none to rank: it is ignored (give num_beams > 1 for it to "
+                          "count)", stacklevel=3)  # the caller's line, past torch.no_grad's wrapper
         self.check_ids('src', src)
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:

@@ -301,18 +301,19 @@ def test_translate_passes_the_length_penalty_to_beam_search():
     assert want != model.translate(src, max_new_tokens=8, num_beams=3)  # the penalty changes a best beam here
 
 
-def test_translate_takes_numpy_beam_counts_and_refuses_a_length_penalty_it_would_ignore():
+def test_translate_takes_numpy_beam_counts_and_warns_of_a_length_penalty_it_ignores():
     """A grid search over np.arange(1, 5) gave num_beams=np.int64(3), which translate refused as not a whole number;
-    and num_beams=1 decodes greedily, so a length_penalty there changed nothing, without a word."""
+    and num_beams=1 decodes greedily, so a length_penalty there changed nothing, without a word. A warning, not an
+    error: a grid search over num_beams with one length_penalty goes on (as in Hugging Face)."""
     model = tiny()
     src = sentences([4, 6, 2])
     assert model.translate(src, max_new_tokens=8, num_beams=np.int64(3)) == model.translate(src, max_new_tokens=8,
                                                                                             num_beams=3)
     for num_beams in (1, np.int64(1), 1.0):
-        with pytest.raises(ValueError, match=r"length_penalty=2.0 ranks beam search's finished beams, but num_beams=1 "
-                                             r"decodes greedily, which has none to rank: give num_beams > 1, or "
-                                             r"length_penalty=0"):
-            model.translate(src, max_new_tokens=8, num_beams=num_beams, length_penalty=2.0)
+        with pytest.warns(UserWarning, match=r"length_penalty=2.0 ranks beam search's finished beams, but num_beams=1 "
+                                             r"decodes greedily, which has none to rank: it is ignored") as caught:
+            greedy = model.translate(src, max_new_tokens=8, num_beams=num_beams, length_penalty=2.0)
+        assert greedy == model.translate(src, max_new_tokens=8) and caught[0].filename == __file__
     with pytest.raises(ValueError, match=r"num_beams=0 is out of range: it must be an integer >= 1"):
         model.translate(src, num_beams=0)
 
