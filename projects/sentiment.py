@@ -49,8 +49,8 @@ from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_lo
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, checked_config, eval_mode, load_checkpoint,
-                          refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed, with_options,
-                          write_text_atomically)
+                          plural, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed,
+                          with_options, write_text_atomically)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -355,7 +355,8 @@ def load_lm(config, tokenizer_texts):
         gpt = GPT(shape)
         gpt.load_state_dict(state)
         # how long it trained: a run stopped early leaves the model.pt of its first evaluation, after 1 iteration
-        trained = f" (after {ckpt['iter_num']} iterations)" if isinstance(ckpt.get('iter_num'), int) else ''
+        n = ckpt.get('iter_num')
+        trained = f" (after {n:,} {plural(n, 'iteration')})" if isinstance(n, int) else ''
         print(f"starting from {init}{trained}: its model ({shape.n_layer} layers, {shape.n_head} heads, "
               f"{shape.n_embd} wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind

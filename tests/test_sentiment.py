@@ -845,6 +845,12 @@ def test_starting_from_a_checkpoint_says_how_long_it_trained_where_it_records_th
     sentiment.load_lm(config, [])
     assert f"starting from {path} (after 5 iterations): its model (" in capsys.readouterr().out
     checkpoint = torch.load(path, weights_only=True)
+    save_checkpoint({**checkpoint, 'iter_num': 1}, path)  # a run stopped before its second evaluation
+    config = sentiment.get_config('finetune')
+    config.system.init = str(path)
+    sentiment.load_lm(config, [])
+    assert f"starting from {path} (after 1 iteration): its model (" in capsys.readouterr().out
+    checkpoint = torch.load(path, weights_only=True)
     del checkpoint['iter_num']
     save_checkpoint(checkpoint, path)
     config = sentiment.get_config('finetune')
