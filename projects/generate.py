@@ -19,12 +19,13 @@ tokens, each one's probability from the model, at the temperature, and as sampli
 the rest, and what they keep is scaled up to sum to 1); greedy decoding takes the first.
 
 --prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
-different lengths, each row continuing as it would alone; each completion is printed under its prompt once its
-batch is done (or stopped: Ctrl-C prints the batch's text so far, and names the first prompt not generated). A
-batch of one row prints its text as it is generated. --compile compiles the decode step
+different lengths, each row with the logits it would have alone (greedy gives the same text; sampling draws every
+row from one random stream, so --batch_size=1 gives a prompt its own draws); each completion is printed under its
+prompt once its batch is done (or stopped: Ctrl-C prints the batch's text so far, and names the first prompt not
+generated). A batch of one row prints its text as it is generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
-starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s
-and the time to the first token, to stderr.
+starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s and
+the time to the first token, to stderr.
 """
 import codecs
 import contextlib
