@@ -24,7 +24,6 @@ import time
 import warnings
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -38,6 +37,8 @@ from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, bfl
                           eval_mode, expand_home, load_checkpoint, lock_folder, lock_holder, make_folder, model_state,
                           modes_kept, plural, remove_stale_temps, resolve_device, save_checkpoint, setup_logging,
                           write_failed, write_text_atomically)
+from mingpt.runs import (METRICS_KEYS, RESUME_KEYS, changed_settings, describe_difference, iter_of, metric_value,
+                         platform_record, unwritable)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -47,11 +48,6 @@ PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'platform', 'format')
-# keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
-METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')
-# trainer options that leave the steps' numbers as they are, which a resume may change unnoted (it notes the others)
-RESUME_KEYS = ('max_iters', 'resume', 'overwrite', 'work_dir', 'checkpoint_interval', 'eval_interval', 'eval_iters',
-               'log_interval', 'quiet', 'num_workers')
 # the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
 RANGES = {
     'batch_size': dict(low=1, integer=True),
@@ -923,29 +919,6 @@ class Trainer:
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
 
 
-def platform_record(device):
-    """What the same bits need besides the seed and the options: torch's version, the threads of its CPU kernels
-    (OMP_NUM_THREADS) and the device. A checkpoint records it, and a resume on another notes it."""
-    device = torch.device(device)
-    name = torch.cuda.get_device_name(device) if device.type == 'cuda' else device.type
-    return {'torch': str(torch.__version__), 'threads': torch.get_num_threads(), 'device': name}
-
-
-def metric_value(name, value):
-    """A callback's trainer.metrics[name] as metrics.jsonl writes it: a one-element tensor or array as its number.
-    Anything else is refused by its name: .item() and json said only 'a Tensor with 2 elements...', and text or None
-    went into the file, where the plots and the readers of metrics.jsonl expect a number."""
-    try:
-        value = value.item() if hasattr(value, 'item') else value
-    except (RuntimeError, ValueError):  # a tensor or array of more than one element
-        pass
-    if not isinstance(value, (int, float)):
-        raise TypeError(f"trainer.metrics[{name!r}] = {value!r:.80} is not one number, which is what a line of "
-                        "metrics.jsonl holds per name: give e.g. value.mean().item(), or one name per element (and "
-                        "print text rather than log it)")
-    return value
-
-
 def trainable_names(model):
     """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
     return [name for name, p in model.named_parameters() if p.requires_grad]
@@ -1004,25 +977,6 @@ def first_names(names):
     return ', '.join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else '')
 
 
-def unwritable(work_dir):
-    """Why files cannot be written in work_dir (a folder, made if missing), or None if they can."""
-    if work_dir == '':
-        return "is empty"
-    there = Path(os.path.abspath(work_dir))
-    try:
-        while not there.exists() and not there.is_symlink() and there != there.parent:
-            there = there.parent  # the nearest existing folder: makedirs creates the rest
-    except OSError as e:  # e.g. a name longer than the file system allows
-        return f"cannot be made ({e.strerror})"
-    if not there.exists():
-        return f"cannot be made: {there} is a broken link" if there.is_symlink() else f"{there} does not exist"
-    if not there.is_dir():
-        return f"cannot be a directory: {there} is a file"
-    if not os.access(there, os.W_OK | os.X_OK):
-        return f"cannot be written: this user may not write in {there}"
-    return None
-
-
 def leave_group():
     """At exit: the process group the trainer joined, unless the script has left it already."""
     if dist.is_initialized():
@@ -1039,48 +993,6 @@ def check_callback(onevent, callback):
     if onevent not in EVENTS:
         warnings.warn(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
                       f"only if your own code calls trigger_callbacks({onevent!r})", stacklevel=3)
-
-
-def iter_of(line):
-    """The iteration of a whole line of metrics.jsonl; None for a line cut short by a kill."""
-    try:
-        return json.loads(line)['iter'] if line.endswith('\n') else None
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def changed_settings(saved, now, skip=()):
-    """'key=saved there, now here' for each setting of now (a dict) that saved holds with another value, keys in skip
-    aside. A tuple and a list of the same items are one value, as a command line gives it: betas=[0.9, 0.95]."""
-    def value(v):
-        return list(v) if isinstance(v, tuple) else v
-    return [f"{k}={saved[k]!r} there, {now[k]!r} here" for k in now
-            if k in saved and k not in skip and value(saved[k]) != value(now[k])]
-
-
-def describe_difference(saved, now):
-    """How two values of a must_match key differ, e.g. '62 of 65 entries differ' for two vocabularies, or
-    'seed=3407 there, 1 here' for two dicts of settings."""
-    if isinstance(saved, (list, tuple)) and isinstance(now, (list, tuple)):
-        if len(saved) != len(now):
-            return f"{len(saved)} entries there, {len(now)} here"
-        return f"{sum(a != b for a, b in zip(saved, now))} of {len(saved)} entries differ"
-    if isinstance(saved, dict) and isinstance(now, dict):
-        every = saved.keys() | now.keys()
-        keys = sorted((k for k in every if saved.get(k) != now.get(k)), key=str)
-        if len(every) > 10:  # a table (a tokenizer's encoder), not a few settings
-            return f"{len(keys)} of {len(every)} entries differ"
-        parts = []
-        for key in keys:
-            there, here = saved.get(key), now.get(key)
-            if isinstance(there, (list, tuple, dict)) and isinstance(here, (list, tuple, dict)):
-                parts.append(f"{key}: {describe_difference(there, here)}")
-            elif key not in saved:  # an option added to mingpt after the checkpoint was written
-                parts.append(f"{key} not recorded there (older than that option), {here!r} here")
-            else:
-                parts.append(f"{key}={there!r} there, {here!r} here")
-        return '; '.join(parts)
-    return "the checkpoint has none" if saved is None else "not the same"
 
 
 class StepSampler:

@@ -25,7 +25,7 @@ import torch
 
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
-from mingpt.trainer import changed_settings
+from mingpt.runs import changed_settings
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, need_work_dir, run_cli,
                           setup_logging, write_text_atomically)
 

@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from conftest import full_disk_at
-from mingpt import trainer as trainer_module
+from mingpt import runs, trainer as trainer_module
 from mingpt.model import GPT
-from mingpt.trainer import Trainer, describe_difference
+from mingpt.runs import describe_difference
+from mingpt.trainer import Trainer
 from mingpt.utils import ConfigError, load_checkpoint, lock_holder
 
 
@@ -743,7 +744,7 @@ def test_a_callbacks_metric_that_is_not_one_number_is_refused_by_name(tmp_path, 
 @pytest.mark.parametrize('value, number', [(3, 3), (2.5, 2.5), (True, True), (torch.tensor([0.25]), 0.25),
                                            (np.float32(0.5), 0.5), (np.array([[7]]), 7)])
 def test_a_callbacks_metric_that_is_one_number_is_written_as_a_python_number(value, number):
-    written = trainer_module.metric_value('m', value)
+    written = runs.metric_value('m', value)
     assert written == number and type(written) is type(number) and json.loads(json.dumps(written)) == number
 
 
