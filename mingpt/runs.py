@@ -11,6 +11,9 @@ from pathlib import Path
 
 import torch
 
+from mingpt.utils import (LOCK_NAME, ConfigError, load_checkpoint, lock_folder, lock_holder, make_folder, plural,
+                          remove_stale_temps, setup_logging, write_failed, write_text_atomically)
+
 # keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
 METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')
 # trainer options that leave the steps' numbers as they are, which a resume may change unnoted (it notes the others)
@@ -100,3 +103,150 @@ def describe_difference(saved, now):
                 parts.append(f"{key}={there!r} there, {here!r} here")
         return '; '.join(parts)
     return "the checkpoint has none" if saved is None else "not the same"
+
+
+def work_dir_option(work_dir, run_config):
+    """The option that gave work_dir, as a user gives it: a project's system.work_dir, else trainer.work_dir."""
+    system = getattr(run_config, 'system', None)
+    return 'system' if work_dir == getattr(system, 'work_dir', None) else 'trainer'
+
+
+class RunFolder:
+    """The work_dir a run writes in (None: no file is written), with the trainer options that say what may happen
+    to the run it holds: resume continues it, overwrite replaces it, and a fresh run refuses it. Rank 0 locks the
+    folder while it trains there and writes the files; the other ranks check nothing and write nothing."""
+
+    def __init__(self, work_dir, option='trainer', rank=0, resume=None, overwrite=False, checkpoint_interval=None):
+        self.work_dir, self.option, self.rank = work_dir, option, rank  # option: 'trainer' or 'system', for messages
+        self.resume, self.overwrite, self.checkpoint_interval = resume, overwrite, checkpoint_interval
+        self.lock = None  # the lock file while this run trains here (rank 0's)
+
+    def path(self, name):
+        return os.path.join(self.work_dir, name)
+
+    def check(self):
+        """work_dir can be written, and a fresh run never replaces the run it holds: checked before touching any
+        file."""
+        if self.work_dir is None:
+            if self.checkpoint_interval and self.rank == 0:
+                print(f"note: trainer.work_dir is None, so no file is written (checkpoint_interval="
+                      f"{self.checkpoint_interval} included)")
+            return
+        why = unwritable(self.work_dir)
+        if why:
+            raise ConfigError(f"{self.option}.work_dir={self.work_dir!r} {why}; give a folder to write the run in")
+        if os.path.isdir(self.work_dir):  # a folder made later is locked when it is made (take)
+            self._claim()  # first: a run training there now is no earlier run to resume or replace
+        self._refuse_earlier_run()
+
+    def _refuse_earlier_run(self):
+        """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
+        if self.resume or self.overwrite:
+            return
+        # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
+        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
+                     if os.path.exists(self.path(n)) and os.path.getsize(self.path(n))), None)
+        if name is None:
+            return
+        # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
+        held, resume = "no checkpoint to resume from", ''
+        if name != 'metrics.jsonl':
+            try:
+                done = load_checkpoint(self.path(name), mmap=True)['iter_num']
+                done = f"{done} {plural(done, 'iteration')}"
+                held = f"{done} done" if name == 'ckpt.pt' else f"a model saved after {done}"
+                resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
+            except (ValueError, KeyError):
+                held = "unreadable"
+        raise ConfigError(f"{self.work_dir} holds an earlier run ({name}: {held}) that this fresh run would "
+                          f"overwrite; {resume}train in another work_dir (--{self.option}.work_dir=DIR), or replace "
+                          "it with --trainer.overwrite=True")
+
+    def _claim(self):
+        """Lock work_dir for this run, on rank 0 (which writes its files), or refuse it while another run holds it:
+        two runs in one folder would overwrite each other's ckpt.pt and mix their lines in metrics.jsonl."""
+        if self.rank != 0 or self.lock is not None:
+            return
+        self.lock = lock_folder(self.work_dir)
+        if self.lock is None:
+            holder = lock_holder(self.work_dir)
+            raise ConfigError(f"{self.option}.work_dir={self.work_dir!r} is in use: another run is training in it"
+                              f"{f' ({holder})' if holder else ''}, and two runs in one folder would overwrite each "
+                              f"other's files; wait for it to end, or train in another work_dir (--{self.option}"
+                              ".work_dir=DIR)")
+
+    def take(self):
+        """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
+        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check."""
+        if self.rank != 0 or self.work_dir is None or self.lock is not None:
+            return
+        make_folder(self.work_dir)
+        self._claim()
+        self._refuse_earlier_run()
+
+    def release(self):
+        """Unlock work_dir, however the run ended: another may train in it now."""
+        if self.lock is not None:
+            if self.lock.writable():  # its note says who trains here: no one, now
+                self.lock.truncate(0)
+            self.lock.close()
+            self.lock = None
+
+    def checkpoint_to_resume(self):
+        """The path of the checkpoint resume names: its own, or work_dir/ckpt.pt, which must be there."""
+        if isinstance(self.resume, str):
+            return self.resume
+        path = self.path('ckpt.pt')
+        if not os.path.isdir(self.work_dir):  # e.g. relative, from another folder
+            relative = '' if os.path.isabs(self.work_dir) else (
+                f" (looked for from {os.getcwd()}): run from the folder the run started in (the cd of its args.txt), "
+                "or give work_dir as a full path")
+            raise ConfigError(f"trainer.resume=True continues the run in {self.work_dir}, but there is no such "
+                              f"folder{relative}; without resume, a fresh run starts")
+        if not os.path.exists(path):  # e.g. stopped before its first checkpoint
+            started = [name for name in os.listdir(self.work_dir) if name != LOCK_NAME]  # the lock is this run's
+            fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
+            every = (f"every trainer.checkpoint_interval={self.checkpoint_interval} iterations"
+                     if self.checkpoint_interval else
+                     "only when trainer.checkpoint_interval is set: every that many iterations")
+            raise ConfigError(f"trainer.resume=True continues from {path}, but the run there saved no checkpoint "
+                              f"(ckpt.pt is written {every} and at the end); {fresh}")
+        return path
+
+    def start_files(self, run_config=None, resumed_at=None):
+        """Once the run is known to start: remove the temporary files of killed writes, the replaced run's
+        checkpoints (overwrite), the metrics of iterations to be redone (from resumed_at, where a resumed run goes
+        on); then record the run's arguments and config (run_config, the project's whole config)."""
+        if self.rank != 0 or self.work_dir is None:
+            return
+        remove_stale_temps(self.work_dir)
+        if self.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
+            for name in ('ckpt.pt', 'model.pt'):
+                if os.path.exists(self.path(name)):
+                    os.remove(self.path(name))
+        path = self.path('metrics.jsonl')
+        kept = []
+        if resumed_at is not None and os.path.exists(path):
+            with open(path) as f:
+                kept = [line for line in f if iter_of(line) is not None and iter_of(line) < resumed_at]
+        write_text_atomically(path, ''.join(kept))  # a kill now leaves the old or the new
+        if run_config is not None:
+            setup_logging(run_config, self.work_dir, resumed_at=resumed_at)
+
+    def write_metrics(self, record, metrics):
+        """record, with a callback's numbers metrics (trainer.metrics), as a line of metrics.jsonl."""
+        if metrics:  # most steps' callbacks add none
+            clash = sorted(metrics.keys() & set(METRICS_KEYS))
+            if clash:
+                raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
+                                 f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
+            record = {**record, **{k: metric_value(k, v) for k, v in metrics.items()}}
+        if self.rank == 0 and self.work_dir is not None:
+            path = self.path('metrics.jsonl')
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            try:
+                with open(path, 'a') as f:
+                    f.write(json.dumps(record) + '\n')
+            except OSError as e:  # a full disk: no half line is left at the end
+                os.truncate(path, size)
+                raise write_failed(path, e, kept="its earlier lines are kept") from e

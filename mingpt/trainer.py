@@ -15,7 +15,6 @@ generators' states, so they never change the training's trajectory.
 """
 import atexit
 import itertools
-import json
 import math
 import os
 import random
@@ -32,13 +31,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, Terminated, bfloat16_emulated,
-                          check_dataset_for_workers, check_loads_back, check_range, escape_what_stdout_cannot_encode,
-                          eval_mode, expand_home, load_checkpoint, lock_folder, lock_holder, make_folder, model_state,
-                          modes_kept, plural, remove_stale_temps, resolve_device, save_checkpoint, setup_logging,
-                          write_failed, write_text_atomically)
-from mingpt.runs import (METRICS_KEYS, RESUME_KEYS, changed_settings, describe_difference, iter_of, metric_value,
-                         platform_record, unwritable)
+from mingpt.runs import RESUME_KEYS, RunFolder, changed_settings, describe_difference, platform_record, work_dir_option
+from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
+                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
+                          load_checkpoint, model_state, modes_kept, plural, resolve_device, save_checkpoint)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -184,7 +180,7 @@ class Trainer:
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
         self._rng_at_end = None  # run() sets every rank's random states when it ends (under DDP)
-        self._lock = None  # work_dir's lock while run() trains there (rank 0's)
+        self._folder = None  # the work_dir of run(), locked while it trains there (see runs.RunFolder)
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
@@ -248,7 +244,8 @@ class Trainer:
         try:
             self._train()
         finally:
-            self._release_work_dir()  # however the run ended: another may train in work_dir now
+            if self._folder is not None:
+                self._folder.release()  # however the run ended: another may train in work_dir now
 
     def _train(self):
         batches = self._start()
@@ -283,7 +280,9 @@ class Trainer:
         batch iterator."""
         c = self.config
         self._check_config()
-        self._check_work_dir()
+        self._folder = RunFolder(c.work_dir, work_dir_option(c.work_dir, self.run_config), self.rank, resume=c.resume,
+                                 overwrite=c.overwrite, checkpoint_interval=c.checkpoint_interval)
+        self._folder.check()
         for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
@@ -333,7 +332,7 @@ class Trainer:
         self._stopping = False
         self.metrics.clear()  # numbers a callback left when an earlier run stopped
         ckpt = self._resume() if c.resume else None
-        self._take_new_work_dir()
+        self._folder.take()
         self._train_model = self._wrap(self.model)
         batches = iter(DataLoader(
             self.train_dataset, num_workers=c.num_workers, pin_memory=self.device_type == 'cuda',
@@ -345,7 +344,7 @@ class Trainer:
             set_rng_state(saved[self.rank])
         elif self.world_size > 1:  # a new run, or a rank the checkpoint's run did not have
             torch.manual_seed(self.sampler_seed + self.rank)  # a different dropout mask on each rank
-        self._start_files(resumed=ckpt is not None)
+        self._folder.start_files(self.run_config, resumed_at=self.iter_num if ckpt is not None else None)
         escape_what_stdout_cannot_encode()  # a script's own, as run_cli does: a callback's sample must not stop the run
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
@@ -414,7 +413,8 @@ class Trainer:
             if last and can_evaluate and not evaluate:  # an early stop's step is evaluated, as a normal end's
                 self._evaluate_step(record)
         if record is not None:
-            self._write_metrics(record)
+            self._folder.write_metrics(record, self.metrics)
+            self.metrics.clear()
             if not self._bar.disable:
                 self._bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         if last:  # an early stop ends the bar full at its step, not part way to max_iters
@@ -470,7 +470,7 @@ class Trainer:
             again = " (in this work_dir with --trainer.overwrite=True)" if c.work_dir is not None else ''
             return f"{stopped}; {saved}, so a new run starts over{again}"
         path, done = self._saved
-        resume = 'True' if c.work_dir is not None and path == self._path('ckpt.pt') else path
+        resume = 'True' if c.work_dir is not None and path == os.path.join(c.work_dir, 'ckpt.pt') else path
         done = f"{done} {plural(done, 'iteration')}"
         return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
 
@@ -525,101 +525,11 @@ class Trainer:
             raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
                               "it: give one of them")
 
-    def _check_work_dir(self):
-        """work_dir can be written, and a fresh run never replaces the run it holds: checked before touching any
-        file."""
-        c = self.config
-        if c.work_dir is None:
-            if c.checkpoint_interval and self.rank == 0:
-                print(f"note: trainer.work_dir is None, so no file is written (checkpoint_interval="
-                      f"{c.checkpoint_interval} included)")
-            return
-        option = self._work_dir_option()
-        why = unwritable(c.work_dir)
-        if why:
-            raise ConfigError(f"{option}.work_dir={c.work_dir!r} {why}; give a folder to write the run in")
-        if os.path.isdir(c.work_dir):  # a folder made later is locked when it is made (_take_new_work_dir)
-            self._claim_work_dir()  # first: a run training there now is no earlier run to resume or replace
-        self._refuse_earlier_run()
-
-    def _refuse_earlier_run(self):
-        """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
-        c = self.config
-        if c.resume or c.overwrite:
-            return
-        # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
-        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
-                     if os.path.exists(self._path(n)) and os.path.getsize(self._path(n))), None)
-        if name is None:
-            return
-        # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
-        held, resume = "no checkpoint to resume from", ''
-        if name != 'metrics.jsonl':
-            try:
-                done = load_checkpoint(self._path(name), mmap=True)['iter_num']
-                done = f"{done} {plural(done, 'iteration')}"
-                held = f"{done} done" if name == 'ckpt.pt' else f"a model saved after {done}"
-                resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
-            except (ValueError, KeyError):
-                held = "unreadable"
-        option = self._work_dir_option()
-        raise ConfigError(f"{c.work_dir} holds an earlier run ({name}: {held}) that this fresh run would overwrite; "
-                          f"{resume}train in another work_dir (--{option}.work_dir=DIR), or replace it with "
-                          "--trainer.overwrite=True")
-
-    def _work_dir_option(self):
-        """The option that gave work_dir, as a user gives it: a project's system.work_dir, else trainer.work_dir."""
-        system = getattr(self.run_config, 'system', None)
-        return 'system' if self.config.work_dir == getattr(system, 'work_dir', None) else 'trainer'
-
-    def _claim_work_dir(self):
-        """Lock work_dir for this run, on rank 0 (which writes its files), or refuse it while another run holds it:
-        two runs in one folder would overwrite each other's ckpt.pt and mix their lines in metrics.jsonl."""
-        if self.rank != 0 or self._lock is not None:
-            return
-        self._lock = lock_folder(self.config.work_dir)
-        if self._lock is None:
-            holder = lock_holder(self.config.work_dir)
-            option = self._work_dir_option()
-            raise ConfigError(f"{option}.work_dir={self.config.work_dir!r} is in use: another run is training in it"
-                              f"{f' ({holder})' if holder else ''}, and two runs in one folder would overwrite each "
-                              f"other's files; wait for it to end, or train in another work_dir (--{option}.work_dir"
-                              "=DIR)")
-
-    def _take_new_work_dir(self):
-        """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
-        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check."""
-        if self.rank != 0 or self.config.work_dir is None or self._lock is not None:
-            return
-        make_folder(self.config.work_dir)
-        self._claim_work_dir()
-        self._refuse_earlier_run()
-
-    def _release_work_dir(self):
-        if self._lock is not None:
-            if self._lock.writable():  # its note says who trains here: no one, now
-                self._lock.truncate(0)
-            self._lock.close()
-            self._lock = None
-
     def _resume(self):
         """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
         run's: the same model config, the same project identity (must_match), and iterations left to train."""
         c = self.config
-        path = c.resume if isinstance(c.resume, str) else self._path('ckpt.pt')
-        if not isinstance(c.resume, str) and not os.path.isdir(c.work_dir):  # e.g. relative, from another folder
-            relative = '' if os.path.isabs(c.work_dir) else (
-                f" (looked for from {os.getcwd()}): run from the folder the run started in (the cd of its args.txt), "
-                "or give work_dir as a full path")
-            raise ConfigError(f"trainer.resume=True continues the run in {c.work_dir}, but there is no such "
-                              f"folder{relative}; without resume, a fresh run starts")
-        if not isinstance(c.resume, str) and not os.path.exists(path):  # e.g. stopped before its first checkpoint
-            started = [name for name in os.listdir(c.work_dir) if name != LOCK_NAME]  # the lock is this run's
-            fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
-            every = (f"every trainer.checkpoint_interval={c.checkpoint_interval} iterations" if c.checkpoint_interval
-                     else "only when trainer.checkpoint_interval is set: every that many iterations")
-            raise ConfigError(f"trainer.resume=True continues from {path}, but the run there saved no checkpoint "
-                              f"(ckpt.pt is written {every} and at the end); {fresh}")
+        path = self._folder.checkpoint_to_resume()
         ckpt = load_checkpoint(path, map_location=self.device)
         missing = [k for k in ('optimizer', 'rng', 'sampler') if k not in ckpt]
         if missing:
@@ -818,47 +728,6 @@ class Trainer:
     # ----------------------------------------------------------------------------------------------------------
     # files: metrics.jsonl, model.pt, ckpt.pt, args.txt, config.json
 
-    def _path(self, name):
-        return os.path.join(self.config.work_dir, name)
-
-    def _start_files(self, resumed):
-        """Once the run is known to start: remove the temporary files of killed writes, the replaced run's
-        checkpoints (overwrite), the metrics of iterations to be redone; then record the run's arguments and config."""
-        if self.rank != 0 or self.config.work_dir is None:
-            return
-        remove_stale_temps(self.config.work_dir)
-        if self.config.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
-            for name in ('ckpt.pt', 'model.pt'):
-                if os.path.exists(self._path(name)):
-                    os.remove(self._path(name))
-        path = self._path('metrics.jsonl')
-        kept = []
-        if resumed and os.path.exists(path):
-            with open(path) as f:
-                kept = [line for line in f if iter_of(line) is not None and iter_of(line) < self.iter_num]
-        write_text_atomically(path, ''.join(kept))  # a kill now leaves the old or the new
-        if self.run_config is not None:
-            setup_logging(self.run_config, self.config.work_dir, resumed_at=self.iter_num if resumed else None)
-
-    def _write_metrics(self, record):
-        """record, with the numbers callbacks put in trainer.metrics (then emptied), as a line of metrics.jsonl."""
-        if self.metrics:  # most steps' callbacks add none
-            clash = sorted(self.metrics.keys() & set(METRICS_KEYS))
-            if clash:
-                raise ValueError(f"trainer.metrics {clash} would replace the trainer's own numbers in metrics.jsonl "
-                                 f"({', '.join(METRICS_KEYS)}): give the callback's numbers other names")
-            record.update({k: metric_value(k, v) for k, v in self.metrics.items()})
-            self.metrics.clear()
-        if self.rank == 0 and self.config.work_dir is not None:
-            path = self._path('metrics.jsonl')
-            size = os.path.getsize(path) if os.path.exists(path) else 0
-            try:
-                with open(path, 'a') as f:
-                    f.write(json.dumps(record) + '\n')
-            except OSError as e:  # a full disk: no half line is left at the end
-                os.truncate(path, size)
-                raise write_failed(path, e, kept="its earlier lines are kept") from e
-
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
         state = {**self.checkpoint_extras, **model_state(self.model), 'iter_num': self.steps_done}
@@ -868,7 +737,7 @@ class Trainer:
 
     def _save_model(self):
         if self.rank == 0 and self.config.work_dir is not None:
-            save_checkpoint(self._model_state(), self._path('model.pt'))
+            save_checkpoint(self._model_state(), os.path.join(self.config.work_dir, 'model.pt'))
 
     def save_checkpoint(self, path=None):
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
@@ -901,7 +770,7 @@ class Trainer:
         wait: every rank waits for the write, so that none says a checkpoint is saved (if rank 0 dies) before it is."""
         if path is None and self.config.work_dir is None:
             return
-        path = path or self._path('ckpt.pt')
+        path = path or os.path.join(self.config.work_dir, 'ckpt.pt')
         if self.rank == 0:
             save_checkpoint({
                 **self._model_state(),

@@ -991,14 +991,13 @@ def test_a_refused_run_names_the_process_holding_the_folder_not_a_killed_one_bef
     """The note of who holds the lock was written only once the run's files began: a run killed (kill -9) left its
     note, and while the next one set up, a third was told that the dead process held the folder."""
     (tmp_path / '.lock').write_text('process 111 on deadhost: python chargpt.py')  # a killed run's note
-    holder = make_trainer(work_dir=str(tmp_path), max_iters=2)
-    holder._check_config()
-    holder._check_work_dir()  # holds the lock, setting up
+    holder = runs.RunFolder(str(tmp_path))
+    holder.check()  # holds the lock, setting up
     try:
         with pytest.raises(ConfigError, match=rf"is in use: another run is training in it \(process {os.getpid()} on "):
             make_trainer(work_dir=str(tmp_path), max_iters=2).run()
     finally:
-        holder._release_work_dir()
+        holder.release()
 
 
 def test_a_run_refused_or_stopped_by_an_error_frees_its_work_dir(tmp_path):
@@ -1033,7 +1032,7 @@ def test_a_full_disk_while_metrics_jsonl_is_written_keeps_its_whole_lines_and_na
             if len(lines) == 4:  # the fourth line: half of it written, then the disk is full
                 f.write = lambda text: half_then_full(f, text)
         return f
-    monkeypatch.setattr(trainer_module, 'open', filling_open, raising=False)
+    monkeypatch.setattr(runs, 'open', filling_open, raising=False)
     trainer = make_trainer(work_dir=str(tmp_path), max_iters=6)
     path = tmp_path / 'metrics.jsonl'
     with pytest.raises(OSError, match=rf"could not write {re.escape(str(path))} \(\[Errno 28\] No space left on "
