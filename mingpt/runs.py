@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from mingpt.utils import (LOCK_NAME, ConfigError, load_checkpoint, lock_folder, lock_holder, make_folder, plural,
-                          remove_stale_temps, setup_logging, write_failed, write_text_atomically)
+from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, load_checkpoint, lock_folder, lock_holder,
+                          make_folder, plural, remove_stale_temps, setup_logging, write_failed, write_text_atomically)
 
 # keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
 METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')
@@ -250,3 +250,81 @@ class RunFolder:
             except OSError as e:  # a full disk: no half line is left at the end
                 os.truncate(path, size)
                 raise write_failed(path, e, kept="its earlier lines are kept") from e
+
+
+def trainable_names(model):
+    """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def check_same_run(ckpt, path, model, config, extras, must_match=(), device='cpu', rank=0):
+    """Refuse to resume from ckpt, the checkpoint loaded from path, unless it is this run's: iterations left to train
+    (config: the trainer's options), the same project identity (must_match: keys of extras, the trainer's
+    checkpoint_extras), the same model config and trainable parameters. Other data options, trainer options or
+    platform are only noted (on rank 0): training goes on with this run's."""
+    # the options that chose the data, where both runs were started by a project (its config.data)
+    runs = ckpt.get('config') or {}, extras.get('config') or {}
+    there, here = (run.get('data') or {} for run in runs)
+    options = f" (data options: {describe_difference(there, here)})" if there and here and there != here else ''
+    args = os.path.join(os.path.dirname(path), 'args.txt')  # written by the run that saved path
+    command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
+    held, max_iters = ckpt['iter_num'], config.max_iters
+    if max_iters is not None and max_iters <= held:
+        raise ConfigError(f"{path} has trained {held} {plural(held, 'iteration')} already and "
+                          f"trainer.max_iters={max_iters}: nothing is left to train; raise --trainer.max_iters to "
+                          "train on")
+    for key in must_match:
+        if key.endswith('?'):  # 'key?': checked only where the checkpoint records it (a record added later)
+            key = key[:-1]
+            if key not in ckpt:
+                print(f"note: {path} does not record its {key} (it is older than that record): not checked")
+                continue
+        if ckpt.get(key) != extras.get(key):
+            raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
+                              f"{describe_difference(ckpt.get(key), extras.get(key))}), so the "
+                              f"model was trained with other data, tokenizer or options{options}; resume with what "
+                              f"it was trained with{command}, or start a new run in another work_dir")
+    model_config, saved = getattr(model, 'config', None), ckpt.get('model_config', {})
+    if isinstance(model_config, CN):
+        diff = changed_settings(saved, model_config.to_dict())
+        if diff:
+            raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
+                              f"({'; '.join(diff)}){options}; give the model the settings it was trained "
+                              f"with{command}, or start a new run in another work_dir")
+    trainable = trainable_names(model)
+    differ = sorted(set(ckpt.get('trainable', trainable)) ^ set(trainable))  # older checkpoints do not record it
+    if differ:  # the optimizer's state is that of the parameters it trained, matched by their order alone
+        raise ConfigError(f"cannot resume from {path}: its run trained other parameters than this model leaves "
+                          f"trainable ({len(differ)} differ, e.g. {differ[:3]}); freeze the same ones "
+                          "(requires_grad_(False)) before run(), or start a new run from its weights")
+    if options and rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
+        print(f"note: {path} was trained on other data{options}; training goes on with this run's")
+    saved, now = ckpt.get('trainer_config') or {}, config.to_dict()
+    quiet = set(RESUME_KEYS)
+    if now['lr_schedule'] == 'cosine' and now['lr_decay_iters'] is None:  # the decay then spans max_iters
+        quiet.discard('max_iters')
+    changed = changed_settings(saved, now, skip=quiet)
+    if changed and rank == 0:  # a lower learning rate is often the point; a batch size left out is not
+        print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "
+              f"with this run's{command}")
+    there, here = ckpt.get('platform'), platform_record(device)  # older checkpoints do not record it
+    if there and there != here and rank == 0:
+        print(f"note: {path} was trained with {describe_difference(there, here)}: training goes on, but not to "
+              "the bits the run would have reached there (floating-point sums are taken in another order)")
+
+
+def how_to_go_on(steps_done, saved, work_dir, checkpoint_interval):
+    """What is saved and how to go on, after a run stopped after steps_done iterations (which a stop in a step's
+    evaluation, callbacks or checkpoint writes counts in, as the checkpoint does). saved: (path, iterations) of the
+    checkpoint to go on from, or None. From what the run knows, not by reading ckpt.pt: torchrun's SIGTERM, sent to
+    the ranks left when one dies, cuts a read short."""
+    stopped = f"\nstopped after {steps_done} {plural(steps_done, 'iteration')}"
+    if saved is None:
+        kept = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={checkpoint_interval})"
+                                            if work_dir is not None else " (no work_dir)")
+        again = " (in this work_dir with --trainer.overwrite=True)" if work_dir is not None else ''
+        return f"{stopped}; {kept}, so a new run starts over{again}"
+    path, done = saved
+    resume = 'True' if work_dir is not None and path == os.path.join(work_dir, 'ckpt.pt') else path
+    done = f"{done} {plural(done, 'iteration')}"
+    return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"

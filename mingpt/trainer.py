@@ -31,10 +31,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.runs import RESUME_KEYS, RunFolder, changed_settings, describe_difference, platform_record, work_dir_option
+from mingpt.runs import RunFolder, check_same_run, how_to_go_on, platform_record, trainable_names, work_dir_option
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
                           check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
-                          load_checkpoint, model_state, modes_kept, plural, resolve_device, save_checkpoint)
+                          load_checkpoint, model_state, modes_kept, resolve_device, save_checkpoint)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -265,7 +265,8 @@ class Trainer:
         except (Exception, KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, a crash, sys.exit() in a callback
             self._bar.close()
             if self._says_how_to_go_on(e):
-                print(self._how_to_go_on(), file=sys.stderr)
+                print(how_to_go_on(self.steps_done, self._saved, self.config.work_dir, self.config.checkpoint_interval),
+                      file=sys.stderr)
             raise
         finally:
             self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar is lower
@@ -457,23 +458,6 @@ class Trainer:
         # others meet a lost connection or torchrun's SIGTERM, neither of which says what is saved: each says it
         return self.rank == 0 or not isinstance(e, KeyboardInterrupt) or isinstance(e, Terminated)
 
-    def _how_to_go_on(self):
-        """What is saved and how to go on, counted as the checkpoint counts: in iterations done (steps_done), which
-        a stop in a step's evaluation, callbacks or checkpoint writes (where a sample takes long) counts in. From what
-        the run knows, not by reading ckpt.pt: torchrun's SIGTERM, sent to the ranks left when one dies, cuts a read
-        short."""
-        c = self.config
-        stopped = f"\nstopped after {self.steps_done} {plural(self.steps_done, 'iteration')}"
-        if self._saved is None:
-            saved = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={c.checkpoint_interval})"
-                                                  if c.work_dir is not None else " (no work_dir)")
-            again = " (in this work_dir with --trainer.overwrite=True)" if c.work_dir is not None else ''
-            return f"{stopped}; {saved}, so a new run starts over{again}"
-        path, done = self._saved
-        resume = 'True' if c.work_dir is not None and path == os.path.join(c.work_dir, 'ckpt.pt') else path
-        done = f"{done} {plural(done, 'iteration')}"
-        return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
-
     def _finish(self):
         if self.world_size > 1:
             # what a checkpoint saved after run() holds, so that rank 0 may save one alone (see save_checkpoint)
@@ -535,7 +519,8 @@ class Trainer:
         if missing:
             raise ValueError(f"{path} holds only weights (no {', '.join(missing)}), so training cannot continue from "
                              "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
-        self._check_same_run(ckpt, path)
+        check_same_run(ckpt, path, self.model, c, self.checkpoint_extras, self.must_match, self.device, self.rank)
+        self._keep_seed_of(ckpt, path)
         try:
             self.model.load_state_dict(strip_prefixes(ckpt['model']))
         except RuntimeError as e:
@@ -563,64 +548,15 @@ class Trainer:
                       "training does not continue exactly as it would have")
         return ckpt
 
-    def _check_same_run(self, ckpt, path):
-        # the options that chose the data, where both runs were started by a project (its config.data)
-        runs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
-        there, here = (run.get('data') or {} for run in runs)
-        options = f" (data options: {describe_difference(there, here)})" if there and here and there != here else ''
-        args = os.path.join(os.path.dirname(path), 'args.txt')  # written by the run that saved path
-        command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
-        held, max_iters = ckpt['iter_num'], self.config.max_iters
-        if max_iters is not None and max_iters <= held:
-            raise ConfigError(f"{path} has trained {held} {plural(held, 'iteration')} already and "
-                              f"trainer.max_iters={max_iters}: nothing is left to train; raise --trainer.max_iters to "
-                              "train on")
-        for key in self.must_match:
-            if key.endswith('?'):
-                key = key[:-1]
-                if key not in ckpt:
-                    print(f"note: {path} does not record its {key} (it is older than that record): not checked")
-                    continue
-            if ckpt.get(key) != self.checkpoint_extras.get(key):
-                raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("
-                                  f"{describe_difference(ckpt.get(key), self.checkpoint_extras.get(key))}), so the "
-                                  f"model was trained with other data, tokenizer or options{options}; resume with what "
-                                  f"it was trained with{command}, or start a new run in another work_dir")
-        there, here = ((run.get('system') or {}).get('seed') for run in runs)
+    def _keep_seed_of(self, ckpt, path):
+        """A resume goes on from the checkpoint's random states, not from a seed: the run's files keep its seed."""
+        configs = ckpt.get('config') or {}, self.checkpoint_extras.get('config') or {}
+        there, here = ((run.get('system') or {}).get('seed') for run in configs)
         if self.run_config is not None and None not in (there, here) and there != here:
-            # a resume goes on from the checkpoint's random states, not from a seed: the files keep the run's seed
             self.run_config.system.seed = self.checkpoint_extras['config']['system']['seed'] = there
             if self.rank == 0:
                 print(f"note: {path}'s run was started with system.seed={there} and a resume goes on with its random "
                       f"numbers, so system.seed={here} changes nothing; the run's files keep {there}")
-        config, saved = getattr(self.model, 'config', None), ckpt.get('model_config', {})
-        if isinstance(config, CN):
-            now = config.to_dict()
-            diff = changed_settings(saved, now)
-            if diff:
-                raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
-                                  f"({'; '.join(diff)}){options}; give the model the settings it was trained "
-                                  f"with{command}, or start a new run in another work_dir")
-        trainable = trainable_names(self.model)
-        differ = sorted(set(ckpt.get('trainable', trainable)) ^ set(trainable))  # older checkpoints do not record it
-        if differ:  # the optimizer's state is that of the parameters it trained, matched by their order alone
-            raise ConfigError(f"cannot resume from {path}: its run trained other parameters than this model leaves "
-                              f"trainable ({len(differ)} differ, e.g. {differ[:3]}); freeze the same ones "
-                              "(requires_grad_(False)) before run(), or start a new run from its weights")
-        if options and self.rank == 0:  # same vocabulary and model: perhaps more text on purpose, so only said
-            print(f"note: {path} was trained on other data{options}; training goes on with this run's")
-        saved, now = ckpt.get('trainer_config') or {}, self.config.to_dict()
-        quiet = set(RESUME_KEYS)
-        if now['lr_schedule'] == 'cosine' and now['lr_decay_iters'] is None:  # the decay then spans max_iters
-            quiet.discard('max_iters')
-        changed = changed_settings(saved, now, skip=quiet)
-        if changed and self.rank == 0:  # a lower learning rate is often the point; a batch size left out is not
-            print(f"note: {path} was trained with other trainer options ({'; '.join(changed)}); training goes on "
-                  f"with this run's{command}")
-        there, here = ckpt.get('platform'), platform_record(self.device)  # older checkpoints do not record it
-        if there and there != here and self.rank == 0:
-            print(f"note: {path} was trained with {describe_difference(there, here)}: training goes on, but not to "
-                  "the bits the run would have reached there (floating-point sums are taken in another order)")
 
     # ----------------------------------------------------------------------------------------------------------
     # helpers of the loop
@@ -786,11 +722,6 @@ class Trainer:
         if wait:
             dist.barrier()
         self._saved = path, self.steps_done  # on every rank: if rank 0 dies, the others say what is saved
-
-
-def trainable_names(model):
-    """The names of the parameters the optimizer trains: those not frozen with requires_grad_(False)."""
-    return [name for name, p in model.named_parameters() if p.requires_grad]
 
 
 def loss_of(output, model):
