@@ -516,6 +516,23 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
         Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
 
 
+def test_metrics_lines_hold_the_steps_loss_and_grad_norm_to_the_bit(tmp_path):
+    """metrics.jsonl's numbers, read from the device in one go, are the step's own tensors' values exactly; a run
+    without grad_norm_clip has no norm to write."""
+    seen = []
+    trainer = make_trainer(work_dir=str(tmp_path / 'clipped'), max_iters=4, grad_norm_clip=0.5)
+    trainer.add_callback('on_batch_end', lambda t: seen.append(dict(loss=t.loss.item(), grad_norm=t.grad_norm.item())))
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'clipped' / 'metrics.jsonl').read_text().splitlines()]
+    assert [{k: line[k] for k in ('loss', 'grad_norm')} for line in lines] == seen
+    seen.clear()
+    trainer = make_trainer(work_dir=str(tmp_path / 'unclipped'), max_iters=2, grad_norm_clip=None)
+    trainer.add_callback('on_batch_end', lambda t: seen.append({'loss': t.loss.item()}))
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'unclipped' / 'metrics.jsonl').read_text().splitlines()]
+    assert [{k: v for k, v in line.items() if k in ('loss', 'grad_norm')} for line in lines] == seen
+
+
 def test_the_line_an_early_stop_writes_counts_its_steps_time_once(monkeypatch, tmp_path):
     """tokens_per_s on a clock that advances 1 s per forward pass: every line is batch_size x block_size = 128 tokens
     per second. The line an early stop writes after an unlogged step counted that step's second twice (64)."""
