@@ -10,8 +10,9 @@ started by torchrun.
 
 No run is lost: a run refuses a work_dir that another run is training in, a fresh run one that holds a run, a
 resume a checkpoint of another model or another vocabulary (and notes other data options that keep the vocabulary),
-nothing is written before those checks pass, and evaluation and callbacks run on a copy of the random number
-generators' states, so they never change the training's trajectory.
+and nothing is written before those checks pass (they live in runs.py, the run folder, with the files a run writes
+besides its checkpoints). Evaluation and callbacks run on a copy of the random number generators' states, so they
+never change the training's trajectory.
 """
 import atexit
 import itertools
@@ -164,7 +165,7 @@ class Trainer:
         self.model = self.model.to(self.device)
         if self.rank == 0:
             print("running on device", self.device)
-        # variables that will be assigned to trainer class later for logging and etc
+        # what the loop sets at every step, for callbacks to read (as minGPT's) and for metrics.jsonl
         self.iter_num = 0
         self.steps_done = 0  # iter_num + 1 within a step's evaluation and callbacks, iter_num between steps
         self.iter_time = 0.0
@@ -212,13 +213,12 @@ class Trainer:
         finally:
             self._in_callbacks = False
         others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
-        if self.world_size > 1 and self.config.max_iters != max_iters:  # else the run would hang, not stop
-            raise RuntimeError(f"a callback changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters}) "
-                               f"{others} would go on training and wait for this one forever. Stop a run early in one "
-                               "process, or give max_iters before the run")
-        if self.world_size > 1 and self._stopping != stopping:
-            raise RuntimeError(f"a callback called trainer.stop() {others} would go on training and wait for this one "
-                               "forever. Stop a run early in one process, or give max_iters before the run")
+        if self.world_size > 1 and (self.config.max_iters != max_iters or self._stopping != stopping):
+            # else this rank would stop and the run hang
+            what = (f"changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters})"
+                    if self.config.max_iters != max_iters else "called trainer.stop()")
+            raise RuntimeError(f"a callback {what} {others} would go on training and wait for this one forever. Stop a "
+                               "run early in one process, or give max_iters before the run")
         if self.world_size > 1 and self._lrs() != lrs:  # else each rank would step at its own rate, silently
             raise RuntimeError(f"a callback changed the learning rate ({lrs} -> {self._lrs()}) {others} would keep "
                                "theirs, and the replicas would drift apart. Steer the rate in one process, or give "
@@ -470,7 +470,7 @@ class Trainer:
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
 
     # ----------------------------------------------------------------------------------------------------------
-    # checks before the run starts
+    # checks before the run starts, and the checkpoint it resumes from (the work_dir's checks: runs.RunFolder)
 
     def _check_config(self):
         c = self.config
@@ -666,7 +666,7 @@ class Trainer:
         return (total[0] / total[1]).item()
 
     # ----------------------------------------------------------------------------------------------------------
-    # files: metrics.jsonl, model.pt, ckpt.pt, args.txt, config.json
+    # checkpoints: model.pt and ckpt.pt (the run's other files: runs.RunFolder)
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
