@@ -285,11 +285,15 @@ def metric_value(name, value):
 
 
 def platform_record(device):
-    """What the same bits need besides the seed and the options: torch's version, the threads of its CPU kernels
-    (OMP_NUM_THREADS) and the device. A checkpoint records it, and a resume on another notes it."""
+    """What the same bits need besides the seed and the options: torch's version, the device and, on the CPU, the
+    threads of its kernels (OMP_NUM_THREADS), which a GPU's kernels do not use. A checkpoint records it, and a resume
+    on another notes it."""
     device = torch.device(device)
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else device.type
-    return {'torch': str(torch.__version__), 'threads': torch.get_num_threads(), 'device': name}
+    record = {'torch': str(torch.__version__), 'device': name}
+    if device.type == 'cpu':
+        record['threads'] = torch.get_num_threads()
+    return record
 
 
 def trainable_names(model):

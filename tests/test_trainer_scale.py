@@ -18,6 +18,7 @@ import torch
 from mingpt.bpe import get_encoder, train_bpe
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
+from mingpt.runs import platform_record
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
@@ -391,6 +392,8 @@ def test_a_resume_on_another_thread_count_says_its_bits_differ(tmp_path, capsys)
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     assert load_checkpoint(tmp_path / 'ckpt.pt')['platform'] == {'torch': torch.__version__, 'threads': threads,
                                                                   'device': 'cpu'}
+    # a GPU's kernels do not use the CPU's threads: a resume on a node with other cores is no other platform
+    assert platform_record('mps') == {'torch': torch.__version__, 'device': 'mps'}
     capsys.readouterr()
     train(tmp_path, resume=True, max_iters=3)
     assert 'note' not in capsys.readouterr().out
