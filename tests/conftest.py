@@ -4,6 +4,7 @@ a CI run cannot pass by skipping everything."""
 import errno
 import importlib.util
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -98,3 +99,14 @@ def load_project(name, folder='projects'):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def refusal_of_a_pickled_path(load, path):
+    """The message of load(path) refusing a file that holds a pickled Path, checked to end with the torch.load advice
+    for one who trusts the file."""
+    with pytest.raises(ValueError) as refused:
+        load(path)
+    message = str(refused.value)
+    assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
+                     r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
+    return message

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import mingpt
+from conftest import refusal_of_a_pickled_path
 from mingpt import pretrained
 from mingpt.model import GPT
 
@@ -168,11 +169,7 @@ def test_a_refused_pytorch_model_bin_says_how_to_load_its_tensors_and_the_way_wo
     model, folder = hf
     (folder / 'model.safetensors').unlink()
     torch.save({**model.state_dict(), 'source': Path('model.ckpt')}, folder / 'pytorch_model.bin')
-    with pytest.raises(ValueError) as refused:
-        GPT.from_pretrained(folder)
-    message = str(refused.value)
-    assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
-                     r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
+    message = refusal_of_a_pickled_path(GPT.from_pretrained, folder)
     code = re.search(r"reads first: (mingpt.pretrained.write_safetensors\(.*\)), where state is", message)
     state = torch.load(folder / 'pytorch_model.bin', weights_only=False)
     exec(code[1], {'mingpt': mingpt, 'torch': torch, 'state': state, 'folder': folder})

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import deflate, full_disk_at, load_project
+from conftest import deflate, full_disk_at, load_project, refusal_of_a_pickled_path
 from mingpt.data import CharDataset
 from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
                           load_checkpoint, lock_folder, make_folder, model_state,
@@ -585,11 +585,7 @@ def test_a_refused_checkpoint_says_how_to_rebuild_its_model_and_the_way_works(tm
     from mingpt.model import GPT
     saved, path = nano_checkpoint(tmp_path / 'model.pt').eval(), tmp_path / 'model.pt'
     torch.save({**torch.load(path), 'data_path': Path('input.txt')}, path)
-    with pytest.raises(ValueError) as refused:
-        GPT.from_checkpoint(path)
-    message = str(refused.value)
-    assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
-                     r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
+    message = refusal_of_a_pickled_path(GPT.from_checkpoint, path)
     code = re.search(r"that torch.load gives, checkpoint: (model = .*\)) \(GPT, or the class that wrote it\)", message)
     scope = {'GPT': GPT, 'mingpt': mingpt, 'checkpoint': torch.load(path, weights_only=False)}
     exec(code[1], scope)
