@@ -72,7 +72,9 @@ def start_from(config):
     refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in dropout],
                    f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
                    "options apply); leave them out")
-    model, tokenizer = load_model_and_tokenizer(init)
+    model, tokenizer, checkpoint = load_model_and_tokenizer(init, with_checkpoint=True)
+    trained = training_note(checkpoint, init)  # how long a model.pt trained (GPT-2's weights do not say)
+    del checkpoint  # its weights: the model holds them
     if config.data.block_size > model.block_size:
         raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
                           f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
@@ -80,6 +82,8 @@ def start_from(config):
     config.model = CN(**model.config.to_dict())  # what the checkpoints record, and a resume compares
     print(f"starting from {init}: {config.model.n_layer} layers, {config.model.n_head} heads, {config.model.n_embd} "
           f"wide, block_size {model.block_size}, a vocabulary of {config.model.vocab_size} tokens")
+    if trained:
+        print(trained)
     return model, tokenizer
 
 

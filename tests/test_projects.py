@@ -422,7 +422,8 @@ def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsy
     tiny = ['--model.model_type=gpt-nano', '--data.block_size=8', '--trainer.batch_size=2', '--trainer.max_iters=2',
             '--trainer.eval_interval=1', '--trainer.eval_iters=1', '--sample.length=0', '--trainer.quiet=True']
     chargpt.main([f'--data.path={small}', f'--system.work_dir={tmp_path / "a"}'] + tiny)
-    first, _ = GPT.from_checkpoint(tmp_path / 'a' / 'model.pt')
+    first, first_checkpoint = GPT.from_checkpoint(tmp_path / 'a' / 'model.pt')
+    capsys.readouterr()
     # the checkpoint's characters; the way on with such a text is a BPE vocabulary for both runs
     with pytest.raises(ConfigError, match=r"characters '!;' are not in the vocabulary.*train both runs on a "
                                           r"byte-level BPE vocabulary.*--data.tokenizer=gpt2"):
@@ -439,7 +440,11 @@ def test_chargpt_goes_on_from_its_own_checkpoint_on_another_text(tmp_path, capsy
         chargpt.main([f'--data.path={large}', f'--system.work_dir={tmp_path / "b"}', '--data.block_size=8',
                       '--sample.length=0', '--trainer.resume=True', '--trainer.max_iters=4'])
     assert second.config.n_layer == first.config.n_layer == 3 and second.config.attn_pdrop == 0.0
-    assert 'starting from ' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # how long the model started from trained, as generate.py and sentiment say it
+    n = first_checkpoint['iter_num']
+    assert (f"starting from {tmp_path / 'a' / 'model.pt'}: 3 layers" in out and
+            f"({tmp_path / 'a' / 'model.pt'}: trained for {n} iteration{'s' * (n != 1)}, val loss " in out)
 
 
 def test_chargpt_tokenizes_a_text_once_and_a_resume_reads_the_tokens_back(tmp_path, monkeypatch, capsys):
