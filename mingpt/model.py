@@ -360,7 +360,7 @@ class GPT(nn.Module):
         if idx.size(1) == 0:
             raise ValueError(f"the prompt must have at least one token, got shape {tuple(idx.shape)} (e.g. start from "
                              "a newline or start-of-text token)")
-        if idx.size(0) == 0:  # the range check below cannot take the min of no ids
+        if idx.size(0) == 0:  # no row to continue (and the range check's message takes the min of the ids)
             raise ValueError(f"the prompt is a batch of no rows, shape {tuple(idx.shape)}: give at least one prompt")
         if idx.size(1) > self.block_size:
             raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "

@@ -399,14 +399,14 @@ def training_note(checkpoint, path):
     return f"({path}: trained for {n:,} {plural(n, 'iteration')}{loss})"
 
 
-def load_model_and_tokenizer(name, dtype=torch.float32, with_checkpoint=False):
+def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
     records; or GPT-2 from a hub id or a Hugging Face directory (converted to dtype as it loads), with the directory's
     tokenizer if it has one (tokenizer.json, or vocab.json and merges.txt).
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
-    give the others, which have no text. with_checkpoint=True adds a third value: the checkpoint file's dict (its
-    iter_num, its val_loss: see training_note), None for GPT-2."""
+    give the others, which have no text. with_note=True adds a third value: how long a checkpoint trained
+    (training_note), None for GPT-2 or a checkpoint saved by hand."""
     from mingpt.model import GPT
     name = os.path.expanduser(name)  # as from_pretrained does: '~/my-gpt2' found its weights but not its tokenizer
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
@@ -437,4 +437,4 @@ def load_model_and_tokenizer(name, dtype=torch.float32, with_checkpoint=False):
         model.lm_head.weight = model.transformer.wte.weight = torch.nn.Parameter(model.lm_head.weight[:kept])
         model.config.vocab_size = kept
     # from_checkpoint and from_pretrained both return the model in eval mode
-    return (model, tokenizer, checkpoint) if with_checkpoint else (model, tokenizer)
+    return (model, tokenizer, training_note(checkpoint, name)) if with_note else (model, tokenizer)

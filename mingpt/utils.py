@@ -543,10 +543,10 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         if kind == 'safetensors' and Path(path).name != 'model.safetensors':  # renamed: the folder would lack it
             advice += "; from_pretrained reads the weights named model.safetensors: rename the file back"
         raise ValueError(f"{path} is not a mingpt checkpoint: it is {what}; {advice}")
-    if kind == 'zip' and not zipfile.is_zipfile(path):
-        raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
-                         "file): it is not the zip archive that torch.save writes")
     if kind == 'zip':
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another "
+                             "program's file): it is not the zip archive that torch.save writes")
         refuse_compressed(path)
     try:  # torch.save's format before torch 1.6 (kind 'torch') loads too, but cannot be mapped
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and kind == 'zip')

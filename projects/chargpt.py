@@ -28,7 +28,7 @@ from mingpt.bpe import get_encoder
 from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
                          fetch, read_text)
 from mingpt.model import GPT
-from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record, training_note
+from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, refuse_ignored, run_cli, set_from_data,
                           set_seed, with_options)
@@ -72,9 +72,7 @@ def start_from(config):
     refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in dropout],
                    f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
                    "options apply); leave them out")
-    model, tokenizer, checkpoint = load_model_and_tokenizer(init, with_checkpoint=True)
-    trained = training_note(checkpoint, init)  # how long a model.pt trained (GPT-2's weights do not say)
-    del checkpoint  # its weights: the model holds them
+    model, tokenizer, trained = load_model_and_tokenizer(init, with_note=True)  # how long a model.pt trained
     if config.data.block_size > model.block_size:
         raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
                           f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
@@ -147,9 +145,7 @@ def main(argv):
                            "sample.checkpoint samples, on the CPU, and trains nothing; to train on, leave it out and "
                            "give --system.init=CHECKPOINT (a new run from its weights) or --trainer.resume=True (its "
                            "run goes on)")
-        model, tokenizer, checkpoint = load_model_and_tokenizer(S.checkpoint, with_checkpoint=True)
-        note = training_note(checkpoint, S.checkpoint)
-        del checkpoint  # its weights (and a ckpt.pt's optimizer state): not kept in memory while sampling
+        model, tokenizer, note = load_model_and_tokenizer(S.checkpoint, with_note=True)
         sample(model, tokenizer, prompt_ids(tokenizer, S.prompt, model.block_size), S.length, 'cpu')
         if note:  # on stderr, as generate.py's notes, and after the text, as its timing
             print(note, file=sys.stderr)

@@ -40,7 +40,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
-from mingpt.pretrained import load_model_and_tokenizer, training_note
+from mingpt.pretrained import load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, resolve_device,
                           run_cli, set_seed)
@@ -107,8 +107,7 @@ def load(name, device, dtype):
     chargpt's characters or BPE vocabulary), on device in dtype."""
     with contextlib.redirect_stdout(sys.stderr):  # keep stdout for the generated text
         # GPT-2's weights converted as they load
-        model, tokenizer, checkpoint = load_model_and_tokenizer(name, dtype, with_checkpoint=True)
-        note = training_note(checkpoint, name)
+        model, tokenizer, note = load_model_and_tokenizer(name, dtype, with_note=True)
         if note:
             print(note)
     return model.to(device), tokenizer
