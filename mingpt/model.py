@@ -188,18 +188,6 @@ class Block(nn.Module):
 
 # ---- GPT ----
 
-def check_token_ids(idx, name='idx'):
-    """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
-    if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
-        hint = ''
-        if idx.dim() == 1:
-            hint = f': a single sequence is {name}[None]'
-        elif idx.dim() == 2 and not (idx.is_floating_point() or idx.dtype == torch.bool):  # e.g. uint16 from a file
-            hint = f': {name}.long() converts them'
-        raise ValueError(f"{name} must be (batch, tokens) int64 or int32 token ids, got {idx.dtype} of shape "
-                         f"{tuple(idx.shape)}{hint}")
-
-
 def layer_stack(config, blocks):
     """Token embedding, positional encoding, the blocks and the final layer norm: GPT's `transformer`, and the
     encoder and the decoder of seq2seq.py."""
@@ -527,6 +515,20 @@ class KVCache:
         """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
         parent's keys and values."""
         self.k, self.v = self.k[rows], self.v[rows]
+
+
+# ---- the token ids a model takes, checked (out of the reader's way) ----
+
+def check_token_ids(idx, name='idx'):
+    """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
+    if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
+        hint = ''
+        if idx.dim() == 1:
+            hint = f': a single sequence is {name}[None]'
+        elif idx.dim() == 2 and not (idx.is_floating_point() or idx.dtype == torch.bool):  # e.g. uint16 from a file
+            hint = f': {name}.long() converts them'
+        raise ValueError(f"{name} must be (batch, tokens) int64 or int32 token ids, got {idx.dtype} of shape "
+                         f"{tuple(idx.shape)}{hint}")
 
 
 # ---- one speed trick, out of the reader's way ----
