@@ -318,6 +318,9 @@ class Encoder:
         beside GPT.save_pretrained's config.json): the two files as vocab.json and merges.txt, and the tokenizer's
         class and special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
         vocab.bpe) there are removed, as readers take them first."""
+        if os.fspath(directory) == '':  # Path('') is '.': the files would land wherever the program runs
+            raise ValueError("save needs a folder to write the vocabulary into, got ''; give one, e.g. 'my_tokenizer' "
+                             "(or '.' for the current folder)")
         self.check_recordable('encoder.json and vocab.bpe')  # before anything is written
         if hugging_face and not self.pat:
             raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "

@@ -944,6 +944,20 @@ def test_save_pretrained_over_an_older_tokenizer_is_what_both_readers_then_read(
     assert theirs(sample)['input_ids'] == want and len(theirs) == 300
 
 
+def test_save_to_an_empty_path_is_refused_not_written_into_the_current_folder(tmp_path, monkeypatch):
+    """enc.save('') wrote encoder.json and vocab.bpe into the folder the program ran in (Path('') is '.'), over
+    whatever vocabulary was there; save_pretrained('') wrote vocab.json and merges.txt there."""
+    monkeypatch.chdir(tmp_path)
+    enc = bpe.train_bpe('a cat sat on a mat ' * 9, 260)
+    tok = BPETokenizer()
+    tok.encoder = enc
+    for save in (enc.save, tok.save_pretrained):
+        with pytest.raises(ValueError, match=r"save needs a folder to write the vocabulary into, got ''; give one"):
+            save('')
+    assert list(tmp_path.iterdir()) == []
+    assert enc.save('.') == Path('.') and sorted(p.name for p in tmp_path.iterdir()) == ['encoder.json', 'vocab.bpe']
+
+
 def test_a_vocabularys_file_given_for_its_folder_is_named_as_such(tmp_path):
     bpe.train_bpe('a cat sat on a mat ' * 9, 260).save(tmp_path)
     with pytest.raises(NotADirectoryError, match=r"encoder.json is a file; pass the folder that holds encoder.json "
