@@ -591,7 +591,12 @@ class BPETokenizer:
         _allowed_specials(allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
         self.allowed_special = allowed_special
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
-        self.pad_token_id = self.eot_token_id if pad_token_id is None else pad_token_id
+        # the tensor would cut a float to an int (2.5 pads with 2) and read a bool as 0 or 1; numpy's ints are fine
+        integer = isinstance(pad_token_id, numbers.Integral) and not isinstance(pad_token_id, bool)
+        if pad_token_id is not None and not integer:
+            raise TypeError(f"pad_token_id must be an int, the id that pads short rows, got {pad_token_id!r}; "
+                            "give int(...) of it, or None for the id of '<|endoftext|>'")
+        self.pad_token_id = self.eot_token_id if pad_token_id is None else int(pad_token_id)
         self.vocab_size = len(self.encoder)
 
     def __call__(self, text, return_tensors='pt', return_lengths=False):

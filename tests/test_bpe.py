@@ -346,6 +346,16 @@ def test_tokenizer_interface(encoder):
         tok('x', return_tensors='np')
 
 
+def test_tokenizer_refuses_a_pad_token_id_that_is_not_an_int():
+    """BPETokenizer(pad_token_id=2.5) padded with 2 (the tensor cut the float) and pad_token_id=True with 1, silently.
+    numpy's ints are ids too; the id kept is a plain int."""
+    for pad in (2.5, 2.0, True, np.bool_(False), '2', torch.tensor(2)):
+        with pytest.raises(TypeError, match=r"pad_token_id must be an int, the id that pads short rows, got "):
+            BPETokenizer(pad_token_id=pad)
+    tok = BPETokenizer(pad_token_id=np.int64(2))
+    assert tok(['a b', 'c'])[1].tolist() == [66, 2] and type(tok.pad_token_id) is int
+
+
 def test_tokenizer_refuses_a_bad_allowed_special_when_built():
     """BPETokenizer(allowed_special='yes') was built and failed only at its first call, far from the mistake."""
     for allowed, message in (('yes', r"allowed_special must be False, True, 'all' or a set of special tokens"),
