@@ -286,7 +286,7 @@ class Encoder:
         token may end in the middle of a UTF-8 character: when streaming, decode the bytes once a character is
         complete)."""
         ids = _plain_ids(ids)
-        ids = [ids] if isinstance(ids, int) else list(ids)  # a generator is read once, here
+        ids = [ids] if isinstance(ids, int) else ids
         try:
             if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
                 raise IndexError
@@ -350,15 +350,22 @@ class Encoder:
 
 
 def _plain_ids(ids):
-    """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, an iterable as it is. Floats and
-    bools are refused, not read as ids: an index takes True as 1, so a mask would decode to text."""
+    """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, any other iterable as a list (a
+    generator is read once, here). Bools, floats and bytes are refused, not read as ids: an index takes True as 1, so
+    a mask would decode to text, and bytes iterate as ints, b'hi' as the ids 104 and 105."""
+    if isinstance(ids, (bytes, bytearray, str)):
+        raise TypeError(f"cannot decode {ids!r:.60}: it is text already, not token ids; decode takes the ids that "
+                        "encode gives (bytes become a str with .decode('utf-8'))")
     dtype = str(getattr(ids, 'dtype', ''))
     plain = ids.tolist() if hasattr(ids, 'tolist') else ids
-    one_id = isinstance(plain, int) and not isinstance(plain, bool)
-    if any(kind in dtype for kind in ('float', 'complex', 'bool')) or not (one_id or hasattr(plain, '__iter__')):
-        what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else repr(ids)
+    if isinstance(plain, int) and not isinstance(plain, bool):
+        return plain
+    plain = list(plain) if hasattr(plain, '__iter__') else None
+    # type() of each id costs about what the look-up of its bytes in decode does: one more C call per id
+    if plain is None or any(kind in dtype for kind in ('float', 'complex', 'bool')) or bool in map(type, plain):
+        what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else f"{ids!r:.60}"
         raise TypeError(f"cannot decode {what}: token ids are integers; if it holds ids, convert it (.long() for a "
-                        "tensor, int() for a number)")
+                        "tensor, int() for a number); bools are a mask, not ids: decode the ids it selects")
     return plain
 
 

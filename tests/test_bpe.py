@@ -365,6 +365,26 @@ def test_tokenizer_refuses_a_bad_allowed_special_when_built():
     assert BPETokenizer(allowed_special={'<|endoftext|>'})('a<|endoftext|>').tolist() == [[64, 50256]]
 
 
+def test_decode_refuses_a_list_of_bools_and_bytes_naming_them(encoder):
+    """decode([True, False]) read a mask as the ids 1 and 0 ('"!'), and decode(b'hello') the bytes as the ids 104,
+    101, ... (five U+FFFD: GPT-2's first ids are not the bytes in order); a tuple, a row of a 2-D list or a generator
+    of bools no better. Refused, as a bool tensor is; a str was refused as 'ids' that are not ints."""
+    tok = BPETokenizer()
+    for decode in (encoder.decode, encoder.decode_bytes, tok.decode):
+        for mask in ([True, False], (False,), [15496, True], (i > 0 for i in [1, 0])):
+            with pytest.raises(TypeError, match=r"cannot decode .*: token ids are integers; .* bools are a mask, not "
+                                                r"ids: decode the ids it selects"):
+                decode(mask)
+        for text in (b'hello', bytearray(b'\x00'), 'hello'):
+            with pytest.raises(TypeError, match=r"cannot decode .*: it is text already, not token ids; decode takes "
+                                                r"the ids that encode gives \(bytes become a str with .decode"):
+                decode(text)
+    with pytest.raises(TypeError, match=r"bools are a mask, not ids"):
+        tok.decode([[15496], [True, False]])
+    ids = torch.tensor([15496, 995])
+    assert tok.decode(ids[torch.tensor([True, False])]) == encoder.decode([np.int64(15496)]) == 'Hello'
+
+
 def test_decode_takes_a_list_of_tensors_as_rows():
     """Rows of different lengths, each cut to its length, are a list of 1-D tensors (what Hugging Face's batch_decode
     takes): decode raised 'Boolean value of Tensor with more than one value is ambiguous'."""
