@@ -310,18 +310,21 @@ class Encoder:
                              "vocabulary built with GPT-2's pattern (the default) or pattern=None, or keep this "
                              "Encoder in memory")
 
-    def save(self, directory, hugging_face=False):
+    def save(self, directory, hugging_face=False, config=None):
         """Write encoder.json and vocab.bpe into `directory` in GPT-2's format (get_encoder(directory=...) and
         BPETokenizer(directory=...) read them back). A vocabulary without a pre-tokeniser says so in vocab.bpe's
         header line, which other GPT-2 readers skip; one with a pattern other than GPT-2's is refused, as the files
         cannot record it. hugging_face=True writes what transformers' GPT2Tokenizer and AutoTokenizer read (alone or
         beside GPT.save_pretrained's config.json): the two files as vocab.json and merges.txt, and the tokenizer's
         class and special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
-        vocab.bpe) there are removed, as readers take them first."""
+        vocab.bpe) there are removed, as readers take them first. `config`: more of tokenizer_config.json
+        (hugging_face only; BPETokenizer.save_pretrained's options)."""
         if os.fspath(directory) == '':  # Path('') is '.': the files would land wherever the program runs
             raise ValueError("save needs a folder to write the vocabulary into, got ''; give one, e.g. 'my_tokenizer' "
                              "(or '.' for the current folder)")
         self.check_recordable('encoder.json and vocab.bpe')  # before anything is written
+        if config and not hugging_face:
+            raise ValueError("config is written into Hugging Face's tokenizer_config.json: pass hugging_face=True")
         if hugging_face and not self.pat:
             raise ValueError("Hugging Face's GPT-2 tokenizer always splits words with GPT-2's regex: a vocabulary "
                              "trained without a pre-tokeniser would give other ids there")
@@ -333,7 +336,7 @@ class Encoder:
         if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
             specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
             # the class tells AutoTokenizer what reads the files in a folder without a model's config.json
-            config = {'tokenizer_class': 'GPT2Tokenizer', 'added_tokens_decoder': specials}
+            config = {'tokenizer_class': 'GPT2Tokenizer', 'added_tokens_decoder': specials, **(config or {})}
             if ENDOFTEXT not in self.special_tokens:  # else HF adds it to the vocabulary, as GPT-2's bos/eos/unk
                 config.update(bos_token=None, eos_token=None, unk_token=None)
             files['tokenizer_config.json'] = json.dumps(config)
@@ -524,11 +527,12 @@ def get_encoder(encoder_path=None, vocab_path=None, directory=None):
     return _encoder_in_folder(directory)
 
 
-def _encoder_in_folder(directory):
-    """get_encoder(directory=...): find the folder, read the vocabulary files it holds, or name what is missing."""
+def _tokenizer_folder(directory):
+    """The folder get_encoder(directory=...) reads, found here, under $MINGPT_DATA_DIR or in the cache; None for
+    GPT-2's own vocabulary ('gpt2', unless ./gpt2 holds an encoder.json)."""
     # a ./gpt2 folder may be something else, such as a clone of Hugging Face's gpt2 (vocab.json, merges.txt)
     if Path(directory) == Path('gpt2') and not Path(directory, 'encoder.json').is_file():
-        return _read_encoder()
+        return None
     directory = find_local(directory) or directory  # e.g. under $MINGPT_DATA_DIR
     if Path(directory).is_file():  # e.g. its encoder.json
         raise NotADirectoryError(f"{directory} is a file; pass the folder that holds encoder.json and vocab.bpe")
@@ -536,6 +540,14 @@ def _encoder_in_folder(directory):
         raise FileNotFoundError(f"no tokenizer folder {directory} here, in $MINGPT_DATA_DIR or in the cache: give "
                                 "'gpt2' for GPT-2's vocabulary, a folder that holds one, or train one with "
                                 f"`python -m mingpt.bpe train FILE --vocab-size N --out {directory}`")
+    return directory
+
+
+def _encoder_in_folder(directory):
+    """get_encoder(directory=...): find the folder, read the vocabulary files it holds, or name what is missing."""
+    directory = _tokenizer_folder(directory)
+    if directory is None:
+        return _read_encoder()
     # else the pair whose merges are there (half a tokenizer, named below), else GPT-2's names
     names = find_vocabulary(directory) or next(
         (names for names in VOCAB_FILES if Path(directory, names[-1]).is_file()), VOCAB_FILES[0])
@@ -581,10 +593,40 @@ def _read_encoder(encoder_path=None, vocab_path=None):
 # minGPT's tokenizer: text to a tensor of ids and back
 
 
+def _check_pad_token_id(pad_token_id):
+    """pad_token_id as a plain int, or None. The tensor would cut a float to an int (2.5 pads with 2) and read a bool
+    as 0 or 1; numpy's ints are fine."""
+    if pad_token_id is None:
+        return None
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, numbers.Integral):
+        raise TypeError(f"pad_token_id must be an int, the id that pads short rows, got {pad_token_id!r}; "
+                        "give int(...) of it, or None for the id of '<|endoftext|>'")
+    return int(pad_token_id)
+
+
+def _saved_options(directory, special_tokens):
+    """The pad_token_id and allowed_special that BPETokenizer.save_pretrained wrote into directory's
+    tokenizer_config.json, checked; {} for GPT-2's own vocabulary or a folder without them."""
+    folder = None if directory is None else _tokenizer_folder(directory)
+    if folder is None:
+        return {}
+    path = Path(folder, 'tokenizer_config.json')
+    config = _json_object(path)
+    saved = {k: config[k] for k in ('pad_token_id', 'allowed_special') if config.get(k) is not None}
+    try:
+        _allowed_specials(saved.get('allowed_special'), special_tokens)
+        _check_pad_token_id(saved.get('pad_token_id'))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"cannot read {path}: {e}. Save the tokenizer there again (tok.save_pretrained(folder))") \
+            from None
+    return saved
+
+
 class BPETokenizer:
     """minGPT's tokenizer interface: tok("text") -> (1, T) LongTensor; tok.decode(ids) -> str.
 
-    GPT-2's vocabulary by default; `directory` loads one saved by Encoder.save (e.g. trained with train_bpe).
+    GPT-2's vocabulary by default; `directory` loads one saved by Encoder.save (e.g. trained with train_bpe), or by
+    save_pretrained, whose pad_token_id and allowed_special it takes unless they are given.
     A list of strings gives a (B, T) LongTensor, where T is the longest row: shorter rows are right-padded with
     `pad_token_id` (default: the id of '<|endoftext|>', 50256 in GPT-2, which has no pad token). Pass
     return_lengths=True to get (ids, lengths) as well, lengths a (B,) LongTensor of the real row lengths (the mask
@@ -592,18 +634,15 @@ class BPETokenizer:
     their lengths first.
     """
 
-    def __init__(self, allowed_special=False, pad_token_id=None, encoder_path=None, vocab_path=None,
+    def __init__(self, allowed_special=None, pad_token_id=None, encoder_path=None, vocab_path=None,
                  directory=None):
         self.encoder = get_encoder(encoder_path, vocab_path, directory)
-        _allowed_specials(allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
-        self.allowed_special = allowed_special
+        saved = _saved_options(directory, self.encoder.special_tokens)  # the arguments given win over these
+        self.allowed_special = saved.get('allowed_special', False) if allowed_special is None else allowed_special
+        _allowed_specials(self.allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
-        # the tensor would cut a float to an int (2.5 pads with 2) and read a bool as 0 or 1; numpy's ints are fine
-        integer = isinstance(pad_token_id, numbers.Integral) and not isinstance(pad_token_id, bool)
-        if pad_token_id is not None and not integer:
-            raise TypeError(f"pad_token_id must be an int, the id that pads short rows, got {pad_token_id!r}; "
-                            "give int(...) of it, or None for the id of '<|endoftext|>'")
-        self.pad_token_id = self.eot_token_id if pad_token_id is None else int(pad_token_id)
+        pad_token_id = _check_pad_token_id(saved.get('pad_token_id') if pad_token_id is None else pad_token_id)
+        self.pad_token_id = self.eot_token_id if pad_token_id is None else pad_token_id
         self.vocab_size = len(self.encoder)
 
     def __call__(self, text, return_tensors='pt', return_lengths=False):
@@ -630,8 +669,17 @@ class BPETokenizer:
     def save_pretrained(self, directory):
         """Write the vocabulary into `directory` as Hugging Face names it (vocab.json and merges.txt): beside a
         model's GPT.save_pretrained, transformers' AutoTokenizer and generate.py --model read it from there
-        (AutoTokenizer reads it alone too)."""
-        return self.encoder.save(directory, hugging_face=True)
+        (AutoTokenizer reads it alone too). tokenizer_config.json keeps pad_token_id and allowed_special, which
+        BPETokenizer(directory=...) reads back, and a special token that pads as Hugging Face's pad_token, so
+        AutoTokenizer pads with it too (an ordinary one, such as '!', it would also find inside text: '!!', one
+        token here, would become two)."""
+        allowed = self.allowed_special
+        config = {'pad_token_id': self.pad_token_id,
+                  'allowed_special': sorted(allowed) if isinstance(allowed, (set, frozenset, list, tuple)) else allowed}
+        pad = self.encoder.decoder.get(self.pad_token_id)
+        if pad in self.encoder.special_tokens:
+            config['pad_token'] = pad
+        return self.encoder.save(directory, hugging_face=True, config=config)
 
     def decode(self, ids):
         """ids: a 1-D tensor or list of ints -> str; a 2-D tensor or list of lists (or of 1-D tensors, e.g. rows cut

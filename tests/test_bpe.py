@@ -931,6 +931,37 @@ def test_autotokenizer_reads_save_pretrained_without_a_model_beside_it(tmp_path)
     assert theirs(sample)['input_ids'] == tok.encoder.encode(sample, allowed_special=True)
 
 
+def test_save_pretrained_keeps_pad_token_id_and_allowed_special(tmp_path, tiktoken_gpt2):
+    """save_pretrained wrote the vocabulary only: BPETokenizer(directory=folder) padded with 50256 where the tokenizer
+    saved padded with 0 or -1, and read '<|endoftext|>' as 7 tokens of text where it was allowed the one id. The
+    folder keeps both now and arguments given win. AutoTokenizer reads it with the same ids and pads with the pad
+    token where it is a special token, as transformers saves one (tokenizer_config.json's pad_token); not with an
+    ordinary one, which it would also find inside text ('!!', one token, would be two '!', id 0)."""
+    transformers = pytest.importorskip('transformers')
+    texts = ['a<|endoftext|>', 'a b c !!']
+
+    def padded(allowed, pad):  # tiktoken's ids, right-padded
+        rows = [tiktoken_gpt2.encode(t, allowed_special='all') if allowed else tiktoken_gpt2.encode_ordinary(t)
+                for t in texts]
+        return [r + [pad] * (max(map(len, rows)) - len(r)) for r in rows]
+    for k, (allowed, pad) in enumerate([(True, 0), ({'<|endoftext|>'}, -1), (None, np.int64(5)), ('all', None)]):
+        tok = BPETokenizer(allowed_special=allowed, pad_token_id=pad)
+        tok.save_pretrained(tmp_path / str(k))
+        back = BPETokenizer(directory=tmp_path / str(k))
+        want = padded(allowed, 50256 if pad is None else pad)
+        assert back(texts).tolist() == tok(texts).tolist() == want
+        given = BPETokenizer(directory=tmp_path / str(k), allowed_special=False, pad_token_id=7)
+        assert given(texts).tolist() == padded(False, 7)
+        theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / str(k))
+        assert theirs(texts[1])['input_ids'] == want[1][:4] and theirs.pad_token_id == (50256 if pad is None else None)
+    assert theirs(texts, padding=True)['input_ids'] == want  # the last: 'all', padded with <|endoftext|>
+    config = tmp_path / '0' / 'tokenizer_config.json'
+    config.write_text(json.dumps({**json.loads(config.read_text()), 'pad_token_id': 2.5}))
+    with pytest.raises(ValueError, match=r"cannot read .*tokenizer_config.json: pad_token_id must be an int, the id "
+                                         r"that pads short rows, got 2.5; .* Save the tokenizer there again"):
+        BPETokenizer(directory=tmp_path / '0')
+
+
 def test_save_pretrained_of_a_vocabulary_without_endoftext_adds_no_token_in_autotokenizer(tmp_path):
     """GPT2Tokenizer takes <|endoftext|> as its bos, eos and unk token by default: for a vocabulary of 300 tokens
     without it, AutoTokenizer added it as token 300 (a model of 300 tokens has no such id) and encoded the text
