@@ -68,7 +68,7 @@ def make_files(folder):
     """GPT-2 124M with random weights, in each format the loaders read."""
     from transformers import GPT2Config, GPT2LMHeadModel
     from mingpt.model import GPT
-    from mingpt.utils import model_state, save_checkpoint
+    from mingpt.checkpoint import model_state, save_checkpoint
     hf = GPT2LMHeadModel(GPT2Config())
     hf.save_pretrained(folder / 'safetensors')
     (folder / 'bin').mkdir()

@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.sampling import sample_next
-from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural,
-                          rebuild_model, refuse_untied_state_dict)
+from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural
 
 
 # ---- positional encoding ----

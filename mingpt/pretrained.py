@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
+from mingpt.checkpoint import (file_kind, load_weights, numbered_blocks, parameters_on_meta, refuse_compressed,
+                               refuse_non_tensors, unpickling_refused)
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import (atomic_write, file_kind, load_weights, numbered_blocks, parameters_on_meta, plural,
-                          refuse_compressed, refuse_non_tensors, unpickling_refused, write_text_atomically)
+from mingpt.utils import atomic_write, plural, write_text_atomically
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -166,7 +167,7 @@ def _read_hf_weights(path, dtype=None):
 
 
 def _weights_format(path):
-    """'torch' (torch.save's file) or 'safetensors', by the file's first bytes (utils.file_kind): torch.load of
+    """'torch' (torch.save's file) or 'safetensors', by the file's first bytes (checkpoint.file_kind): torch.load of
     anything else gave errors such as 'KeyError: 101' or advised weights_only=False. Anything else is refused, saying
     what it is."""
     kind, what = file_kind(path)

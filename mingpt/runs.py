@@ -4,7 +4,7 @@ A run writes metrics.jsonl (a line per logged iteration), args.txt and config.js
 utils.setup_logging) here, and the trainer's model.pt and ckpt.pt. RunFolder refuses a folder another run trains in
 or a fresh run would overwrite, and locks it while the run trains; check_same_run compares what a checkpoint records
 of its run with this one before a resume goes on from it, and refuses, or notes, a difference; how_to_go_on says what
-a stopped run saved. The trainer imports this module; it imports mingpt.utils alone.
+a stopped run saved. The trainer imports this module; it imports mingpt.checkpoint and mingpt.utils alone.
 """
 import json
 import os
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
-from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, load_checkpoint, lock_folder, lock_holder,
-                          make_folder, plural, remove_stale_temps, setup_logging, write_failed, write_text_atomically)
+from mingpt.checkpoint import load_checkpoint
+from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, lock_folder, lock_holder, make_folder, plural,
+                          remove_stale_temps, setup_logging, write_failed, write_text_atomically)
 
 # keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
 METRICS_KEYS = ('iter', 'loss', 'lr', 'grad_norm', 'tokens_per_s', 'mfu', 'val_loss')

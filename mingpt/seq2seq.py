@@ -20,10 +20,11 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.model import (GPT, Block, CausalSelfAttention, KVCache, add_and_norm, check_token_ids, kept_weights,
                           layer_stack)
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_model_config, check_range, rebuild_model, refuse_untied_state_dict
+from mingpt.utils import ConfigError, check_model_config, check_range
 
 
 def key_padding_mask(ids, pad_token_id):

@@ -32,10 +32,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
+from mingpt.checkpoint import check_loads_back, load_checkpoint, model_state, save_checkpoint
 from mingpt.runs import RunFolder, check_same_run, how_to_go_on, platform_record, trainable_names, work_dir_option
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
-                          check_loads_back, check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home,
-                          load_checkpoint, model_state, modes_kept, resolve_device, save_checkpoint)
+                          check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home, modes_kept,
+                          resolve_device)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}

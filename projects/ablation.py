@@ -23,11 +23,12 @@ import time
 
 import torch
 
+from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
 from mingpt.runs import changed_settings
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, load_checkpoint, need_work_dir, run_cli,
-                          setup_logging, write_text_atomically)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, need_work_dir, run_cli, setup_logging,
+                          write_text_atomically)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
 import chargpt  # noqa: E402

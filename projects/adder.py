@@ -14,10 +14,11 @@ import os
 import torch
 from torch.utils.data import Dataset
 
+from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, load_checkpoint, model_state,
-                          need_work_dir, refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, need_work_dir, refuse_ignored, run_cli,
+                          set_from_data, set_seed)
 
 
 def get_config():

@@ -25,13 +25,14 @@ import sys
 import torch
 
 from mingpt.bpe import get_encoder
+from mingpt.checkpoint import with_options
 from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
                          fetch, read_text)
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, refuse_ignored, run_cli, set_from_data,
-                          set_seed, with_options)
+                          set_seed)
 
 
 def get_config():

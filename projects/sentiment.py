@@ -45,12 +45,12 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
+from mingpt.checkpoint import checked_config, load_checkpoint, refuse_non_tensors, with_options
 from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, checked_config, eval_mode, load_checkpoint,
-                          plural, refuse_non_tensors, resolve_device, run_cli, set_from_data, set_seed,
-                          with_options, write_text_atomically)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, resolve_device, run_cli,
+                          set_from_data, set_seed, write_text_atomically)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'

@@ -28,12 +28,13 @@ import sys
 import torch
 
 from mingpt.bpe import Encoder, train_bpe
+from mingpt.checkpoint import model_state, save_checkpoint
 from mingpt.data import CharTokenizer, read_text
 from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, model_state, need_work_dir,
-                          atomic_write, refuse_ignored, run_cli, save_checkpoint, set_from_data, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, need_work_dir, atomic_write,
+                          refuse_ignored, run_cli, set_from_data, set_seed)
 
 SPECIALS = ('<pad>', '<bos>', '<eos>')  # ids 0, 1, 2 of a character vocabulary
 

@@ -15,10 +15,10 @@ from conftest import data_dir, load_project
 
 from mingpt import bpe
 from mingpt.bpe import Encoder, bytes_to_unicode, get_encoder
+from mingpt.checkpoint import model_state, save_checkpoint
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.sampling import beam_search
-from mingpt.utils import model_state, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = 'Hello, my name is'

@@ -497,7 +497,7 @@ def test_hub_id_downloads_into_cache(small_dir, empty_cache, monkeypatch):
 
 def test_a_checkpoint_whose_tokenizer_outnumbers_its_model_vocabulary_is_refused(tmp_path):
     from mingpt.data import CharTokenizer
-    from mingpt.utils import model_state, save_checkpoint
+    from mingpt.checkpoint import model_state, save_checkpoint
     C = GPT.get_default_config()
     C.merge_from_dict(dict(n_layer=1, n_head=1, n_embd=8, vocab_size=3, block_size=4))
     model = GPT(C)
@@ -513,7 +513,7 @@ def test_a_path_from_the_home_directory_loads_with_its_tokenizer(tmp_path, monke
     'no checkpoint', and a Hugging Face folder there lost its own tokenizer (GPT-2's was used instead)."""
     from mingpt.bpe import Encoder, bytes_to_unicode
     from mingpt.data import CharTokenizer
-    from mingpt.utils import model_state, save_checkpoint
+    from mingpt.checkpoint import model_state, save_checkpoint
     monkeypatch.setenv('HOME', str(tmp_path))
     C = GPT.get_default_config()
     C.merge_from_dict(dict(n_layer=1, n_head=1, n_embd=8, vocab_size=3, block_size=4))

@@ -744,7 +744,7 @@ def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_ho
     layer norm (no bias) cannot load a checkpoint saved before: torch's message, cut at 200 characters, named a few
     of each layer's names and stopped mid-name, with no way on."""
     from mingpt.model import Block
-    from mingpt.utils import model_state, save_checkpoint
+    from mingpt.checkpoint import model_state, save_checkpoint
     old = model()
     save_checkpoint(model_state(old), tmp_path / 'old.pt')
     block_init = Block.__init__
@@ -788,7 +788,7 @@ def test_a_checkpoint_of_an_untied_model_is_refused_instead_of_losing_its_embedd
     """A student who freezes the token embedding but trains the output head unties them (the head a parameter of its
     own). from_checkpoint built the tied GPT and loaded both into its one matrix: the embedding became the head's
     weights, with no word."""
-    from mingpt.utils import model_state, save_checkpoint
+    from mingpt.checkpoint import model_state, save_checkpoint
     m = model()
     m.lm_head.weight = torch.nn.Parameter(m.lm_head.weight.detach() + 1)
     save_checkpoint(model_state(m), tmp_path / 'untied.pt')

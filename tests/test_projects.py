@@ -12,8 +12,9 @@ import torch
 
 from conftest import data_dir, load_project
 from mingpt import data
+from mingpt.checkpoint import save_checkpoint
 from mingpt.model import GPT
-from mingpt.utils import ConfigError, save_checkpoint
+from mingpt.utils import ConfigError
 
 
 def test_adder_encoding_by_hand():

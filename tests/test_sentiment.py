@@ -12,10 +12,11 @@ import torch
 import mingpt.data
 from conftest import data_dir, load_project
 from mingpt.bpe import train_bpe
+from mingpt.checkpoint import save_checkpoint
 from mingpt.data import CharTokenizer
 from mingpt.model import GPT
 from mingpt.pretrained import tokenizer_record
-from mingpt.utils import ConfigError, save_checkpoint
+from mingpt.utils import ConfigError
 
 sentiment = load_project('sentiment')
 

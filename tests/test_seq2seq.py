@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from conftest import load_project, perturb_norms
+from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
 from mingpt.model import CausalSelfAttention, GPT, sinusoidal_positions
 from mingpt.sampling import beam_search
 from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError, load_checkpoint, model_state, save_checkpoint
+from mingpt.utils import ConfigError
 
 PAD, BOS, EOS = 0, 1, 2
 VARIANTS = [dict(), dict(norm='pre', pos_embd='learned', activation='gelu', share_embeddings=True)]

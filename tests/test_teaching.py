@@ -16,9 +16,10 @@ import torch
 
 from conftest import load_project
 from mingpt.bpe import train_bpe
+from mingpt.checkpoint import model_state, save_checkpoint
 from mingpt.model import GPT, sinusoidal_positions
 from mingpt.pretrained import load_model_and_tokenizer
-from mingpt.utils import ConfigError, model_state, save_checkpoint
+from mingpt.utils import ConfigError
 
 pytest.importorskip('matplotlib')
 from mingpt import plot  # noqa: E402

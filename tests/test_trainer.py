@@ -20,10 +20,11 @@ import torch.nn.functional as F
 
 from conftest import full_disk_at
 from mingpt import runs, trainer as trainer_module
+from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
 from mingpt.runs import describe_difference
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError, load_checkpoint, lock_holder
+from mingpt.utils import ConfigError, lock_holder
 
 
 class Repeat(torch.utils.data.Dataset):

@@ -16,13 +16,14 @@ import pytest
 import torch
 
 from mingpt.bpe import get_encoder, train_bpe
+from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
 from mingpt.runs import platform_record
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
-from mingpt.utils import CfgNode as CN, ConfigError, load_checkpoint, save_checkpoint, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, set_seed
 
 VOCAB, BLOCK = 16, 8
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from conftest import deflate, full_disk_at, load_project, refusal_of_a_pickled_path
+from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
 from mingpt.data import CharDataset
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range,
-                          load_checkpoint, lock_folder, make_folder, model_state,
-                          remove_stale_temps, resolve_device, run_cli, save_checkpoint, set_from_data, set_seed,
+from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range, lock_folder,
+                          make_folder, remove_stale_temps, resolve_device, run_cli, set_from_data, set_seed,
                           setup_logging)
 
 
@@ -485,10 +485,10 @@ def test_from_checkpoint_leaves_the_model_on_the_device_map_location_reads_it_to
     """GPT.from_checkpoint(path, map_location='cuda') read the weights onto the GPU and moved them back: a CPU model.
     The model, its buffers included, is now where map_location puts the weights, as torch.load leaves them. Shown
     on the meta device, which every machine has (the tie check's torch.equal has no meta kernel: skipped here)."""
-    from mingpt import utils
+    from mingpt import checkpoint
     from mingpt.model import GPT
     nano_checkpoint(tmp_path / 'model.pt')
-    monkeypatch.setattr(utils, 'refuse_untied', lambda *args: None)
+    monkeypatch.setattr(checkpoint, 'refuse_untied', lambda *args: None)
     for map_location, device in [('meta', 'meta'), (torch.device('meta'), 'meta'), ('cpu', 'cpu')]:
         model, _ = GPT.from_checkpoint(tmp_path / 'model.pt', map_location=map_location)
         assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {device}
