@@ -129,8 +129,8 @@ def foreign_checkpoint_advice(checkpoint, hf):
     if isinstance(checkpoint, dict) and checkpoint and all(isinstance(w, torch.Tensor) for w in checkpoint.values()):
         return (f"it holds only weights (a state_dict), not the config to build their model from; {hf}; for weights "
                 f"of your own, build their model, then model.load_state_dict(torch.load(path)) ({compiled}). To save "
-                "a model that from_checkpoint rebuilds: mingpt.utils.save_checkpoint(mingpt.utils.model_state(model), "
-                "path)")
+                "a model that from_checkpoint rebuilds: mingpt.checkpoint.save_checkpoint("
+                "mingpt.checkpoint.model_state(model), path)")
     return hf
 
 

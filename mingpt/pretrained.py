@@ -261,12 +261,13 @@ def save_gpt2(model, save_directory):
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
         raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
-                         "save it with the trainer's checkpoint (mingpt.utils.save_checkpoint) instead")
+                         "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
     gpt2, ours = gpt2_weight_names(c.n_layer), set(model.state_dict()) - {'lm_head.weight'}
     if ours != gpt2:  # GPT2LMHeadModel would drop the weights it has not and make up the missing ones
         raise ValueError(f"only GPT-2's own weights have a Hugging Face layout; this model adds "
                          f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
-                         "in model.py?): save it with the trainer's checkpoint (mingpt.utils.save_checkpoint) instead")
+                         "in model.py?): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) "
+                         "instead")
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
               activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
