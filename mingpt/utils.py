@@ -223,18 +223,24 @@ def other_rank():
     return int(os.environ.get('RANK', 0)) != 0
 
 
+# what args.txt's command sets again: where the data was found, and the CPU's threads (the last digits depend on them)
+RECORDED_VARIABLES = ('MINGPT_DATA_DIR', 'OMP_NUM_THREADS')
+
+
 def setup_logging(config, work_dir=None, resumed_at=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
-    into a shell, or a note that it was started from Python) and its full config (config.json). A run resumed at
-    iteration resumed_at adds its command under the earlier ones, so that args.txt records the whole run.
+    into a shell, with the RECORDED_VARIABLES that were set, or a note that it was started from Python) and its full
+    config (config.json). A run resumed at iteration resumed_at adds its command under the earlier ones, so that
+    args.txt records the whole run.
     The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
     if other_rank():
         return
     work_dir = work_dir or config.system.work_dir
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
         command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
-    else:  # from the folder it ran in, where its relative paths hold
-        command = f"cd {shlex.quote(os.getcwd())} && {shlex.join([*launcher(), *sys.argv])}\n"
+    else:  # from the folder it ran in, where its relative paths hold, with the variables that were set
+        settings = [f"{name}={shlex.quote(os.environ[name])}" for name in RECORDED_VARIABLES if name in os.environ]
+        command = f"cd {shlex.quote(os.getcwd())} && {' '.join([*settings, shlex.join([*launcher(), *sys.argv])])}\n"
         if int(os.environ.get('GROUP_WORLD_SIZE', 1)) > 1:
             command += ("# on each machine, with the rendezvous options it was started with (--rdzv_id, "
                         "--rdzv_endpoint)\n")

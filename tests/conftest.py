@@ -5,11 +5,14 @@ import errno
 import importlib.util
 import os
 import re
+import shlex
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
+
+from mingpt.utils import RECORDED_VARIABLES
 
 
 def data_dir(*parts):
@@ -110,3 +113,16 @@ def refusal_of_a_pickled_path(load, path):
     assert re.search(r"it holds a Python object \(pathlib\.(_local\.)?PosixPath\) .* If you trust whoever made it, "
                      r"load it yourself: torch.load\(path, weights_only=False\)$", message), message
     return message
+
+
+def args_txt_words(line):
+    """A command line of args.txt, `cd FOLDER && [NAME=value ...] python SCRIPT ARGS`, as (FOLDER, the variables it
+    sets, the words from python on); the variables are checked to be this process's own."""
+    cd, folder, and_, *words = shlex.split(line)
+    assert (cd, and_) == ('cd', '&&'), line
+    settings = {}
+    while re.fullmatch(r'[A-Z_]+=.*', words[0], re.S):
+        name, value = words.pop(0).split('=', 1)
+        settings[name] = value
+    assert settings == {name: os.environ[name] for name in RECORDED_VARIABLES if name in os.environ}, line
+    return folder, settings, words

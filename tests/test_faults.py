@@ -7,7 +7,6 @@ import json
 import os
 import random
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import load_project
+from conftest import args_txt_words, load_project
 from mingpt.data import read_text
 from mingpt.utils import ConfigError, run_cli
 
@@ -153,8 +152,8 @@ def test_args_txt_of_a_resumed_run_replays_the_whole_run(tmp_path, text, monkeyp
     assert lines[1] == '# resumed at iteration 3:'
     shutil.move(tmp_path / 'run', tmp_path / 'first')
     for line in lines[::2]:
-        cd, folder, _, python, script, *args = shlex.split(line)
-        assert (cd, folder, python, script) == ('cd', str(tmp_path), 'python', 'chargpt.py')
+        folder, _, (python, script, *args) = args_txt_words(line)
+        assert (folder, python, script) == (str(tmp_path), 'python', 'chargpt.py')
         chargpt.main(args)
     assert metrics(tmp_path / 'run') == metrics(tmp_path / 'first')
 

@@ -4,7 +4,6 @@ needs no matplotlib."""
 import json
 import math
 import os
-import shlex
 import shutil
 import sys
 import warnings
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import load_project
+from conftest import args_txt_words, load_project
 from mingpt.bpe import train_bpe
 from mingpt.checkpoint import model_state, save_checkpoint
 from mingpt.model import GPT, sinusoidal_positions
@@ -534,8 +533,8 @@ def test_ablation_writes_one_row_per_variant_and_the_loss_curves(ablation_dir):
 def test_each_ablation_run_records_the_chargpt_command_that_redoes_it(ablation_dir, tmp_path):
     """A run's args.txt is the chargpt command printed for it, not the ablation's: pasted back (in another work_dir),
     it trains the same run."""
-    cd, folder, _, python, script, *args = shlex.split((ablation_dir / 'relu' / 'args.txt').read_text())
-    assert (cd, folder, python, Path(script).name) == ('cd', os.getcwd(), 'python', 'chargpt.py')
+    folder, _, (python, script, *args) = args_txt_words((ablation_dir / 'relu' / 'args.txt').read_text())
+    assert (folder, python, Path(script).name) == (os.getcwd(), 'python', 'chargpt.py')
     assert f'--system.work_dir={ablation_dir / "relu"}' in args and '--model.activation=relu' in args
     load_project('chargpt').main([*args, f'--system.work_dir={tmp_path / "again"}'])
     runs = (ablation_dir / 'relu', tmp_path / 'again')

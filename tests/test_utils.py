@@ -3,7 +3,6 @@ import json
 import os
 import random
 import re
-import shlex
 import subprocess
 import sys
 import tracemalloc
@@ -15,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import full_disk_at, load_project
+from conftest import args_txt_words, full_disk_at, load_project
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
-from mingpt.utils import (CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers, check_range, lock_folder,
-                          make_folder, remove_stale_temps, resolve_device, run_cli, set_from_data, set_seed,
-                          setup_logging)
+from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers,
+                          check_range, lock_folder, make_folder, remove_stale_temps, resolve_device, run_cli,
+                          set_from_data, set_seed, setup_logging)
 
 
 def make():
@@ -283,12 +282,20 @@ def test_setup_logging(tmp_path, monkeypatch):
     setup_logging(C)
     assert json.load(open(tmp_path / 'run' / 'config.json'))['x'] == {'a': 1}
     command = (tmp_path / 'run' / 'args.txt').read_text()  # quoted, so that a shell reads the same arguments back
-    assert shlex.split(command) == ['cd', str(tmp_path), '&&', 'python', *sys.argv]
+    assert args_txt_words(command)[::2] == (str(tmp_path), ['python', *sys.argv])
     setup_logging(C, tmp_path / 'elsewhere')
     assert sorted(p.name for p in (tmp_path / 'elsewhere').iterdir()) == ['args.txt', 'config.json']
 
 
-def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp_path, monkeypatch):
+@pytest.fixture
+def no_recorded_variables(monkeypatch):
+    """A shell without the variables args.txt records (CI sets MINGPT_DATA_DIR), for tests that read its text whole."""
+    for name in RECORDED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp_path, monkeypatch,
+                                                                               no_recorded_variables):
     """minGPT's scripts call setup_logging(config) first: over a run that work_dir holds, it replaced that run's
     args.txt (its whole history of commands) before the Trainer refused the fresh run or resumed it."""
     monkeypatch.chdir(tmp_path)
@@ -304,7 +311,8 @@ def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp
     assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.resume=True\n'
 
 
-def test_a_resume_over_an_args_txt_of_older_mingpt_puts_its_note_on_a_line_of_its_own(tmp_path, monkeypatch):
+def test_a_resume_over_an_args_txt_of_older_mingpt_puts_its_note_on_a_line_of_its_own(tmp_path, monkeypatch,
+                                                                                        no_recorded_variables):
     """mingpt's first versions wrote args.txt as the script and its options, without a final newline: a resume with
     today's code glued '# resumed at iteration 6:' onto the old command, which a shell then read as more options."""
     monkeypatch.chdir(tmp_path)
@@ -316,7 +324,8 @@ def test_a_resume_over_an_args_txt_of_older_mingpt_puts_its_note_on_a_line_of_it
         f'cd {tmp_path} && python chargpt.py --trainer.resume=True']
 
 
-def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_anew(tmp_path, monkeypatch):
+def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_anew(tmp_path, monkeypatch,
+                                                                                     no_recorded_variables):
     """The run held is replaced, so its commands are not this run's history: they were kept above the overwrite's
     command, marked 'then, with the run above held here', of a run the Trainer then removed."""
     monkeypatch.chdir(tmp_path)
@@ -362,6 +371,27 @@ def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
                                                    "config.json holds its options\n")
 
 
+def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_had(tmp_path, monkeypatch):
+    """The command was a bare `python ...`: pasted into another shell, a run whose data came from $MINGPT_DATA_DIR
+    looked for it elsewhere (or downloaded it), and one on OMP_NUM_THREADS=1 got other last digits."""
+    (tmp_path / 'show.py').write_text("import os, sys\n"
+                                      "print([os.environ.get('MINGPT_DATA_DIR'), os.environ.get('OMP_NUM_THREADS')])\n"
+                                      "print(sys.argv[1:])\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr('sys.argv', ['show.py', "--data.path=it's.txt"])
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / "my data's folder"))
+    monkeypatch.setenv('OMP_NUM_THREADS', '3')
+    setup_logging(CN(system=CN(work_dir=str(tmp_path / 'run'))))
+    (tmp_path / 'bin').mkdir()  # `python` as the shell finds it: this interpreter
+    (tmp_path / 'bin' / 'python').symlink_to(sys.executable)
+    env = {name: value for name, value in os.environ.items() if name not in ('MINGPT_DATA_DIR', 'OMP_NUM_THREADS')}
+    env['PATH'] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    out = subprocess.run(['bash', '-c', (tmp_path / 'run' / 'args.txt').read_text()], cwd='/', env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [repr([str(tmp_path / "my data's folder"), '3']), repr(["--data.path=it's.txt"])]
+
+
 def test_args_txt_is_utf8_whatever_the_locale(tmp_path):
     """Windows writes a text file in its 'ANSI' code page (cp1252) unless told which encoding, and a folder or option
     with a character outside it (\u0141, \u2192) refused the run at start. Here the locale's encoding is ASCII."""
@@ -388,7 +418,7 @@ def test_args_txt_of_a_torchrun_run_is_a_torchrun_command(tmp_path, monkeypatch,
     monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--trainer.max_iters=9'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
     command, *rest = (tmp_path / 'args.txt').read_text().splitlines()
-    assert shlex.split(command)[3:] == [*launch, *sys.argv]
+    assert args_txt_words(command)[2] == [*launch, *sys.argv]
     assert rest == ([] if nodes == '1' else ['# on each machine, with the rendezvous options it was started with '
                                              '(--rdzv_id, --rdzv_endpoint)'])
 
