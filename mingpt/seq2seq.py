@@ -235,7 +235,8 @@ class Transformer(nn.Module):
         for block, cache in zip(self.decoder.h, caches):
             x = block(x, cache.memory, cache.memory_mask, cache.self_attn)
         logits = self.lm_head(self.decoder.ln_f(x[:, -1]))
-        logits[:, [c.pad_token_id, c.bos_token_id]] = -math.inf
+        logits[:, c.pad_token_id] = -math.inf  # one column at a time: a list as the index ([pad, bos]) would be
+        logits[:, c.bos_token_id] = -math.inf  # copied to the device at every step, which waits for the device
         return logits
 
     @torch.no_grad()

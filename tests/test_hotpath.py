@@ -27,7 +27,8 @@ READS = {'aten::_local_scalar_dense': 'item', 'aten::nonzero': 'nonzero', 'aten:
          'aten::masked_select': 'masked_select', 'aten::_unique2': 'unique', 'aten::unique_consecutive': 'unique',
          'aten::unique_dim': 'unique'}
 # torch.tensor(data, device=...), new_tensor and as_tensor of Python data: a copy from the host's memory, which waits
-# (the same op on CPU under t[i] = value, a fill on a GPU, is not counted)
+# (the same op on CPU under t[i] = value, a fill on a GPU, is not counted); and a Python list as an index, t[:, [1, 2]],
+# which becomes a tensor on the host that is copied to the device the same way (told by its shape: not a scalar)
 FROM_HOST = 'aten::lift_fresh'
 FROM_HOST_CALL = re.compile(r'<built-in method (tensor|new_tensor|as_tensor) of')
 # .tolist() and .numpy() read a tensor without an op on CPU; on a GPU they copy it to the host first
@@ -44,6 +45,8 @@ def kind(event):
         return READS[event.name]
     if event.name == FROM_HOST and event.cpu_parent is not None and FROM_HOST_CALL.match(event.cpu_parent.name):
         return 'from host'
+    if event.name == FROM_HOST and event.input_shapes and event.input_shapes[0]:
+        return 'list index'
     match = PYTHON_READS.match(event.name)
     return match and match[1]
 
@@ -67,7 +70,7 @@ class HostWaits(Counter):
     """Counts each wait of the code run inside it as 'kind in module.function', e.g. 'item in model.check_prompt'."""
 
     def __enter__(self):
-        self.profiler = profile(activities=[ProfilerActivity.CPU], with_stack=True)
+        self.profiler = profile(activities=[ProfilerActivity.CPU], with_stack=True, record_shapes=True)
         self.profiler.__enter__()
         return self
 
@@ -216,6 +219,21 @@ def test_beam_search_stops_early_without_reading_the_device():
     with HostWaits() as waits:
         seqs, _ = beam_search(m, idx, 3, num_beams=1, eos_token_id=eos)
     assert seqs[0, 5] == eos and 'item in sampling.beam_search' not in waits
+
+
+def test_seq2seq_decode_step_never_waits():
+    # the next token's logits from the decoder's caches; PAD and BOS are ruled out column by column (a list index
+    # would be copied to the device at every step)
+    C = Transformer.get_default_config()
+    C.merge_from_dict(dict(model_type='transformer-nano', vocab_size=11, block_size=8))
+    m = Transformer(C).eval()
+    memory, memory_mask = m.encode(torch.tensor([[5, 6, 7, 2]]))
+    caches = m.new_caches(memory, memory_mask, 8)
+    seq = torch.tensor([[1, 5]])
+    m.next_token_logits(seq[:, :1], caches)  # BOS into the caches
+    with torch.no_grad(), HostWaits() as waits:
+        m.next_token_logits(seq, caches)
+    assert waits == {}
 
 
 def test_prompt_checks_wait_once_each():
