@@ -35,8 +35,10 @@ def key_padding_mask(ids, pad_token_id):
 def trim_padding(ids, pad_token_id):
     """Drop the columns after the last real token of every row: padding there changes no output, it only costs
     time."""
-    real = (ids != pad_token_id).any(0).nonzero()  # the columns where some row has a real token
-    return ids[:, :int(real.max()) + 1 if len(real) else 0]
+    real = (ids != pad_token_id).any(0)  # the columns where some row has a real token
+    # the number of columns to keep, 1 + the last of them (0 if none): one read of the device
+    keep = (real * torch.arange(1, len(real) + 1, device=ids.device)).max() if len(real) else 0
+    return ids[:, :int(keep)]
 
 
 def encoder_block(config):

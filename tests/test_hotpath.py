@@ -113,9 +113,9 @@ def test_seq2seq_forward_waits_to_trim_padding():
     with HostWaits() as waits:
         m(src, tgt)
     assert waits == {
-        # trim_padding drops the columns that are padding in every row, so the host needs their number: the
-        # nonzero() of the columns with a real token, then int() of the last (twice: source and target)
-        'nonzero in seq2seq.trim_padding': 2, 'item in seq2seq.trim_padding': 2,
+        # trim_padding drops the columns that are padding in every row, so the host needs their number: one
+        # int() of it for the source and one for the target
+        'item in seq2seq.trim_padding': 2,
         # encode refuses a source row of padding only, whose attention would be NaN
         'item in seq2seq.encode': 1,
     }

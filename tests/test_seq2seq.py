@@ -503,6 +503,7 @@ def test_trim_padding_keeps_every_real_token():
     assert trim_padding(ids, 0).tolist() == [[3, 4, 0, 0], [5, 0, 6, 2]]
     assert trim_padding(torch.tensor([[0, 0, 3, 2]]), 0).tolist() == [[0, 0, 3, 2]]  # left padding
     assert trim_padding(torch.zeros(2, 3, dtype=torch.long), 0).shape == (2, 0)
+    assert trim_padding(torch.zeros(2, 0, dtype=torch.long), 0).shape == (2, 0)  # no column at all
 
 
 # ---- the project ----
