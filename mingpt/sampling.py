@@ -87,25 +87,23 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     caches = model.new_caches(1, min(T + max_new_tokens, model.block_size))
     for step in range(max_new_tokens):
         logprobs = model.next_token_logits(seqs, caches, mask).float().log_softmax(dim=-1)  # (n, V)
-        rows, tokens, kept, ended = best_extensions(scores, logprobs, num_beams, eos_token_id)
-        finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_tensor([token])]))
+        rows, tokens, scores, kept, ended = best_extensions(scores, logprobs, num_beams, eos_token_id)
+        finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_full((1,), token)]))
                      for row, token, s in ended]
-        if not rows:  # every live sequence could only end: none is left to rank as it stands
-            seqs, scores = seqs[:0], scores[:0]
+        if not kept:  # every live sequence could only end: none is left to rank as it stands
+            seqs = seqs[:0]
             break
-        rows_t, tokens_t = torch.tensor(rows, device=idx.device), torch.tensor(tokens, device=idx.device)
-        seqs = torch.cat([seqs[rows_t], tokens_t[:, None]], dim=1)
-        scores = torch.tensor(kept, device=idx.device)
+        seqs = torch.cat([seqs[rows], tokens[:, None]], dim=1)
         if mask is not None:
-            mask = torch.cat([mask[rows_t], mask.new_ones(len(rows), 1)], dim=1)
+            mask = torch.cat([mask[rows], mask.new_ones(len(kept), 1)], dim=1)
         if seqs.size(1) > model.block_size:  # from now on the window slides and is recomputed at each step (see
             caches = []  # next_token_logits): the caches are never read again, so reordering them is wasted work
         for cache in caches:
-            cache.select(rows_t)  # each kept sequence continues from its parent's keys and values
+            cache.select(rows)  # each kept sequence continues from its parent's keys and values
         # log-probs only decrease: once num_beams finished beams score at least the best live one, no live one can
         # overtake them. A length penalty > 0 divides by a growing length, which can raise a score: search every step
         if len(finished) >= num_beams and length_penalty == 0 and \
-                sorted(f[0] for f in finished)[-num_beams] >= max(kept):  # kept: the live scores, on the host
+                sorted(f[0] for f in finished)[-num_beams] >= kept[0]:  # kept: the live scores, best first
             break
     n = seqs.size(1) - T
     finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
@@ -120,24 +118,30 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
 
 
 def best_extensions(scores, logprobs, num_beams, eos_token_id):
-    """The num_beams best extensions of the live sequences that do not end in eos, as lists of rows, tokens and
-    scores; and the eos extensions that rank among the best num_beams, as (row, token, score): they finish."""
+    """Of the live sequences, each extended by every token: the num_beams best that do not end in eos go on, as
+    tensors of rows, tokens and scores (best first), and their scores as a list; those that end in eos and rank
+    among the best num_beams finish, as a list of (row, token, score). The choice is made on the device, where the
+    next step reads it; the host reads the device once, for what it decides with (the lists)."""
+    vocab_size = logprobs.size(-1)
     candidates = (scores[:, None] + logprobs).view(-1)
     # the best 2 * num_beams (enough to refill after eos) and any equal to the last of them, best first; equal
     # scores by row then token, as greedy's argmax takes the lowest id (topk leaves the order of equals unspecified)
     kth = candidates.topk(min(2 * num_beams, candidates.numel())).values[-1]
     top = (candidates >= kth).nonzero()[:, 0]
     top_scores, order = candidates[top].sort(descending=True, stable=True)
-    rows, tokens, kept, ended = [], [], [], []
-    for rank, (s, i) in enumerate(zip(top_scores.tolist(), top[order].tolist())):
-        if s == float('-inf') or len(rows) == num_beams:
-            break
-        row, token = divmod(i, logprobs.size(-1))
-        if token == eos_token_id:
-            if rank < num_beams:  # finishing is only kept if it ranks among the best num_beams candidates
-                ended.append((row, token, s))
-            continue
-        rows.append(row)
-        tokens.append(token)
-        kept.append(s)
-    return rows, tokens, kept, ended
+    top = top[order]
+    # those that may go on, best first: not -inf (a token the model rules out), and not ending in eos
+    may_go_on = top_scores
+    if eos_token_id is not None:
+        may_go_on = top_scores.masked_fill(top % vocab_size == eos_token_id, float('-inf'))
+    go_on_scores, go_on = may_go_on.sort(descending=True, stable=True)  # stable: equals stay by row, then token
+    kept, best_scores, best = torch.stack([go_on_scores[:num_beams].double(), top_scores[:num_beams].double(),
+                                           top[:num_beams].double()]).tolist()  # one read; float64 holds ids exactly
+    kept = [s for s in kept if s > float('-inf')]
+    ended = []
+    for s, i in zip(best_scores, best):
+        row, token = divmod(int(i), vocab_size)
+        if token == eos_token_id and s > float('-inf'):
+            ended.append((row, token, s))
+    go_on = top[go_on[:len(kept)]]
+    return go_on // vocab_size, go_on % vocab_size, go_on_scores[:len(kept)], kept, ended

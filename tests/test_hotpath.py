@@ -202,12 +202,23 @@ def test_beam_search_step_waits():
     with HostWaits() as three_steps:
         beam_search(m, idx, 3, num_beams=3)
     assert three_steps - two_steps == {
-        # the best candidates (with any tied to the last), then their scores and ids to the host, where the
-        # beams are chosen in Python: which rows go on, with which tokens, and which finish (at eos)
-        'nonzero in sampling.best_extensions': 1, 'tolist in sampling.best_extensions': 2,
-        # the kept rows, tokens and scores back to the device
-        'from host in sampling.beam_search': 3,
+        # the best candidates with any tied to the last: how many tie is known only on the device
+        'nonzero in sampling.best_extensions': 1,
+        # in one read, what the host decides with: the scores that go on (whether any do, and the early stop) and
+        # the best candidates (which finish, at eos); the rows and tokens that go on stay on the device
+        'tolist in sampling.best_extensions': 1,
     }
+
+
+def test_beam_search_finishes_beams_without_copying_from_the_host():
+    """A beam that ends is kept with its eos as a tensor filled on the device, not one made from a Python list."""
+    m = gpt().eval()
+    idx = torch.randint(1, 11, (1, 5))
+    eos = m.generate(idx, 1)[0, -1].item()  # the likeliest first token: beams end at every step
+    with HostWaits() as waits:
+        seqs, _ = beam_search(m, idx, 4, num_beams=3, eos_token_id=eos)
+    assert (seqs[:, 5] == eos).any()
+    assert waits['from host in sampling.beam_search'] == 1  # the scores returned, once per search
 
 
 def test_beam_search_stops_early_without_reading_the_device():
