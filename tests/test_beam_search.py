@@ -276,6 +276,19 @@ def test_equal_scores_go_to_the_lowest_id_as_in_greedy_decoding():
                                                                         [0, 46, 45]]
 
 
+def test_of_equal_scores_eos_finishes_by_its_rank_and_the_next_ids_go_on():
+    """Ties with eos = 45, two beams, two steps. Step 1: 45, 46, 47 tie (log-prob p each); 45 ranks first and
+    finishes, 46 and 47 go on. Step 2: the six best tie at 2p, by row then token: 46 45 (rank 0) finishes, 46 46 and
+    46 47 go on; 47 45 ranks fourth and does not finish. The best two: 45 (p), then the first finished of 2p. With
+    four beams 47 45 ranks among them and finishes too, before the live 46 46 of the same score."""
+    p = 5 - math.log(47 + 3 * math.exp(5))
+    seqs, scores = beam_search(Ties(), torch.tensor([[0]]), 2, num_beams=2, eos_token_id=45)
+    assert seqs.tolist() == [[0, 45, 45], [0, 46, 45]]
+    assert scores.tolist() == pytest.approx([p, 2 * p], abs=1e-6)
+    seqs, scores = beam_search(Ties(), torch.tensor([[0]]), 2, num_beams=4, eos_token_id=45)
+    assert seqs.tolist() == [[0, 45, 45], [0, 46, 45], [0, 47, 45], [0, 46, 46]]
+
+
 def test_two_beams_with_a_length_penalty_by_hand():
     """Bigram probabilities, eos = 3, two beams, two new tokens. Step 1 after 0: 1 (0.5), eos (0.4), 2 (0.1); eos
     ranks among the best two, so 0 3 finishes (1 new token); 1 and 2 go on. Step 2: 0 1 2 (0.5 x 0.7 = 0.35) and
