@@ -279,11 +279,12 @@ class GPT(nn.Module):
         return self.transformer.drop(tok + self.transformer.wpe(pos))
 
     def hidden_states(self, idx, caches=None, attention_mask=None):
-        """The final hidden state of every position of idx (B, T): (B, T, n_embd). `caches` (from new_caches) hold
-        the keys/values of earlier tokens; idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on
-        real tokens and 0 on padding: padding is never attended to, and positions count from each row's first
-        real token. (For a probe of every layer's states, hook the modules: transformer.drop gives the embeddings,
-        transformer.h[i] block i's output, e.g. with register_forward_hook.)"""
+        """The final hidden state of every position of idx (B, T), after the last layer norm (ln_f), as Hugging
+        Face's last hidden state: (B, T, n_embd). `caches` (from new_caches) hold the keys/values of earlier tokens;
+        idx then holds only the new ones. `attention_mask` (B, cached + T), 1 on real tokens and 0 on padding:
+        padding is never attended to, and positions count from each row's first real token. (For a probe of every
+        layer's states, hook the modules: transformer.drop gives the embeddings, transformer.h[i] block i's output,
+        before any ln_f, e.g. with register_forward_hook; during cached generation a hook sees the new tokens only.)"""
         check_token_ids(idx)
         T = idx.size(1)
         start = caches[0].len if caches else 0
