@@ -121,44 +121,76 @@ def test_seq2seq_forward_waits_to_trim_padding():
     }
 
 
-def chargpt_trainer(log_interval, max_iters):
-    """chargpt's default config (trainer, model options, a val set), at sizes that train in a blink; no work_dir
-    (the run config is not passed), so no files."""
+def chargpt_trainer(log_interval, max_iters, **options):
+    """chargpt's default config (trainer, model options, a val set) with the trainer's options, at sizes that train in
+    a blink; no work_dir (the run config is not passed), so no files."""
     C = load_project('chargpt').get_config()
     text = "to be or not to be, that is the question. " * 8
     tokenizer = CharTokenizer.from_text(text)
     ids = tokenizer.encode(text)
     C.model.merge_from_dict(dict(model_type=None, n_layer=1, n_head=2, n_embd=8, vocab_size=len(tokenizer),
                                  block_size=8))
-    C.trainer.merge_from_dict(dict(batch_size=4, max_iters=max_iters, log_interval=log_interval, quiet=True))
+    C.trainer.merge_from_dict(dict(batch_size=4, max_iters=max_iters, log_interval=log_interval, quiet=True, **options))
     return Trainer(C.trainer, GPT(C.model), TokenDataset(ids[:300], 8), val_dataset=TokenDataset(ids[300:], 8))
 
 
-def iteration_waits(trainer, iteration):
-    """The waits from the end of iteration - 1's callbacks to the end of iteration's: one whole iteration."""
-    waits = HostWaits()
+def iteration_waits(trainer, *iterations):
+    """Runs trainer and returns the waits of each of the iterations, from the start of its optimization step to the
+    start of the next: the step, its evaluation, callbacks and files, and zero_grad. Every rank counts its own (under
+    DDP callbacks run on rank 0 only, so they cannot start the count)."""
+    waits = {i: HostWaits() for i in iterations}
+    step = trainer._optimization_step
 
-    def on_batch_end(t):
-        if t.iter_num == iteration - 1:
-            waits.__enter__()
-        elif t.iter_num == iteration:
-            waits.__exit__(None, None, None)
-    trainer.add_callback('on_batch_end', on_batch_end)
+    def counted_step(*args):
+        if trainer.iter_num - 1 in waits:
+            waits[trainer.iter_num - 1].__exit__(None, None, None)
+        if trainer.iter_num in waits:
+            waits[trainer.iter_num].__enter__()
+        return step(*args)
+    trainer._optimization_step = counted_step
     trainer.run()
-    return waits
+    return [waits[i] for i in iterations]
 
 
-def test_steady_training_iteration_never_waits():
-    # iteration 2: not the first, no evaluation (eval_interval 500, and max_iters 6 is not yet reached), not logged
-    assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 2) == {}
+# the trainer's options that change the step: micro-steps (DDP's no_sync on all but the last), autocast, float16's
+# gradient scaler (on CPU too; it unscales before clipping, and with a fused AdamW passes found_inf to the optimizer's
+# kernel instead of reading it on the host), clipping off (the gradient norm is then not measured)
+OPTIONS = {'plain': {}, 'grad_accum_steps=2': dict(grad_accum_steps=2), 'bfloat16': dict(dtype='bfloat16'),
+           'float16': dict(dtype='float16'), 'float16 unclipped': dict(dtype='float16', grad_norm_clip=None),
+           'unclipped': dict(grad_norm_clip=None)}
 
 
-def test_logged_training_iteration_waits_for_its_numbers():
+@pytest.mark.parametrize('options', OPTIONS.values(), ids=OPTIONS)
+def test_training_iteration_waits_only_to_log(options):
+    trainer = chargpt_trainer(log_interval=4, max_iters=6, **options)
+    # iteration 2: not the first, not evaluated (eval_interval 500, and max_iters 6 is not yet reached), not logged;
     # chargpt's log_interval is the trainer's default, 1: every iteration is logged like iteration 4 here
-    assert iteration_waits(chargpt_trainer(log_interval=4, max_iters=6), 4) == {
-        # metrics.jsonl's loss, gradient norm and tokens/s (the tokens read, counted on the device), in one read
+    steady, logged = iteration_waits(trainer, 2, 4)
+    assert trainer.scaler.is_enabled() == (options.get('dtype') == 'float16')  # the setting is the one pinned
+    assert steady == {}
+    assert logged == {
+        # metrics.jsonl's loss, gradient norm (with clipping on) and tokens/s (the tokens read, counted on the device),
+        # in one read
         'tolist in trainer._measure': 1,
     }
+
+
+def test_a_callback_that_prints_the_loss_now_and_then_waits_only_then():
+    """minGPT's idiom, if trainer.iter_num % 100 == 0: print(trainer.loss.item()): the other 99 steps do not wait (the
+    loss stays on the device until it is read), nor does running a callback (the random states it is run on a copy
+    of are the host's, and the model's modes are the modules' flags)."""
+    trainer = chargpt_trainer(log_interval=2, max_iters=8)
+
+    def on_batch_end(t):
+        if t.iter_num % 3 == 0:
+            print(f"iter {t.iter_num}: train loss {t.loss.item():.4f}")
+    trainer.add_callback('on_batch_end', on_batch_end)
+    neither, logged, printed, both = iteration_waits(trainer, 1, 2, 3, 6)
+    assert neither == {}
+    assert logged == {'tolist in trainer._measure': 1}
+    assert printed == {'item in trainer.trigger_callbacks': 1}  # the callback's own .item(), in the loop's frame
+    # the trainer's read and the callback's: the second finds the device done already, with nothing queued since
+    assert both == {'tolist in trainer._measure': 1, 'item in trainer.trigger_callbacks': 1}
 
 
 # ---- decoding ----
