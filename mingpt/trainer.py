@@ -438,7 +438,11 @@ class Trainer:
 
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on
-        a GPU."""
+        a GPU. Under DDP only rank 0 writes the line and shows the bar; the other ranks' record holds the iteration
+        alone, as reading their numbers would make them wait for their device for nothing."""
+        if self.rank != 0:
+            self._since_log = [0.0, 0]
+            return {'iter': self.iter_num}
         # one read of the device for the three numbers, where an .item() each waited three times; float64 holds the
         # float32 loss and norm and the token count exactly (MPS has none: float32 there, exact to 2 ** 24 tokens)
         numbers = [self.loss, self._since_log[1]] + ([self.grad_norm] if self.grad_norm is not None else [])

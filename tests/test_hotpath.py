@@ -7,6 +7,8 @@ catches up. There is no GPU here, but the same reads run through PyTorch's dispa
 them. Each test pins the waits of one step and says why each is needed: a new .item() in a hot path fails here,
 named with the function it is in.
 """
+import json
+import os
 import re
 from collections import Counter
 
@@ -15,6 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from conftest import load_project
+from test_ddp import torchrun_ok
 from mingpt.data import CharTokenizer, TokenDataset
 from mingpt.engine import Engine
 from mingpt.model import GPT
@@ -191,6 +194,31 @@ def test_a_callback_that_prints_the_loss_now_and_then_waits_only_then():
     assert printed == {'item in trainer.trigger_callbacks': 1}  # the callback's own .item(), in the loop's frame
     # the trainer's read and the callback's: the second finds the device done already, with nothing queued since
     assert both == {'tolist in trainer._measure': 1, 'item in trainer.trigger_callbacks': 1}
+
+
+DDP_WAITS = """
+import json, os, sys
+sys.path[:0] = [{tests!r}, os.path.dirname({tests!r})]  # this checkout's tests and mingpt
+from test_hotpath import chargpt_trainer, iteration_waits
+waits = [iteration_waits(chargpt_trainer(log_interval=4, max_iters=6, device='cpu', grad_accum_steps=accum), 2, 4)
+         for accum in (1, 2)]
+with open(os.path.join({out!r}, f"rank{{os.environ['RANK']}}.json"), 'w') as f:
+    json.dump(waits, f)
+"""
+
+
+def test_ddp_iteration_waits_only_on_rank_0_to_log(tmp_path):
+    """Two processes under torchrun on CPU (gloo), with and without micro-steps (no_sync on all but the last)."""
+    script = tmp_path / 'ddp_waits.py'
+    script.write_text(DDP_WAITS.format(tests=os.path.dirname(os.path.abspath(__file__)), out=str(tmp_path)))
+    torchrun_ok(script, {**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=120)
+    for rank in range(2):
+        for accum, (steady, logged) in zip((1, 2), json.loads((tmp_path / f'rank{rank}.json').read_text())):
+            # the loss all-reduced at every step (a callback on rank 0 may read it at any step) is a collective,
+            # queued on the device with NCCL, as the gradients' all-reduce
+            assert steady == {}, (rank, accum)
+            # rank 0 reads its numbers for metrics.jsonl and the bar; the other ranks write neither, so they go on
+            assert logged == ({'tolist in trainer._measure': 1} if rank == 0 else {}), (rank, accum)
 
 
 # ---- decoding ----
