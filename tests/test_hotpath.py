@@ -178,6 +178,17 @@ def test_training_iteration_waits_only_to_log(options):
     }
 
 
+def test_float16_with_an_unfused_optimizer_waits_for_the_scaler():
+    """GradScaler skips a step whose gradients overflowed: a fused optimizer (GPT's AdamW on CUDA and CPU) is given the
+    overflow flag to skip on the device, any other makes the host read it (on MPS, where AdamW is not fused, or with
+    a configure_optimizers of one's own). SGD, whose step reads nothing else, shows the scaler's wait alone."""
+    trainer = chargpt_trainer(log_interval=4, max_iters=6, dtype='float16')
+    trainer.model.configure_optimizers = lambda config: torch.optim.SGD(trainer.model.parameters(), lr=0.1)
+    steady, logged = iteration_waits(trainer, 2, 4)
+    assert steady == {'item in trainer._optimization_step': 1}  # in scaler.step: was any gradient inf or NaN?
+    assert logged == {'item in trainer._optimization_step': 1, 'tolist in trainer._measure': 1}
+
+
 def test_a_callback_that_prints_the_loss_now_and_then_waits_only_then():
     """minGPT's idiom, if trainer.iter_num % 100 == 0: print(trainer.loss.item()): the other 99 steps do not wait (the
     loss stays on the device until it is read), nor does running a callback (the random states it is run on a copy
