@@ -35,6 +35,7 @@ import functools
 import heapq
 import json
 import numbers
+import operator
 import os
 import warnings
 from collections import Counter, defaultdict
@@ -356,7 +357,7 @@ def _plain_ids(ids):
     """A tensor or array of ids as (nested) lists of ints, one id (0-d) as an int, any other iterable as a list (a
     generator is read once, here). Bools, floats and bytes are refused, not read as ids: an index takes True as 1, so
     a mask would decode to text, and bytes iterate as ints, b'hi' as the ids 104 and 105."""
-    if isinstance(ids, (bytes, bytearray, str)):
+    if isinstance(ids, (bytes, bytearray, memoryview, str)):
         raise TypeError(f"cannot decode {ids!r:.60}: it is text already, not token ids; decode takes the ids that "
                         "encode gives (bytes become a str with .decode('utf-8'))")
     dtype = str(getattr(ids, 'dtype', ''))
@@ -595,24 +596,29 @@ def _read_encoder(encoder_path=None, vocab_path=None):
 
 def _check_pad_token_id(pad_token_id):
     """pad_token_id as a plain int, or None. The tensor would cut a float to an int (2.5 pads with 2) and read a bool
-    as 0 or 1; numpy's ints are fine."""
+    as 0 or 1; numpy's ints and a 0-d integer tensor are fine."""
     if pad_token_id is None:
         return None
-    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, numbers.Integral):
+    try:
+        if 'bool' in str(getattr(pad_token_id, 'dtype', type(pad_token_id))):
+            raise TypeError
+        return operator.index(pad_token_id)  # an integer of any kind, never a float
+    except TypeError:
         raise TypeError(f"pad_token_id must be an int, the id that pads short rows, got {pad_token_id!r}; "
-                        "give int(...) of it, or None for the id of '<|endoftext|>'")
-    return int(pad_token_id)
+                        "give int(...) of it, or None for the id of '<|endoftext|>'") from None
 
 
-def _saved_options(directory, special_tokens):
+def _saved_options(directory, special_tokens, given):
     """The pad_token_id and allowed_special that BPETokenizer.save_pretrained wrote into directory's
-    tokenizer_config.json, checked; {} for GPT-2's own vocabulary or a folder without them."""
+    tokenizer_config.json beside the vocabulary it wrote (vocab.json and merges.txt), checked, but not those
+    `given` (the arguments, which win); {} for GPT-2's own vocabulary or a folder without them."""
     folder = None if directory is None else _tokenizer_folder(directory)
-    if folder is None:
+    # another vocabulary saved there since (Encoder.save's encoder.json) is read instead: the options were not its
+    if folder is None or find_vocabulary(folder) != VOCAB_FILES[-1]:
         return {}
     path = Path(folder, 'tokenizer_config.json')
     config = _json_object(path)
-    saved = {k: config[k] for k in ('pad_token_id', 'allowed_special') if config.get(k) is not None}
+    saved = {k: config[k] for k in ('pad_token_id', 'allowed_special') if k not in given and config.get(k) is not None}
     try:
         _allowed_specials(saved.get('allowed_special'), special_tokens)
         _check_pad_token_id(saved.get('pad_token_id'))
@@ -637,7 +643,8 @@ class BPETokenizer:
     def __init__(self, allowed_special=None, pad_token_id=None, encoder_path=None, vocab_path=None,
                  directory=None):
         self.encoder = get_encoder(encoder_path, vocab_path, directory)
-        saved = _saved_options(directory, self.encoder.special_tokens)  # the arguments given win over these
+        given = {k for k, v in (('allowed_special', allowed_special), ('pad_token_id', pad_token_id)) if v is not None}
+        saved = _saved_options(directory, self.encoder.special_tokens, given)  # the arguments given win over these
         self.allowed_special = saved.get('allowed_special', False) if allowed_special is None else allowed_special
         _allowed_specials(self.allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)
@@ -677,7 +684,9 @@ class BPETokenizer:
         config = {'pad_token_id': self.pad_token_id,
                   'allowed_special': sorted(allowed) if isinstance(allowed, (set, frozenset, list, tuple)) else allowed}
         pad = self.encoder.decoder.get(self.pad_token_id)
-        if pad in self.encoder.special_tokens:
+        # GPT-2's tokenizer has no pad token in Hugging Face: padding with <|endoftext|> (ours) is not written as one,
+        # where HF's collators would then mask every real <|endoftext|> out of the labels
+        if pad in self.encoder.special_tokens and self.pad_token_id != self.eot_token_id:
             config['pad_token'] = pad
         return self.encoder.save(directory, hugging_face=True, config=config)
 
@@ -689,8 +698,8 @@ class BPETokenizer:
             ids = [ids]
         ids = [_plain_ids(i) if hasattr(i, 'tolist') else i for i in ids]  # a list of tensors as a list of lists
         if ids and isinstance(ids[0], (list, tuple)):
-            return [self.encoder.decode(list(row)) for row in ids]
-        return self.encoder.decode(list(ids))
+            return [self.encoder.decode(row) for row in ids]
+        return self.encoder.decode(ids)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -348,12 +348,13 @@ def test_tokenizer_interface(encoder):
 
 def test_tokenizer_refuses_a_pad_token_id_that_is_not_an_int():
     """BPETokenizer(pad_token_id=2.5) padded with 2 (the tensor cut the float) and pad_token_id=True with 1, silently.
-    numpy's ints are ids too; the id kept is a plain int."""
-    for pad in (2.5, 2.0, True, np.bool_(False), '2', torch.tensor(2)):
+    numpy's ints and a 0-d integer tensor are ids too; the id kept is a plain int."""
+    for pad in (2.5, 2.0, True, np.bool_(False), '2', torch.tensor(2.0), torch.tensor(True)):
         with pytest.raises(TypeError, match=r"pad_token_id must be an int, the id that pads short rows, got "):
             BPETokenizer(pad_token_id=pad)
-    tok = BPETokenizer(pad_token_id=np.int64(2))
-    assert tok(['a b', 'c'])[1].tolist() == [66, 2] and type(tok.pad_token_id) is int
+    for pad in (np.int64(2), torch.tensor(2)):
+        tok = BPETokenizer(pad_token_id=pad)
+        assert tok(['a b', 'c'])[1].tolist() == [66, 2] and type(tok.pad_token_id) is int
 
 
 def test_tokenizer_refuses_a_bad_allowed_special_when_built():
@@ -375,7 +376,7 @@ def test_decode_refuses_a_list_of_bools_and_bytes_naming_them(encoder):
             with pytest.raises(TypeError, match=r"cannot decode .*: token ids are integers; .* bools are a mask, not "
                                                 r"ids: decode the ids it selects"):
                 decode(mask)
-        for text in (b'hello', bytearray(b'\x00'), 'hello'):
+        for text in (b'hello', bytearray(b'\x00'), memoryview(b'hi'), 'hello'):
             with pytest.raises(TypeError, match=r"cannot decode .*: it is text already, not token ids; decode takes "
                                                 r"the ids that encode gives \(bytes become a str with .decode"):
                 decode(text)
@@ -934,9 +935,9 @@ def test_autotokenizer_reads_save_pretrained_without_a_model_beside_it(tmp_path)
 def test_save_pretrained_keeps_pad_token_id_and_allowed_special(tmp_path, tiktoken_gpt2):
     """save_pretrained wrote the vocabulary only: BPETokenizer(directory=folder) padded with 50256 where the tokenizer
     saved padded with 0 or -1, and read '<|endoftext|>' as 7 tokens of text where it was allowed the one id. The
-    folder keeps both now and arguments given win. AutoTokenizer reads it with the same ids and pads with the pad
-    token where it is a special token, as transformers saves one (tokenizer_config.json's pad_token); not with an
-    ordinary one, which it would also find inside text ('!!', one token, would be two '!', id 0)."""
+    folder keeps both now and arguments given win. AutoTokenizer reads it with the same ids and, as for GPT-2's own
+    tokenizer, no pad token: not <|endoftext|> (HF's collators would mask every real one out of the labels), nor an
+    ordinary token, which it would also find inside text ('!!', one token, would be two '!', id 0)."""
     transformers = pytest.importorskip('transformers')
     texts = ['a<|endoftext|>', 'a b c !!']
 
@@ -953,13 +954,37 @@ def test_save_pretrained_keeps_pad_token_id_and_allowed_special(tmp_path, tiktok
         given = BPETokenizer(directory=tmp_path / str(k), allowed_special=False, pad_token_id=7)
         assert given(texts).tolist() == padded(False, 7)
         theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / str(k))
-        assert theirs(texts[1])['input_ids'] == want[1][:4] and theirs.pad_token_id == (50256 if pad is None else None)
-    assert theirs(texts, padding=True)['input_ids'] == want  # the last: 'all', padded with <|endoftext|>
+        assert theirs(texts[1])['input_ids'] == want[1][:4] and theirs.pad_token_id is None
     config = tmp_path / '0' / 'tokenizer_config.json'
     config.write_text(json.dumps({**json.loads(config.read_text()), 'pad_token_id': 2.5}))
     with pytest.raises(ValueError, match=r"cannot read .*tokenizer_config.json: pad_token_id must be an int, the id "
                                          r"that pads short rows, got 2.5; .* Save the tokenizer there again"):
         BPETokenizer(directory=tmp_path / '0')
+    assert BPETokenizer(directory=tmp_path / '0', pad_token_id=7)(texts)[1].tolist() == padded(True, 7)[1]
+
+
+def test_save_pretrained_pads_with_a_special_pad_token_in_autotokenizer_too(tmp_path):
+    """A vocabulary with a <|pad|> token that pads: BPETokenizer(directory=...) and AutoTokenizer both pad with it."""
+    transformers = pytest.importorskip('transformers')
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:20_000]
+    bpe.train_bpe(text, 300, special_tokens=('<|pad|>',)).save(tmp_path / 'vocab')
+    pad = BPETokenizer(directory=tmp_path / 'vocab').encoder.special_tokens['<|pad|>']
+    BPETokenizer(directory=tmp_path / 'vocab', pad_token_id=pad).save_pretrained(tmp_path / 'hf')
+    texts = ['the whale', 'a']
+    ours = BPETokenizer(directory=tmp_path / 'hf')(texts).tolist()
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / 'hf')
+    assert ours[1][-1] == pad and theirs(texts, padding=True)['input_ids'] == ours
+
+
+def test_a_vocabulary_saved_over_a_saved_tokenizer_is_read_without_the_older_ones_options(tmp_path):
+    """save_pretrained's tokenizer_config.json was read beside whatever vocabulary the folder held: a vocabulary saved
+    there since by Encoder.save (encoder.json, read first) padded with the older tokenizer's 0 and allowed its
+    specials, and one without a special token the older options named could not be read at all."""
+    BPETokenizer(allowed_special='all', pad_token_id=0).save_pretrained(tmp_path)
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:20_000]
+    bpe.train_bpe(text, 300).save(tmp_path)
+    tok = BPETokenizer(directory=tmp_path)
+    assert len(tok.encoder) == 300 and tok.pad_token_id == tok.eot_token_id == 299 and tok.allowed_special is False
 
 
 def test_save_pretrained_of_a_vocabulary_without_endoftext_adds_no_token_in_autotokenizer(tmp_path):
