@@ -140,7 +140,11 @@ def chargpt_trainer(log_interval, max_iters, **options):
 def iteration_waits(trainer, *iterations):
     """Runs trainer and returns the waits of each of the iterations, from the start of its optimization step to the
     start of the next: the step, its evaluation, callbacks and files, and zero_grad. Every rank counts its own (under
-    DDP callbacks run on rank 0 only, so they cannot start the count)."""
+    DDP callbacks run on rank 0 only, so they cannot start the count). The last iteration has no next step to end
+    its count: it is refused, not counted as no wait."""
+    if max(iterations) >= trainer.config.max_iters - 1:
+        raise ValueError(f"iteration_waits counts up to iteration {trainer.config.max_iters - 2} of this trainer, the "
+                         f"last with a step after it; asked for {max(iterations)}")
     waits = {i: HostWaits() for i in iterations}
     step = trainer._optimization_step
 
