@@ -12,12 +12,13 @@ import warnings
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
-from mingpt.checkpoint import (file_kind, load_weights, numbered_blocks, parameters_on_meta, refuse_compressed,
-                               refuse_non_tensors, unpickling_refused)
+from mingpt.checkpoint import (STACK_LAYER, file_kind, load_weights, numbered_blocks, parameters_on_meta,
+                               refuse_compressed, refuse_non_tensors, unpickling_refused)
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import atomic_write, plural, write_text_atomically
+from mingpt.utils import atomic_write, eval_mode, plural, write_text_atomically
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -268,6 +269,7 @@ def save_gpt2(model, save_directory):
                          f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
                          "in model.py?): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) "
                          "instead")
+    check_computes_gpt2(model)
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
               activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
@@ -285,6 +287,53 @@ def save_gpt2(model, save_directory):
     atomic_write(folder / 'model.safetensors', lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
     write_text_atomically(folder / 'config.json', json.dumps(hf, indent=2) + '\n')
     return folder
+
+
+def gpt2_logits(weights, n_head, idx):
+    """GPT-2 written from its equations and its weights alone (a state dict in our names), as Hugging Face's
+    GPT2LMHeadModel computes it: the logits (B, T, vocab_size) for token ids idx (B, T). Each weight is used in
+    float32 as it is needed (a copy of one matrix at a time), so a half-precision model is read in float32."""
+    def w(name): return weights[name].float()
+    def layer_norm(x, name): return F.layer_norm(x, x.shape[-1:], w(name + '.weight'), w(name + '.bias'), eps=1e-5)
+    def linear(x, name): return F.linear(x, w(name + '.weight'), w(name + '.bias'))
+    (B, T), wte = idx.shape, weights['transformer.wte.weight']
+    future = torch.ones(T, T, dtype=torch.bool, device=idx.device).triu(1)  # key j > query i: the causal mask
+    x = wte[idx].float() + weights['transformer.wpe.weight'][:T].float()  # token + learned position embeddings
+    for i in range(numbered_blocks(weights, STACK_LAYER)[0]):
+        b = f'transformer.h.{i}.'
+        q, k, v = (t.view(B, T, n_head, -1).transpose(1, 2)  # (B, nh, T, hd)
+                   for t in linear(layer_norm(x, b + 'ln_1'), b + 'attn.c_attn').split(wte.size(1), dim=2))
+        att = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(future, float('-inf')).softmax(-1)
+        x = x + linear((att @ v).transpose(1, 2).reshape(B, T, -1), b + 'attn.c_proj')
+        x = x + linear(F.gelu(linear(layer_norm(x, b + 'ln_2'), b + 'mlp.c_fc'), approximate='tanh'), b + 'mlp.c_proj')
+    return layer_norm(x, 'transformer.ln_f') @ wte.float().T  # the head is tied to wte
+
+
+@torch.no_grad()
+def check_computes_gpt2(model, tokens=16):
+    """Refuse a model whose weights are GPT-2's by name but whose forward pass is not GPT-2's (model.py changed by
+    hand: post-norm typed into Block.forward, RoPE, no positions, ReLU): GPT2LMHeadModel would run GPT-2 on those
+    weights and compute other logits, silently. Costs one forward of `tokens` tokens, and gpt2_logits'."""
+    device = model.lm_head.weight.device
+    g = torch.Generator().manual_seed(0)  # the same tokens each time, and the global random state left alone
+    idx = torch.randint(model.config.vocab_size, (1, min(tokens, model.block_size)), generator=g).to(device)
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision('highest')  # TF32 (the trainer's tf32) would round float32 matmuls to 10 bits
+    try:
+        with eval_mode(model), torch.autocast(device.type, enabled=False):  # autocast would round to 16 bits too
+            ours = model(idx)[0].float()
+            theirs = gpt2_logits(model.state_dict(), model.config.n_head, idx)
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    # rounding moves the logits by a few eps of the weights' dtype (float32's, or 16 bits' at every step of a
+    # half-precision model); a changed forward pass by percents
+    tolerance = max(1e-3, 16 * max(torch.finfo(p.dtype).eps for p in model.parameters()))
+    err, scale = (ours - theirs).abs().max().item(), theirs.abs().max().item()
+    if not err <= tolerance * scale:  # NaN too
+        raise ValueError(f"this model does not compute GPT-2's function of its weights (changed in model.py?): its "
+                         f"logits differ by {err:.3g} (of {scale:.3g}) from GPT-2's on the same weights, which Hugging "
+                         "Face's GPT2LMHeadModel would compute from the folder; nothing was written. Save it with the "
+                         "trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
 
 
 # ---- the safetensors format: 8 bytes n (little-endian), n bytes of JSON header, the tensors' bytes ----

@@ -7,6 +7,7 @@ import torch
 
 from conftest import deflate
 from mingpt import data, pretrained
+from mingpt import model as model_py
 from mingpt.model import GPT
 
 transformers = pytest.importorskip('transformers')
@@ -194,6 +195,110 @@ def test_save_pretrained_refuses_weights_that_are_not_gpt2s(tmp_path):
                                          r"'transformer.h.1.ln_1.bias'\]"):
         rms.save_pretrained(tmp_path / 'rms')
     assert not any(tmp_path.iterdir())  # refused before anything is written
+
+
+def test_gpt2_logits_are_hugging_faces(tmp_path):
+    """pretrained.gpt2_logits, the reference save_pretrained checks a model against, written from GPT-2's equations,
+    computes GPT2LMHeadModel's logits (random weights, biases and layer norms, two rows)."""
+    hf = hf_model(**SMALL)
+    weights = GPT.from_pretrained(save_hf(hf, tmp_path, 'safetensors')).state_dict()
+    idx = torch.randint(SMALL['vocab_size'], (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = hf(idx).logits
+        torch.testing.assert_close(pretrained.gpt2_logits(weights, SMALL['n_head'], idx), theirs, rtol=0, atol=1e-5)
+    assert theirs.abs().max() > 0.5  # not a comparison of near-zeros
+
+
+def gpt2_like(dtype=torch.float32, **options):
+    """A small GPT whose weights, biases and layer norms are all random (as training leaves them), in dtype."""
+    torch.manual_seed(0)
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=4, n_head=4, n_embd=32, vocab_size=101, block_size=64, **options))
+    model = GPT(C)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model.to(dtype)
+
+
+def post_norm(self, x, mask=None, cache=None):  # "Add & Norm" typed into Block.forward: LN(x + f(x))
+    x = self.ln_1(x + self.attn(x, mask=mask, cache=cache))
+    return self.ln_2(x + self.mlp(x))
+
+
+def no_positions(self, idx, pos):  # the position embedding left out of GPT.embed's sum (wpe still in the model)
+    return self.transformer.drop(self.transformer.wte(idx))
+
+
+def relu(self, x):  # ReLU typed in place of GELU
+    return self.dropout(self.c_proj(torch.relu(self.c_fc(x))))
+
+
+def rotated(q, pos):
+    """RoPE: each pair of channels (2i, 2i+1) of q (B, nh, T, hd) turned by the angle pos / 10000^(2i/hd)."""
+    angle = pos[:, None] * 10000 ** (-torch.arange(0, q.size(-1), 2, device=q.device) / q.size(-1))  # (T, hd/2)
+    cos, sin, even, odd = angle.cos(), angle.sin(), q[..., 0::2], q[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2).to(q.dtype)
+
+
+ATTENTION = model_py.CausalSelfAttention.attention
+
+
+def rope(self, q, k, v, mask):  # queries and keys rotated by their positions before the scores
+    pos = torch.arange(k.size(2), device=k.device)
+    return ATTENTION(self, rotated(q, pos[k.size(2) - q.size(2):]), rotated(k, pos), v, mask)
+
+
+def unscaled(self, q, k, v, mask):  # scores q k^T without the 1 / sqrt(head size)
+    return ATTENTION(self, q * q.size(-1) ** 0.5, k, v, mask)
+
+
+HAND_EDITS = {'post-norm': [('Block', 'forward', post_norm)], 'no positions': [('GPT', 'embed', no_positions)],
+              'RoPE': [('CausalSelfAttention', 'attention', rope), ('GPT', 'embed', no_positions)],
+              'ReLU': [('MLP', 'forward', relu)], 'unscaled scores': [('CausalSelfAttention', 'attention', unscaled)]}
+
+
+@pytest.mark.parametrize('edit, dtype', [(edit, torch.float32) for edit in HAND_EDITS] + [
+    ('post-norm', torch.bfloat16), ('ReLU', torch.float16)], ids=lambda x: str(x).removeprefix('torch.'))
+def test_save_pretrained_refuses_a_forward_pass_changed_by_hand(tmp_path, monkeypatch, edit, dtype):
+    """model.py changed by hand with GPT-2's weight names kept was written as GPT-2, without a word, and
+    GPT2LMHeadModel computed other logits from the folder (0.08 to 0.75 apart on a trained gpt-nano). Now the
+    model's logits are compared with gpt2_logits' before anything is written."""
+    for cls, name, edited in HAND_EDITS[edit]:
+        monkeypatch.setattr(getattr(model_py, cls), name, edited)
+    model = gpt2_like(dtype)
+    with pytest.raises(ValueError, match=r"this model does not compute GPT-2's function of its weights \(changed in "
+                                         r"model.py\?\): its logits differ by .*nothing was written. Save it with the "
+                                         r"trainer's checkpoint \(mingpt.checkpoint.save_checkpoint\) instead"):
+        model.save_pretrained(tmp_path / 'hf')
+    assert not (tmp_path / 'hf').exists()
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16],
+                         ids=lambda d: str(d).removeprefix('torch.'))
+@pytest.mark.parametrize('attn_impl', ['sdpa', 'explicit'])
+def test_save_pretrained_of_gpt2_in_any_dtype_gives_hugging_face_our_logits(tmp_path, dtype, attn_impl):
+    """The check passes GPT-2 itself, both attention implementations, in 16 bits too (whose rounding moves the
+    logits more than float32's), and inside autocast (which would round float32's matmuls to bfloat16); the folder
+    gives GPT2LMHeadModel our logits; the model keeps its mode, the random state and float32 matmul precision (the
+    trainer's tf32 sets 'high') are left as they were."""
+    model = gpt2_like(dtype, attn_impl=attn_impl).train()
+    precision, rng = torch.get_float32_matmul_precision(), torch.get_rng_state()
+    torch.set_float32_matmul_precision('high')
+    try:
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            folder = model.save_pretrained(tmp_path / 'hf')
+        assert torch.get_float32_matmul_precision() == 'high'
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    assert model.training and torch.equal(torch.get_rng_state(), rng)
+    hf = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32).eval()
+    idx = torch.randint(101, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = model.eval()(idx)[0].float(), hf(idx).logits
+    # logits of scale 1.2; 16 bits round each step of our forward, by 6e-3 (bfloat16) and 9e-4 (float16) here
+    atol = 1e-5 if dtype == torch.float32 else 4 * torch.finfo(dtype).eps
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=atol)
 
 
 def test_dropout_comes_from_config_json(tmp_path):
