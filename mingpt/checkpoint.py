@@ -227,9 +227,11 @@ def check_sizes(config, weights, path):
         raise ValueError(f"{path} was not loaded: its weights hold {held} {plural(held, 'block')} numbered up to "
                          f"{n_layer - 1}, so {missing} have none; the file is incomplete")
     have = dict(n_layer=n_layer, vocab_size=head.shape[0], n_embd=head.shape[1])
-    if config.pos_embd == 'learned':  # a sinusoidal table is computed, never saved
-        wpe = [w for k, w in weights.items() if k.endswith('.wpe.weight')]
-        have['block_size'] = len(wpe[0]) if wpe and wpe[0].dim() else None
+    wpe = [w for k, w in weights.items() if k.endswith('.wpe.weight')]
+    # a sinusoidal table is computed, never saved; and weights with no table at all are a model.py's whose learned
+    # positions were taken out (loading them into a model that has them names wpe as missing)
+    if config.pos_embd == 'learned' and wpe:
+        have['block_size'] = len(wpe[0]) if wpe[0].dim() else None
     wrong = [f"{k}={getattr(config, k)!r} (its weights: {v})" for k, v in have.items() if v != getattr(config, k)]
     if wrong:
         raise ValueError(f"{path} was not loaded: its model_config asks for {', '.join(wrong)}; the weights and "

@@ -359,6 +359,31 @@ def test_a_checkpoint_with_a_gap_in_its_block_numbers_is_refused_before_the_mode
         cls.from_checkpoint(tmp_path / 'bad.pt')
 
 
+def test_a_checkpoint_of_a_model_without_learned_positions_is_rebuilt_by_its_code_and_named_by_the_stock_one(
+        tmp_path, monkeypatch):
+    """model.py with wpe deleted (from layer_stack and embed) saved a checkpoint that the same code could not read:
+    the size check took block_size from wpe ("its model_config asks for block_size=6 (its weights: None)"). That
+    code now rebuilds it, with the same logits; the stock model.py, which has wpe, refuses it naming the weight."""
+    from mingpt import model as model_py
+    stack = model_py.layer_stack
+
+    def without_positions(config, blocks):
+        layers = stack(config, blocks)
+        del layers['wpe']
+        return layers
+    monkeypatch.setattr(model_py, 'layer_stack', without_positions)
+    monkeypatch.setattr(GPT, 'embed', lambda self, idx, pos: self.transformer.drop(self.transformer.wte(idx)))
+    model = tiny().eval()
+    save_checkpoint(model_state(model), tmp_path / 'model.pt')
+    again, _ = GPT.from_checkpoint(tmp_path / 'model.pt')
+    idx = torch.randint(11, (2, 6), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(again(idx)[0], model(idx)[0])
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"model.pt holds a GPT that this code cannot rebuild \(missing from its "
+                                         r"weights: transformer.wpe.weight\): it was saved by another version"):
+        GPT.from_checkpoint(tmp_path / 'model.pt')
+
+
 def test_a_compiled_or_ddp_wrapped_models_state_is_saved_as_the_model_inside(tmp_path):
     """model_state(torch.compile(model)) recorded an OptimizedModule with '_orig_mod.' names, and one wrapped in DDP
     (nanoGPT's DDP(torch.compile(model))) a DistributedDataParallel with 'module.' names, which from_checkpoint
