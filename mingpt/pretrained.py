@@ -35,6 +35,19 @@ def gpt2_weight_names(n_layer):
             | {f'transformer.h.{i}.{k}' for i in range(n_layer) for k in block})
 
 
+def gpt2_weight_shapes(config):
+    """{name: shape} of GPT-2's weights in our model of config's sizes, nn.Linear's (out, in), the tied lm_head aside:
+    3 * n_embd outputs for query, key and value, 4 * n_embd inside the MLP."""
+    C = config.n_embd
+    block = {'ln_1.weight': (C,), 'ln_1.bias': (C,), 'attn.c_attn.weight': (3 * C, C), 'attn.c_attn.bias': (3 * C,),
+             'attn.c_proj.weight': (C, C), 'attn.c_proj.bias': (C,), 'ln_2.weight': (C,), 'ln_2.bias': (C,),
+             'mlp.c_fc.weight': (4 * C, C), 'mlp.c_fc.bias': (4 * C,), 'mlp.c_proj.weight': (C, 4 * C),
+             'mlp.c_proj.bias': (C,)}
+    return {'transformer.wte.weight': (config.vocab_size, C), 'transformer.wpe.weight': (config.block_size, C),
+            'transformer.ln_f.weight': (C,), 'transformer.ln_f.bias': (C,),
+            **{f'transformer.h.{i}.{k}': shape for i in range(config.n_layer) for k, shape in block.items()}}
+
+
 def load_gpt2(cls, name_or_path, dtype=torch.float32):
     """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory, its parameters in dtype;
     sizes from config.json. Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial
@@ -269,6 +282,14 @@ def save_gpt2(model, save_directory):
                          f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
                          "in model.py?): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) "
                          "instead")
+    shapes = gpt2_weight_shapes(c)
+    other = [f"{k} is {tuple(w.shape)}, GPT-2's {shapes[k]}" for k, w in model.state_dict().items()
+             if k in shapes and w.shape != shapes[k]]
+    if other:  # GPT2LMHeadModel would refuse to load them
+        raise ValueError(f"only GPT-2's own shapes have a Hugging Face layout; this model's {'; '.join(other[:2])}"
+                         f"{f' and {len(other) - 2} more' if len(other) > 2 else ''} (changed in model.py? e.g. one "
+                         "key/value head, a wider MLP): save it with the trainer's checkpoint "
+                         "(mingpt.checkpoint.save_checkpoint) instead")
     check_computes_gpt2(model)
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,

@@ -274,6 +274,27 @@ def test_save_pretrained_refuses_a_forward_pass_changed_by_hand(tmp_path, monkey
     assert not (tmp_path / 'hf').exists()
 
 
+@pytest.mark.parametrize('change, says', [
+    ('one key/value head', r"transformer.h.0.attn.c_attn.weight is \(48, 32\), GPT-2's \(96, 32\); "
+                           r"transformer.h.0.attn.c_attn.bias is \(48,\), GPT-2's \(96,\) and 6 more"),
+    ('a wider MLP', r"transformer.h.0.mlp.c_fc.weight is \(256, 32\), GPT-2's \(128, 32\);")])
+def test_save_pretrained_refuses_weights_of_other_shapes_than_gpt2s(tmp_path, change, says):
+    """One key/value head shared by the heads (c_attn's outputs n_embd + 2 head sizes) or a wider MLP: the folder
+    was written and GPT2LMHeadModel refused to load it (or, with one key/value head now, gpt2_logits failed to
+    unpack c_attn's outputs: 'not enough values to unpack')."""
+    model = gpt2_like()
+    for block in model.transformer.h:
+        if change == 'a wider MLP':
+            block.mlp.c_fc, block.mlp.c_proj = torch.nn.Linear(32, 256), torch.nn.Linear(256, 32)
+        else:
+            block.attn.c_attn = torch.nn.Linear(32, 32 + 2 * 8)
+    with pytest.raises(ValueError, match=rf"only GPT-2's own shapes have a Hugging Face layout; this model's {says}.* "
+                                         r"\(changed in model.py\? e.g. one key/value head, a wider MLP\): save it "
+                                         r"with the trainer's checkpoint"):
+        model.save_pretrained(tmp_path / 'hf')
+    assert not (tmp_path / 'hf').exists()
+
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16],
                          ids=lambda d: str(d).removeprefix('torch.'))
 @pytest.mark.parametrize('attn_impl', ['sdpa', 'explicit'])
