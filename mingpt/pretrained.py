@@ -286,10 +286,9 @@ def save_gpt2(model, save_directory):
     other = [f"{k} is {tuple(w.shape)}, GPT-2's {shapes[k]}" for k, w in model.state_dict().items()
              if k in shapes and w.shape != shapes[k]]
     if other:  # GPT2LMHeadModel would refuse to load them
-        raise ValueError(f"only GPT-2's own shapes have a Hugging Face layout; this model's {'; '.join(other[:2])}"
-                         f"{f' and {len(other) - 2} more' if len(other) > 2 else ''} (changed in model.py? e.g. one "
-                         "key/value head, a wider MLP): save it with the trainer's checkpoint "
-                         "(mingpt.checkpoint.save_checkpoint) instead")
+        raise ValueError(f"only GPT-2's own shapes have a Hugging Face layout; {len(other)} of this model's weights "
+                         f"differ, e.g. {'; '.join(other[:2])} (changed in model.py? e.g. one key/value head, a wider "
+                         "MLP): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
     check_computes_gpt2(model)
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
