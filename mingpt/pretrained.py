@@ -1,6 +1,7 @@
 """GPT-2's released weights in Hugging Face's layout: load them into a GPT (GPT.from_pretrained) and write a GPT
 back (GPT.save_pretrained). The parameter names map one to one; four matrices are transposed, because GPT-2
-stores them as Conv1D (in, out) where nn.Linear keeps (out, in).
+stores them as Conv1D (in, out) where nn.Linear keeps (out, in). A model is written only if it computes what
+GPT2LMHeadModel will compute from its weights: gpt2_logits, GPT-2 from its equations, is what it is checked against.
 
 And a trained model with its tokenizer, for the projects that sample from it or draw it: load_model_and_tokenizer
 reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (tokenizer_record)."""
@@ -270,7 +271,9 @@ def _load_hf_weights(model, weights, path):
 
 def save_gpt2(model, save_directory):
     """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
-    GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically."""
+    GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically. A model that is not
+    GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in model.py) is
+    refused before anything is written."""
     c = model.config
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
@@ -345,8 +348,8 @@ def check_computes_gpt2(model, tokens=16):
             theirs = gpt2_logits(model.state_dict(), model.config.n_head, idx)
     finally:
         torch.set_float32_matmul_precision(precision)
-    # rounding moves the logits by a few eps of the weights' dtype (float32's, or 16 bits' at every step of a
-    # half-precision model); a changed forward pass by percents
+    # rounding moves the logits by a few eps of the weights' dtype, more with depth; a changed forward pass by
+    # percents (in bfloat16, whose 16 eps are 1/8, only the larger changes are caught)
     tolerance = max(1e-3, 16 * max(torch.finfo(p.dtype).eps for p in model.parameters()))
     err, scale = (ours - theirs).abs().max().item(), theirs.abs().max().item()
     if not err <= tolerance * scale:  # NaN too
