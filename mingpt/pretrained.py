@@ -28,14 +28,6 @@ HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, 
 HF_LAYER = re.compile(r'(?:transformer\.)?h\.(\d+)\.')  # a weight of block i, in either key layout
 
 
-def gpt2_weight_names(n_layer):
-    """The names of GPT-2's weights in our model of n_layer blocks (the tied lm_head aside)."""
-    block = [f'{m}.{w}' for m in ('ln_1', 'attn.c_attn', 'attn.c_proj', 'ln_2', 'mlp.c_fc', 'mlp.c_proj')
-             for w in ('weight', 'bias')]
-    return ({f'transformer.{k}' for k in ('wte.weight', 'wpe.weight', 'ln_f.weight', 'ln_f.bias')}
-            | {f'transformer.h.{i}.{k}' for i in range(n_layer) for k in block})
-
-
 def gpt2_weight_shapes(config):
     """{name: shape} of GPT-2's weights in our model of config's sizes, nn.Linear's (out, in), the tied lm_head aside:
     3 * n_embd outputs for query, key and value, 4 * n_embd inside the MLP."""
@@ -222,7 +214,7 @@ def _load_hf_weights(model, weights, path):
     attn.bias buffers) and GPT2LMHeadModel's ('transformer.h.0.attn...', lm_head tied: usually omitted, sometimes
     stored instead of wte)."""
     ours = model.state_dict()  # names and shapes (on the meta device)
-    gpt2 = gpt2_weight_names(model.config.n_layer)
+    gpt2 = set(gpt2_weight_shapes(model.config))
     head, wte = weights.pop('lm_head.weight', None), weights.get('transformer.wte.weight', weights.get('wte.weight'))
     if head is not None and wte is None:  # the tied matrix stored once, as the head (safetensors' save_model does)
         weights['transformer.wte.weight'] = head
@@ -279,7 +271,7 @@ def save_gpt2(model, save_directory):
     if variant:
         raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
                          "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
-    gpt2, ours = gpt2_weight_names(c.n_layer), set(model.state_dict()) - {'lm_head.weight'}
+    gpt2, ours = set(gpt2_weight_shapes(c)), set(model.state_dict()) - {'lm_head.weight'}
     if ours != gpt2:  # GPT2LMHeadModel would drop the weights it has not and make up the missing ones
         raise ValueError(f"only GPT-2's own weights have a Hugging Face layout; this model adds "
                          f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
