@@ -93,7 +93,7 @@ class Trainer:
         C.grad_accum_steps = 1
         # 'float32', or autocast to 'bfloat16' / 'float16' (float16 adds a gradient scaler)
         C.dtype = 'float32'
-        C.tf32 = False  # CUDA: float32 matmuls on TF32 tensor cores
+        C.tf32 = False  # CUDA: float32 matmuls on TF32 tensor cores while run() trains (the setting comes back after)
         C.compile = False  # torch.compile the model
         # evaluation, when a val_dataset is given: every eval_interval iterations, the mean loss over eval_iters
         # batches of windows drawn with a fixed seed (the same at every evaluation): a sample, not the whole val set
@@ -161,8 +161,6 @@ class Trainer:
         if self.device_type == 'cuda':
             if torch.device(self.device).index is not None:  # plain 'cuda' is the current GPU already
                 torch.cuda.set_device(self.device)
-            if config.tf32:
-                torch.set_float32_matmul_precision('high')
         self.model = self.model.to(self.device)
         if self.rank == 0:
             print("running on device", self.device)
@@ -243,7 +241,8 @@ class Trainer:
     def run(self):
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
         try:
-            self._train()
+            with tf32_matmuls(self.config.tf32 and self.device_type == 'cuda'):
+                self._train()
         finally:
             if self._folder is not None:
                 self._folder.release()  # however the run ended: another may train in work_dir now
@@ -852,6 +851,20 @@ class LinesAboveBar:
 
     def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)
+
+
+@contextmanager
+def tf32_matmuls(on):
+    """With on, float32 matmuls on TF32 tensor cores within the block (torch's 'high' precision), and the process's
+    own setting back after it, however the block ends: a notebook's later float32 computations (a comparison with
+    Hugging Face's logits) would else be rounded to TF32's 10 bits for the rest of the kernel."""
+    before = torch.get_float32_matmul_precision()
+    if on:
+        torch.set_float32_matmul_precision('high')
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 @contextmanager

@@ -1152,3 +1152,40 @@ def test_a_resume_path_set_in_python_under_the_home_folder_is_read_there(tmp_pat
     trainer.run()
     assert trainer.config.resume == str(tmp_path / 'home' / 'runs' / 'x' / 'ckpt.pt')
     assert load_checkpoint(tmp_path / 'y' / 'model.pt')['iter_num'] == 4
+
+
+def test_tf32_matmuls_gives_the_process_its_own_precision_back_however_the_block_ends():
+    """The trainer's tf32 set torch's float32 matmul precision to 'high' for good: in a notebook every later float32
+    computation (a comparison with Hugging Face's logits) was rounded to TF32 after one training cell. Off, the
+    block leaves a precision the user chose alone."""
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision('highest')
+        with pytest.raises(KeyboardInterrupt):  # the kernel's stop button, mid-training
+            with trainer_module.tf32_matmuls(True):
+                assert torch.get_float32_matmul_precision() == 'high'
+                raise KeyboardInterrupt
+        assert torch.get_float32_matmul_precision() == 'highest'
+        torch.set_float32_matmul_precision('medium')  # the user's own choice
+        with trainer_module.tf32_matmuls(False):
+            assert torch.get_float32_matmul_precision() == 'medium'
+        assert torch.get_float32_matmul_precision() == 'medium'
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='tf32 applies on CUDA only')
+def test_tf32_is_on_while_the_trainer_runs_and_off_after():
+    """trainer.tf32 on a GPU: TF32 matmuls in the steps and callbacks, the full float32 precision of before once
+    run() returns (a Trainer made with tf32 set it at construction, and nothing set it back)."""
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision('highest')
+        trainer = make_trainer(max_iters=2, device='cuda', tf32=True)
+        assert torch.get_float32_matmul_precision() == 'highest'
+        seen = []
+        trainer.add_callback('on_batch_end', lambda t: seen.append(torch.get_float32_matmul_precision()))
+        trainer.run()
+        assert seen == ['high', 'high'] and torch.get_float32_matmul_precision() == 'highest'
+    finally:
+        torch.set_float32_matmul_precision(before)
