@@ -13,6 +13,7 @@ model's learned table (wpe) side by side, each with the cosine similarity betwee
 --model takes a checkpoint of projects/chargpt.py (model.pt or ckpt.pt; characters or a BPE vocabulary, as it
 records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
 merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e ".[plot]".
+From Python, main([...]) returns the picture too: a notebook cell that ends with it shows it.
 """
 import os
 
@@ -87,6 +88,7 @@ def main(argv):
         fig = draw_attention(model, tokenizer, P, config.model)
     out = P.out or os.path.join('out', 'positions.png' if P.positions else 'attention.png')
     print(f"wrote {save(fig, out)}")
+    return fig  # a notebook cell that ends with attention.main([...]) shows the picture
 
 
 if __name__ == '__main__':

@@ -1,0 +1,31 @@
+"""A student's notebook: the projects' main([...]) and the library called from cells, which are re-run, interrupted
+and run out of order. The kernel's conditions are simulated (no ipython needed): a cell's error or Ctrl-C is caught
+and the next cell goes on in the same process, with the same objects."""
+import pytest
+
+from conftest import data_dir, load_project
+
+
+@pytest.fixture(scope='module')
+def chargpt_run(tmp_path_factory):
+    """A chargpt run of 2 iterations, as a notebook's first training cell makes it: its work_dir."""
+    work_dir = tmp_path_factory.mktemp('chargpt')
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv('MINGPT_DATA_DIR', str(data_dir()))
+        data_dir('tinyshakespeare', 'input.txt')
+        load_project('chargpt').main([f'--system.work_dir={work_dir}', '--model.model_type=gpt-nano',
+                                      '--data.block_size=16', '--trainer.batch_size=4', '--trainer.max_iters=2',
+                                      '--trainer.eval_iters=1', '--sample.length=0', '--trainer.quiet=True'])
+    return work_dir
+
+
+def test_attention_main_returns_the_picture_it_wrote_so_a_cell_shows_it(chargpt_run, tmp_path, monkeypatch):
+    """attention.main([...]) only wrote a PNG: the cell showed nothing, and the student had to open the file. It
+    returns the figure it saved, which a notebook shows (by its PNG)."""
+    attention = load_project('attention')
+    saved = []
+    monkeypatch.setattr(attention, 'save', lambda fig, path: saved.append(fig) or path)
+    for args in (['--prompt=First'], ['--positions']):
+        fig = attention.main([f'--model={chargpt_run / "model.pt"}', *args, f'--out={tmp_path / "x.png"}'])
+        assert fig is saved[-1] and fig._repr_png_().startswith(b'\x89PNG')
+    assert saved[0].get_suptitle().startswith('attention in') and saved[1].get_suptitle().startswith('positional')
