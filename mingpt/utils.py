@@ -237,7 +237,8 @@ def setup_logging(config, work_dir=None, resumed_at=None):
         return
     work_dir = work_dir or config.system.work_dir
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
-        command = "# started from Python (a notebook, python -c), not by a command: config.json holds its options\n"
+        command = ("# started from Python (a notebook, python -c), not by a command: config.json holds its options; "
+                   "main(mingpt.utils.args_of(json.load(open('config.json')))) redoes it\n")
     else:  # from the folder it ran in, where its relative paths hold, with the variables that were set
         settings = [f"{name}={shlex.quote(os.environ[name])}" for name in RECORDED_VARIABLES if name in os.environ]
         command = f"cd {shlex.quote(os.getcwd())} && {' '.join([*settings, shlex.join([*launcher(), *sys.argv])])}\n"
@@ -504,6 +505,21 @@ def check_model_config(cls, config):
         if getattr(config, key) not in choices:
             raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
                               f"not {getattr(config, key)!r}")
+
+
+def args_of(config):
+    """The options that give every key of config (a CfgNode, or a run's config.json loaded as a dict) its value, in
+    the form a project's main(argv) reads: a run started from a notebook, whose args.txt holds no command, is redone
+    with main(args_of(json.load(open('out/chargpt/config.json')))). Each value is written as a Python literal, which
+    merge_from_args reads back as it was (the text '1984' stays text, not the number)."""
+    tree = config.to_dict() if isinstance(config, CfgNode) else config
+    args = []
+    for key, value in tree.items():
+        if isinstance(value, dict):  # a section: its options, under its name
+            args += [f'--{key}.{arg[2:]}' for arg in args_of(value)]
+        else:
+            args.append(f'--{key}={value!r}')
+    return args
 
 
 def _parse_value(raw):

@@ -1,9 +1,13 @@
 """A student's notebook: the projects' main([...]) and the library called from cells, which are re-run, interrupted
 and run out of order. The kernel's conditions are simulated (no ipython needed): a cell's error or Ctrl-C is caught
 and the next cell goes on in the same process, with the same objects."""
+import json
+
 import pytest
+import torch
 
 from conftest import data_dir, load_project
+from mingpt.utils import args_of
 
 
 @pytest.fixture(scope='module')
@@ -29,3 +33,18 @@ def test_attention_main_returns_the_picture_it_wrote_so_a_cell_shows_it(chargpt_
         fig = attention.main([f'--model={chargpt_run / "model.pt"}', *args, f'--out={tmp_path / "x.png"}'])
         assert fig is saved[-1] and fig._repr_png_().startswith(b'\x89PNG')
     assert saved[0].get_suptitle().startswith('attention in') and saved[1].get_suptitle().startswith('positional')
+
+
+def test_a_run_started_in_a_notebook_is_redone_from_its_config_json(chargpt_run, tmp_path, monkeypatch):
+    """args.txt of a run started from Python holds no command, only 'config.json holds its options', and options are
+    what main takes. args_of gives them back: the run redone elsewhere trains the same weights, records the same
+    config, and args.txt says how."""
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    monkeypatch.delattr(__import__('__main__'), '__file__', raising=False)  # a notebook's __main__ has no file
+    config = json.loads((chargpt_run / 'config.json').read_text())
+    config['system']['work_dir'] = config['trainer']['work_dir'] = str(tmp_path)
+    load_project('chargpt').main(args_of(config))
+    assert json.loads((tmp_path / 'config.json').read_text()) == config
+    first, again = (torch.load(run / 'model.pt', weights_only=True)['model'] for run in (chargpt_run, tmp_path))
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+    assert 'args_of' in (tmp_path / 'args.txt').read_text()

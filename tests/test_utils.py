@@ -17,8 +17,8 @@ import torch
 from conftest import args_txt_words, full_disk_at, load_project
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
-from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, atomic_write, check_dataset_for_workers,
-                          check_range, lock_folder, make_folder, remove_stale_temps, resolve_device, run_cli,
+from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, args_of, atomic_write,
+                          check_dataset_for_workers, check_range, lock_folder, make_folder, remove_stale_temps, resolve_device, run_cli,
                           set_from_data, set_seed, setup_logging)
 
 
@@ -368,7 +368,25 @@ def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
     monkeypatch.delattr(sys.modules['__main__'], '__file__', raising=False)  # a notebook's __main__ has no file
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
     assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c), not by a command: "
-                                                   "config.json holds its options\n")
+                                                   "config.json holds its options; main(mingpt.utils.args_of(json.load("
+                                                   "open('config.json')))) redoes it\n")
+
+
+def test_args_of_a_config_are_read_back_as_the_config_itself():
+    """args_of gives main(argv) a run's config.json: each value comes back with its type (text that reads as a
+    number or a bool, a path with a quote, None over a default, a tuple written as JSON's list, a nested section)."""
+    C = make()
+    C.sample = CN(prompt='1984', text='True', path="it's ~here", length=0)
+    C.trainer.merge_from_dict(dict(batch_size=8, learning_rate=1e-3, betas=[0.8, 0.99], compile=True, device='cpu'))
+    C.model.n_layer = 3
+    saved = json.loads(json.dumps(C.to_dict()))  # config.json
+    for given in (C, saved):
+        again = make()
+        again.sample = CN(prompt='O God', text='', path=None, length=500)
+        again.merge_from_args(args_of(given))
+        assert again.to_dict() == C.to_dict()
+    assert args_of(C)[-4:] == ["--sample.prompt='1984'", "--sample.text='True'", '--sample.path="it\'s ~here"',
+                               '--sample.length=0']
 
 
 def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_had(tmp_path, monkeypatch):
