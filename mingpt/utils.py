@@ -511,7 +511,8 @@ def args_of(config):
     """The options that give every key of config (a CfgNode, or a run's config.json loaded as a dict) its value, in
     the form a project's main(argv) reads: a run started from a notebook, whose args.txt holds no command, is redone
     with main(args_of(json.load(open('out/chargpt/config.json')))). Each value is written as a Python literal, which
-    merge_from_args reads back as it was (the text '1984' stays text, not the number)."""
+    merge_from_args reads back as it was (the text '1984' stays text, not the number). config.json is the latest
+    command's config: a resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
     tree = config.to_dict() if isinstance(config, CfgNode) else config
     args = []
     for key, value in tree.items():
