@@ -267,6 +267,10 @@ class Trainer:
             if self._says_how_to_go_on(e):
                 print(how_to_go_on(self.steps_done, self._saved, self.config.work_dir, self.config.checkpoint_interval),
                       file=sys.stderr)
+            if isinstance(e, KeyboardInterrupt):
+                # a stop, not a bug to debug: its traceback ends here. A notebook keeps it (sys.last_traceback), and the
+                # frames of the step below it held their activations, memory the next run (a resume) needs
+                raise e.with_traceback(None)
             raise
         finally:
             self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar is lower

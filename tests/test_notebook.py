@@ -48,3 +48,29 @@ def test_a_run_started_in_a_notebook_is_redone_from_its_config_json(chargpt_run,
     first, again = (torch.load(run / 'model.pt', weights_only=True)['model'] for run in (chargpt_run, tmp_path))
     assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
     assert 'args_of' in (tmp_path / 'args.txt').read_text()
+
+
+def test_the_stop_button_mid_step_leaves_no_activations_in_the_traceback_a_notebook_keeps():
+    """A notebook keeps the last error's traceback (sys.last_traceback), and a stop in the middle of a step kept,
+    in the frames of the forward pass, its activations and their graph: on a GPU, memory the resumed run in the next
+    cell had to find beside them (another copy of the activations). Frames the run left are cleared on a stop."""
+    import gc
+    import weakref
+    from test_trainer import make_trainer
+    trainer = make_trainer(max_iters=3)
+    first, second = trainer.model.transformer.h[:2]
+    kept, first_forward = [], first.forward
+
+    def recorded(*args):  # not a hook: torch's call of a module with hooks keeps its arguments in a closure of its own
+        out = first_forward(*args)
+        kept.append(weakref.ref(out))
+        return out
+
+    def stop_button(*args):
+        raise KeyboardInterrupt
+    first.forward, second.forward = recorded, stop_button
+    with pytest.raises(KeyboardInterrupt) as e:
+        trainer.run()
+    gc.collect()
+    assert kept and kept[-1]() is None, "the first block's activations live on in the traceback"
+    assert e.tb is not None  # kept, as the notebook keeps it
