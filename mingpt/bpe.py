@@ -608,19 +608,27 @@ def _check_pad_token_id(pad_token_id):
                         "give int(...) of it, or None for the id of '<|endoftext|>'") from None
 
 
-def _saved_options(directory, special_tokens, given):
-    """The pad_token_id and allowed_special that BPETokenizer.save_pretrained wrote into directory's
-    tokenizer_config.json beside the vocabulary it wrote (vocab.json and merges.txt), checked, but not those
-    `given` (the arguments, which win); {} for GPT-2's own vocabulary or a folder without them."""
+def _saved_options(directory, encoder, given):
+    """The pad_token_id and allowed_special saved in directory's tokenizer_config.json beside its Hugging Face
+    vocabulary (vocab.json and merges.txt, or tokenizer.json), checked, but not those `given` (the arguments, which
+    win); {} for GPT-2's own vocabulary or a folder without them. A pad_token (Hugging Face's name for the token it
+    pads with, written by transformers' save_pretrained) gives pad_token_id: transformers pads with it."""
     folder = None if directory is None else _tokenizer_folder(directory)
-    # another vocabulary saved there since (Encoder.save's encoder.json) is read instead: the options were not its
-    if folder is None or find_vocabulary(folder) != VOCAB_FILES[-1]:
+    # a vocabulary saved there since as encoder.json (Encoder.save) is read instead: the options were not its
+    if folder is None or find_vocabulary(folder) in (None, VOCAB_FILES[0]):
         return {}
     path = Path(folder, 'tokenizer_config.json')
     config = _json_object(path)
+    pad = config.get('pad_token')
+    pad = pad.get('content') if isinstance(pad, dict) else pad  # older transformers wrote an AddedToken's fields
+    if pad is not None and 'pad_token_id' not in given:
+        if pad not in encoder.encoder:
+            raise ValueError(f"cannot read {path}: its pad_token {pad!r} is not a token of the vocabulary; save the "
+                             "tokenizer there again (tok.save_pretrained(folder))")
+        config['pad_token_id'] = encoder.encoder[pad]
     saved = {k: config[k] for k in ('pad_token_id', 'allowed_special') if k not in given and config.get(k) is not None}
     try:
-        _allowed_specials(saved.get('allowed_special'), special_tokens)
+        _allowed_specials(saved.get('allowed_special'), encoder.special_tokens)
         _check_pad_token_id(saved.get('pad_token_id'))
     except (TypeError, ValueError) as e:
         raise ValueError(f"cannot read {path}: {e}. Save the tokenizer there again (tok.save_pretrained(folder))") \
@@ -632,7 +640,8 @@ class BPETokenizer:
     """minGPT's tokenizer interface: tok("text") -> (1, T) LongTensor; tok.decode(ids) -> str.
 
     GPT-2's vocabulary by default; `directory` loads one saved by Encoder.save (e.g. trained with train_bpe), or by
-    save_pretrained, whose pad_token_id and allowed_special it takes unless they are given.
+    save_pretrained, whose pad_token_id and allowed_special it takes unless they are given, or by transformers'
+    save_pretrained, whose pad_token it pads with (as transformers does) unless pad_token_id is given.
     A list of strings gives a (B, T) LongTensor, where T is the longest row: shorter rows are right-padded with
     `pad_token_id` (default: the id of '<|endoftext|>', 50256 in GPT-2, which has no pad token). Pass
     return_lengths=True to get (ids, lengths) as well, lengths a (B,) LongTensor of the real row lengths (the mask
@@ -644,7 +653,7 @@ class BPETokenizer:
                  directory=None):
         self.encoder = get_encoder(encoder_path, vocab_path, directory)
         given = {k for k, v in (('allowed_special', allowed_special), ('pad_token_id', pad_token_id)) if v is not None}
-        saved = _saved_options(directory, self.encoder.special_tokens, given)  # the arguments given win over these
+        saved = _saved_options(directory, self.encoder, given)  # the arguments given win over these
         self.allowed_special = saved.get('allowed_special', False) if allowed_special is None else allowed_special
         _allowed_specials(self.allowed_special, self.encoder.special_tokens)  # refused now, not at the first call
         self.eot_token_id = self.encoder.special_tokens.get(ENDOFTEXT)

@@ -976,6 +976,32 @@ def test_save_pretrained_pads_with_a_special_pad_token_in_autotokenizer_too(tmp_
     assert ours[1][-1] == pad and theirs(texts, padding=True)['input_ids'] == ours
 
 
+def test_a_folder_transformers_saved_with_a_pad_token_pads_with_it_as_transformers_does(tmp_path):
+    """tokenizer.add_special_tokens({'pad_token': '<pad>'}) then save_pretrained: transformers writes "pad_token":
+    "<pad>" into tokenizer_config.json and pads with its id, 50257; BPETokenizer(directory=...) read pad_token_id only
+    where mingpt wrote it, so it padded with <|endoftext|>, 50256. The idiom pad_token = eos_token pads with 50256 in
+    both; a pad_token_id given wins."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    texts = ['Hello world, once more', 'a b']
+    for name, pad in (('new', '<pad>'), ('eos', '<|endoftext|>')):
+        hf = transformers.GPT2Tokenizer.from_pretrained(tmp_path)  # read from vocab.json: no option of mingpt's
+        hf.add_special_tokens({'pad_token': pad})
+        hf.save_pretrained(tmp_path / name)
+        theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / name)
+        theirs.padding_side = 'right'  # as BPETokenizer pads
+        ours = BPETokenizer(directory=tmp_path / name)
+        assert ours(texts).tolist() == theirs(texts, padding=True)['input_ids']
+        assert ours.pad_token_id == theirs.pad_token_id == {'<pad>': 50257, '<|endoftext|>': 50256}[pad]
+    assert BPETokenizer(directory=tmp_path / 'new', pad_token_id=0)(texts)[1, -1] == 0
+    config = tmp_path / 'new' / 'tokenizer_config.json'
+    config.write_text(json.dumps({**json.loads(config.read_text()), 'pad_token': '<nothing>'}))
+    with pytest.raises(ValueError, match=r"tokenizer_config.json: its pad_token '<nothing>' is not a token of the "
+                                         r"vocabulary; save the tokenizer there again"):
+        BPETokenizer(directory=tmp_path / 'new')
+
+
 def test_a_vocabulary_saved_over_a_saved_tokenizer_is_read_without_the_older_ones_options(tmp_path):
     """save_pretrained's tokenizer_config.json was read beside whatever vocabulary the folder held: a vocabulary saved
     there since by Encoder.save (encoder.json, read first) padded with the older tokenizer's 0 and allowed its
