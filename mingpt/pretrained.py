@@ -465,6 +465,26 @@ def training_note(checkpoint, path):
     return f"({path}: trained for {n:,} {plural(n, 'iteration')}{loss})"
 
 
+def hf_eos_token_id(name):
+    """The id that ends a text for the Hugging Face folder `name`, the one transformers' generate stops at: the
+    eos_token_id of its generation_config.json where it has that file, else of its config.json (the first of a list);
+    None where it names none, or name is not a folder (a hub id's is GPT-2's <|endoftext|>, a checkpoint's its
+    tokenizer's)."""
+    folder = Path(os.path.expanduser(name))
+    if not (folder / 'config.json').is_file():
+        return None
+    path = next(p for p in (folder / 'generation_config.json', folder / 'config.json') if p.is_file())
+    try:
+        eos = json.loads(path.read_text()).get('eos_token_id')
+    except (ValueError, RecursionError, AttributeError) as e:  # AttributeError: JSON that is not an object
+        raise ValueError(f"cannot read {path} as a JSON object ({e}); delete it or save the model again") from None
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int)):
+        raise ValueError(f"{path}'s eos_token_id is {eos!r}, not a token id (an int); correct it or save the model "
+                         "again")
+    return eos
+
+
 def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
     records; or GPT-2 from a hub id or a Hugging Face directory (converted to dtype as it loads), with the directory's

@@ -1,7 +1,9 @@
 """
 Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory (with its own tokenizer
 if it has one: tokenizer.json, or vocab.json and merges.txt), or a checkpoint that projects/chargpt.py saved (then
-with its own vocabulary: characters or a byte-level BPE).
+with its own vocabulary: characters or a byte-level BPE). A sample ends at <|endoftext|>, or, for a Hugging Face
+directory, at the eos_token_id its generation_config.json (else config.json) names, where transformers' generate
+stops too (--stop_at_eos=False runs to --max_new_tokens).
 
     python projects/generate.py --prompt "The meaning of life is"
     python projects/generate.py --model=gpt2-medium --prompt "Once upon a time" --top_p=0.9 --num_samples=3
@@ -40,7 +42,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
-from mingpt.pretrained import load_model_and_tokenizer
+from mingpt.pretrained import hf_eos_token_id, load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, resolve_device,
                           run_cli, set_seed)
@@ -67,7 +69,7 @@ def get_config():
     C.sample.top_p = None  # sample only among the most probable tokens that hold probability p (nucleus)
     C.sample.greedy = False  # always the most probable token (no randomness)
     C.sample.num_beams = 1  # > 1: beam search with this many beams
-    C.sample.stop_at_eos = True  # stop a sample when the model writes <|endoftext|>
+    C.sample.stop_at_eos = True  # stop a sample at <|endoftext|>, or the end token a model folder's config names
     C.sample.show_next = 0  # N > 0: instead of generating, show the N likeliest next tokens and how sampling sees them
     return C
 
@@ -126,6 +128,16 @@ def encode(tokenizer, text):
         raise ConfigError("this model needs a prompt (--prompt=...): its vocabulary has no <|endoftext|> or newline "
                           "to start from")
     return [start]
+
+
+def end_of_text(name, model, tokenizer):
+    """The id that ends a sample: the one a Hugging Face folder's config names (hf_eos_token_id), where transformers'
+    generate stops too; else a BPE tokenizer's <|endoftext|>; None for characters. An id past the model's vocabulary
+    (GPT2Config's default 50256 in a smaller one) is never written, so the tokenizer's counts instead."""
+    eos = hf_eos_token_id(name)
+    if eos is not None and 0 <= eos < model.config.vocab_size:
+        return eos
+    return tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) else None
 
 
 def left_padded(rows, device):
@@ -326,7 +338,7 @@ def main(argv):
     if max(map(len, ids)) > model.block_size:
         print(f"(a prompt longer than the model's context keeps its last {model.block_size} tokens)", file=sys.stderr)
         ids = [i[-model.block_size:] for i in ids]
-    eos = tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) and S.stop_at_eos else None
+    eos = end_of_text(config.model, model, tokenizer) if S.stop_at_eos else None
     if S.greedy and S.num_samples > 1:
         print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
         S.num_samples = 1

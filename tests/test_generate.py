@@ -459,6 +459,64 @@ def test_a_folder_transformers_5_saved_with_added_tokens_samples_hfs_greedy_toke
         g.main([f'--model={folder}', f'--prompt={prompt}'])
 
 
+@pytest.mark.parametrize('where', ['generation_config.json', 'config.json', 'a list'])
+def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_stops(g, capsys, tmp_path, where):
+    """A model fine-tuned with an end token of its own ('<|end|>', 50257, named eos_token_id in generation_config.json,
+    or in config.json where there is no generation_config.json): transformers' generate stops there, and generate.py
+    ran on past it to <|endoftext|> or max_new_tokens."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    tok.add_special_tokens({'eos_token': '<|end|>'})
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
+                                                              vocab_size=50258, eos_token_id=50257))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(20)  # a random model with some opinions
+        # <|end|> a little likelier than a token greedy decoding writes: it ends the text there, a few tokens in
+        hf.transformer.wte.weight[50257] = hf.transformer.wte.weight[22304] * 1.01
+    folder = tmp_path / 'tuned'
+    hf.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    if where != 'generation_config.json':  # transformers then takes config.json's
+        (folder / 'generation_config.json').unlink()
+        config = json.loads((folder / 'config.json').read_text())
+        config['eos_token_id'] = [50257, 50256] if where == 'a list' else 50257
+        (folder / 'config.json').write_text(json.dumps(config))
+    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    ids = torch.tensor([tok(PROMPT)['input_ids']])
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=30, do_sample=False,
+                      pad_token_id=0)[0, ids.size(1):].tolist()
+    assert out[-1] == 50257 and 3 < len(out) < 30  # transformers stopped at <|end|>, after some text
+    capsys.readouterr()
+    g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=30', '--greedy'])
+    assert capsys.readouterr().out == PROMPT + tok.decode(out[:-1]) + '\n'
+
+
+def test_an_end_token_past_the_models_vocabulary_is_left_for_the_tokenizers(g, capsys, tmp_path):
+    """GPT2Config names 50256 as eos_token_id whatever its vocab_size: a model of 300 tokens saved by transformers has
+    it in config.json, an id it can never write (transformers warns). generate.py stops at the tokenizer's
+    <|endoftext|> instead, with transformers' greedy tokens, rather than refuse eos_token_id=50256 as out of range."""
+    transformers = pytest.importorskip('transformers')
+    text = data_dir('text', 'gutenberg', '2701-0.txt').read_text(encoding='utf-8')[:20_000]
+    tok = bpe.BPETokenizer()
+    tok.encoder = bpe.train_bpe(text, 300)
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
+                                                              vocab_size=300)).eval()
+    hf.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / 'config.json').read_text())['eos_token_id'] == 50256
+    ids = torch.tensor([tok.encoder.encode(PROMPT)])
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                      eos_token_id=tok.eot_token_id, pad_token_id=0)[0, ids.size(1):].tolist()
+    capsys.readouterr()
+    g.main([f'--model={tmp_path}', f'--prompt={PROMPT}', '--max_new_tokens=8', '--greedy'])
+    assert capsys.readouterr().out == PROMPT + tok.decode([i for i in out if i != tok.eot_token_id]) + '\n'
+
+
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
     folder, _ = hf_dir  # a context of 64 tokens
     long, last = ' '.join(map(str, range(70))), ''.join(f' {i}' for i in range(6, 70))  # 70 tokens; the last 64

@@ -65,3 +65,21 @@ def test_a_safetensors_file_is_converted_to_the_dtype_as_it_is_read(tmp_path):
     assert {k: t.dtype for k, t in read.items()} == {'w': torch.bfloat16, 'half': torch.bfloat16, 'ids': torch.int64}
     assert all(torch.equal(read[k], t.to(read[k].dtype)) for k, t in tensors.items())
     assert pretrained.read_safetensors(tmp_path / 'model.safetensors')['w'].dtype == torch.float32  # as stored
+
+
+def test_the_end_token_is_the_one_transformers_generate_stops_at(tmp_path):
+    """hf_eos_token_id reads what GPT2LMHeadModel.from_pretrained puts in generation_config.eos_token_id: the
+    generation_config.json's where the folder has one, else config.json's; a value that is not an id is named."""
+    GPT2LMHeadModel(GPT2Config(**SMALL, eos_token_id=7)).save_pretrained(tmp_path)
+    (tmp_path / 'generation_config.json').write_text('{"eos_token_id": 9}')
+    for want in (9, 7):
+        assert pretrained.hf_eos_token_id(tmp_path) == want
+        assert GPT2LMHeadModel.from_pretrained(tmp_path).generation_config.eos_token_id == want
+        (tmp_path / 'generation_config.json').unlink(missing_ok=True)
+    assert pretrained.hf_eos_token_id(tmp_path / 'model.safetensors') is None  # not a folder: the tokenizer's
+    (tmp_path / 'generation_config.json').write_text('{"eos_token_id": "</s>"}')
+    with pytest.raises(ValueError, match=r"generation_config.json's eos_token_id is '</s>', not a token id \(an int\)"):
+        pretrained.hf_eos_token_id(tmp_path)
+    (tmp_path / 'generation_config.json').write_text('[7]')
+    with pytest.raises(ValueError, match=r"cannot read .*generation_config.json as a JSON object"):
+        pretrained.hf_eos_token_id(tmp_path)
