@@ -130,12 +130,13 @@ def encode(tokenizer, text):
     return [start]
 
 
-def end_of_text(name, model, tokenizer):
+def end_of_text(name, tokenizer):
     """The id that ends a sample: the one a Hugging Face folder's config names (hf_eos_token_id), where transformers'
-    generate stops too; else a BPE tokenizer's <|endoftext|>; None for characters. An id past the model's vocabulary
-    (GPT2Config's default 50256 in a smaller one) is never written, so the tokenizer's counts instead."""
+    generate stops too; else a BPE tokenizer's <|endoftext|>; None for characters. The folder's id counts only if it
+    is one of the tokenizer's special tokens: GPT2Config names 50256 whatever the vocabulary, an id past a smaller
+    one, and in a vocabulary trained here past 50256 tokens an ordinary piece of text."""
     eos = hf_eos_token_id(name)
-    if eos is not None and 0 <= eos < model.config.vocab_size:
+    if is_bpe(tokenizer) and eos in tokenizer.special_tokens.values():
         return eos
     return tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) else None
 
@@ -338,7 +339,7 @@ def main(argv):
     if max(map(len, ids)) > model.block_size:
         print(f"(a prompt longer than the model's context keeps its last {model.block_size} tokens)", file=sys.stderr)
         ids = [i[-model.block_size:] for i in ids]
-    eos = end_of_text(config.model, model, tokenizer) if S.stop_at_eos else None
+    eos = end_of_text(config.model, tokenizer) if S.stop_at_eos else None
     if S.greedy and S.num_samples > 1:
         print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
         S.num_samples = 1

@@ -517,6 +517,36 @@ def test_an_end_token_past_the_models_vocabulary_is_left_for_the_tokenizers(g, c
     assert capsys.readouterr().out == PROMPT + tok.decode([i for i in out if i != tok.eot_token_id]) + '\n'
 
 
+def test_an_end_token_that_is_ordinary_text_in_the_folders_vocabulary_is_left_for_the_tokenizers(g, capsys, tmp_path):
+    """save_pretrained names 50256 as eos_token_id for any vocabulary past 50256 tokens, though in one trained here
+    <|endoftext|> may have another id and 50256 be text: generate.py then cut samples at that text. Here GPT-2's
+    vocabulary with the ids of '<|endoftext|>' and '!' swapped: samples run past '!' (50256), as transformers'
+    generate does when given the tokenizer's end token."""
+    transformers = pytest.importorskip('transformers')
+    gpt2 = get_encoder()
+    vocab = {**gpt2.encoder, '<|endoftext|>': 0, '!': 50256}
+    tok = bpe.BPETokenizer()
+    tok.encoder = Encoder(vocab, gpt2.bpe_merges)
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=16, vocab_size=50257, block_size=64))
+    torch.manual_seed(0)
+    model = GPT(C)
+    with torch.no_grad():
+        model.transformer.wte.weight.mul_(20)
+        model.transformer.wte.weight[50256] = model.transformer.wte.weight[29604] * 1.01  # greedy writes '!'
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / 'config.json').read_text())['eos_token_id'] == 50256
+    ids = torch.tensor([tok.encoder.encode(PROMPT)])
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20, do_sample=False,
+                      eos_token_id=0, pad_token_id=0)[0, ids.size(1):].tolist()
+    assert 50256 in out[:-1] and 0 not in out[:-1]  # '!' written, and more text after it
+    capsys.readouterr()
+    g.main([f'--model={tmp_path}', f'--prompt={PROMPT}', '--max_new_tokens=20', '--greedy'])
+    assert capsys.readouterr().out == PROMPT + tok.decode(out[:-1] if out[-1] == 0 else out) + '\n'
+
+
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens(g, hf_dir, capsys):
     folder, _ = hf_dir  # a context of 64 tokens
     long, last = ' '.join(map(str, range(70))), ''.join(f' {i}' for i in range(6, 70))  # 70 tokens; the last 64
