@@ -66,6 +66,8 @@ ENDOFTEXT_ID = 50256
 # a folder's vocabulary, in the order read: OpenAI's two files (as Encoder.save writes them), Hugging Face's
 # tokenizer.json (transformers 5 writes only it; it holds the tokens added to GPT-2's), HF's two files
 VOCAB_FILES = (('encoder.json', 'vocab.bpe'), ('tokenizer.json',), ('vocab.json', 'merges.txt'))
+# tokenizer_config.json's settings that leave the ids alone: a vocabulary saved over a tokenizer keeps them
+HF_KEPT = ('model_max_length', 'chat_template', 'padding_side', 'truncation_side', 'model_input_names')
 _SURROGATE = regex.compile('[\ud800-\udfff]')  # half of a UTF-16 pair: a str may hold one, UTF-8 cannot
 
 
@@ -319,7 +321,10 @@ class Encoder:
         beside GPT.save_pretrained's config.json): the two files as vocab.json and merges.txt, and the tokenizer's
         class and special tokens in tokenizer_config.json; an older tokenizer's tokenizer.json (and encoder.json and
         vocab.bpe) there are removed, as readers take them first. `config`: more of tokenizer_config.json
-        (hugging_face only; BPETokenizer.save_pretrained's options)."""
+        (hugging_face only; BPETokenizer.save_pretrained's options). The older tokenizer_config.json's settings that
+        leave the ids alone (HF_KEPT: model_max_length, chat_template...) are kept, as transformers keeps them through a
+        read and a save (an Encoder does not hold them); beside a model's config.json, model_max_length is its
+        n_positions."""
         if os.fspath(directory) == '':  # Path('') is '.': the files would land wherever the program runs
             raise ValueError("save needs a folder to write the vocabulary into, got ''; give one, e.g. 'my_tokenizer' "
                              "(or '.' for the current folder)")
@@ -337,7 +342,8 @@ class Encoder:
         if hugging_face:  # else HF reads a special token other than <|endoftext|> as text
             specials = {str(i): {'content': s, 'special': True} for s, i in self.special_tokens.items()}
             # the class tells AutoTokenizer what reads the files in a folder without a model's config.json
-            config = {'tokenizer_class': 'GPT2Tokenizer', 'added_tokens_decoder': specials, **(config or {})}
+            config = {**_kept_hf_settings(directory), 'tokenizer_class': 'GPT2Tokenizer',
+                      'added_tokens_decoder': specials, **(config or {})}
             if ENDOFTEXT not in self.special_tokens:  # else HF adds it to the vocabulary, as GPT-2's bos/eos/unk
                 config.update(bos_token=None, eos_token=None, unk_token=None)
             files['tokenizer_config.json'] = json.dumps(config)
@@ -351,6 +357,22 @@ class Encoder:
             for name in VOCAB_FILES[0] + VOCAB_FILES[1]:
                 (directory / name).unlink(missing_ok=True)
         return directory
+
+
+def _kept_hf_settings(directory):
+    """The settings of directory's tokenizer_config.json that a vocabulary saved over it keeps (HF_KEPT), and the
+    context length of the model saved beside it (its config.json's n_positions) as model_max_length: without one,
+    transformers takes any text as short enough (model_max_length 1e30). An unreadable file keeps nothing."""
+    def read(name):
+        try:
+            return _json_object(Path(directory, name))
+        except ValueError:  # a damaged file is about to be written over, or belongs to the model
+            return {}
+    kept = {k: v for k, v in read('tokenizer_config.json').items() if k in HF_KEPT}
+    n_positions = read('config.json').get('n_positions')
+    if isinstance(n_positions, int):
+        kept['model_max_length'] = n_positions
+    return kept
 
 
 def _plain_ids(ids):

@@ -1002,6 +1002,31 @@ def test_a_folder_transformers_saved_with_a_pad_token_pads_with_it_as_transforme
         BPETokenizer(directory=tmp_path / 'new')
 
 
+def test_save_pretrained_over_a_hugging_face_tokenizer_keeps_its_settings_and_takes_the_models_context(tmp_path):
+    """tokenizer_config.json was written whole: a folder transformers saved with model_max_length=1024 and
+    padding_side='left', read and saved back by BPETokenizer, lost both (AutoTokenizer then read 1e30 and 'right'),
+    and one saved beside GPT.save_pretrained's config.json had no model_max_length at all: AutoTokenizer took any
+    text as short enough for the model, where n_positions is its context."""
+    transformers = pytest.importorskip('transformers')
+    from mingpt.model import GPT
+    BPETokenizer().save_pretrained(tmp_path / 'gpt2')
+    hf = transformers.GPT2Tokenizer.from_pretrained(tmp_path / 'gpt2', model_max_length=1024, padding_side='left')
+    hf.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    hf.save_pretrained(tmp_path / 'hf')
+    BPETokenizer(directory=tmp_path / 'hf').save_pretrained(tmp_path / 'hf')
+    assert not (tmp_path / 'hf' / 'tokenizer.json').exists()  # mingpt's vocab.json and merges.txt are read now
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / 'hf')
+    assert (theirs.model_max_length, theirs.padding_side, theirs.chat_template) == \
+        (1024, 'left', hf.chat_template)
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=50257, block_size=8))
+    GPT(C).save_pretrained(tmp_path / 'model')
+    BPETokenizer().save_pretrained(tmp_path / 'model')
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / 'model')
+    assert theirs.model_max_length == 8
+    assert len(theirs('a ' * 20, truncation=True)['input_ids']) == 8
+
+
 def test_a_vocabulary_saved_over_a_saved_tokenizer_is_read_without_the_older_ones_options(tmp_path):
     """save_pretrained's tokenizer_config.json was read beside whatever vocabulary the folder held: a vocabulary saved
     there since by Encoder.save (encoder.json, read first) padded with the older tokenizer's 0 and allowed its
