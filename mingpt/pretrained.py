@@ -19,7 +19,7 @@ from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get
 from mingpt.checkpoint import (STACK_LAYER, file_kind, load_weights, numbered_blocks, parameters_on_meta,
                                refuse_compressed, refuse_non_tensors, unpickling_refused)
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import atomic_write, eval_mode, plural, write_text_atomically
+from mingpt.utils import atomic_write, eval_mode, matmul_precision, plural, write_text_atomically
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -332,14 +332,10 @@ def check_computes_gpt2(model, tokens=16):
     device = model.lm_head.weight.device
     g = torch.Generator().manual_seed(0)  # the same tokens each time, and the global random state left alone
     idx = torch.randint(model.config.vocab_size, (1, min(tokens, model.block_size)), generator=g).to(device)
-    precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision('highest')  # TF32 (the trainer's tf32) would round float32 matmuls to 10 bits
-    try:
-        with eval_mode(model), torch.autocast(device.type, enabled=False):  # autocast would round to 16 bits too
-            ours = model(idx)[0].float()
-            theirs = gpt2_logits(model.state_dict(), model.config.n_head, idx)
-    finally:
-        torch.set_float32_matmul_precision(precision)
+    # TF32 (the trainer's tf32) would round float32 matmuls to 10 bits, autocast to 16
+    with matmul_precision('ieee'), eval_mode(model), torch.autocast(device.type, enabled=False):
+        ours = model.forward(idx)[0].float()  # forward: not a compiled model's wrapper, nor a probe's hooks
+        theirs = gpt2_logits(model.state_dict(), model.config.n_head, idx)
     # rounding moves the logits by a few eps of the weights' dtype, more with depth; a changed forward pass by
     # percents (in bfloat16, whose 16 eps are 1/8, only the larger changes are caught)
     tolerance = max(1e-3, 16 * max(torch.finfo(p.dtype).eps for p in model.parameters()))

@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 from mingpt.checkpoint import check_loads_back, load_checkpoint, model_state, save_checkpoint
 from mingpt.runs import RunFolder, check_same_run, how_to_go_on, platform_record, trainable_names, work_dir_option
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
-                          check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home, modes_kept,
-                          resolve_device)
+                          check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home, matmul_precision,
+                          modes_kept, resolve_device)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -241,7 +241,8 @@ class Trainer:
     def run(self):
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
         try:
-            with tf32_matmuls(self.config.tf32 and self.device_type == 'cuda'):
+            tf32 = self.config.tf32 and self.device_type == 'cuda'
+            with matmul_precision('tf32', ['cuda']) if tf32 else nullcontext():  # while it trains, not for good
                 self._train()
         finally:
             if self._folder is not None:
@@ -855,20 +856,6 @@ class LinesAboveBar:
 
     def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)
-
-
-@contextmanager
-def tf32_matmuls(on):
-    """With on, float32 matmuls on TF32 tensor cores within the block (torch's 'high' precision), and the process's
-    own setting back after it, however the block ends: a notebook's later float32 computations (a comparison with
-    Hugging Face's logits) would else be rounded to TF32's 10 bits for the rest of the kernel."""
-    before = torch.get_float32_matmul_precision()
-    if on:
-        torch.set_float32_matmul_precision('high')
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(before)
 
 
 @contextmanager

@@ -165,6 +165,23 @@ def modes_kept(model):
 
 
 @contextmanager
+def matmul_precision(precision, backends=('cuda', 'mkldnn')):
+    """float32 matmuls at `precision` within the block ('tf32': on TF32 tensor cores, 10-bit mantissas; 'ieee': full
+    float32) on each backend (cuda: GPUs; mkldnn: CPUs), each one's setting of before back after it, however the block
+    ends: a notebook's later float32 computations keep their precision. Through torch's per-backend settings: the
+    process-wide get_float32_matmul_precision raises once a user has set one of those."""
+    chosen = [getattr(torch.backends, name).matmul for name in backends]
+    before = [backend.fp32_precision for backend in chosen]
+    for backend in chosen:
+        backend.fp32_precision = precision
+    try:
+        yield
+    finally:
+        for backend, setting in zip(chosen, before):
+            backend.fp32_precision = setting
+
+
+@contextmanager
 def eval_mode(model):
     """Within it, model is in eval mode (no dropout); after it, each module is in the mode it was in: a model loaded
     to be evaluated stays in eval mode, a model in training goes on training (its frozen probe still in eval)."""

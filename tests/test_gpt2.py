@@ -302,17 +302,20 @@ def test_save_pretrained_refuses_weights_of_other_shapes_than_gpt2s(tmp_path, ch
 def test_save_pretrained_of_gpt2_in_any_dtype_gives_hugging_face_our_logits(tmp_path, dtype, attn_impl):
     """The check passes GPT-2 itself, both attention implementations, in 16 bits too (whose rounding moves the
     logits more than float32's), and inside autocast (which would round float32's matmuls to bfloat16); the folder
-    gives GPT2LMHeadModel our logits; the model keeps its mode, the random state and float32 matmul precision (the
-    trainer's tf32 sets 'high') are left as they were."""
+    gives GPT2LMHeadModel our logits; the model keeps its mode, the random state and float32 matmul precision (TF32,
+    set through torch's per-backend settings, as the trainer's tf32 sets it) are left as they were."""
     model = gpt2_like(dtype, attn_impl=attn_impl).train()
-    precision, rng = torch.get_float32_matmul_precision(), torch.get_rng_state()
-    torch.set_float32_matmul_precision('high')
+    backends, rng = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul), torch.get_rng_state()
+    precision = [b.fp32_precision for b in backends]
     try:
+        for b in backends:
+            b.fp32_precision = 'tf32'
         with torch.autocast('cpu', dtype=torch.bfloat16):
             folder = model.save_pretrained(tmp_path / 'hf')
-        assert torch.get_float32_matmul_precision() == 'high'
+        assert [b.fp32_precision for b in backends] == ['tf32', 'tf32']
     finally:
-        torch.set_float32_matmul_precision(precision)
+        for b, p in zip(backends, precision):
+            b.fp32_precision = p
     assert model.training and torch.equal(torch.get_rng_state(), rng)
     hf = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32).eval()
     idx = torch.randint(101, (2, 9), generator=torch.Generator().manual_seed(1))
@@ -651,3 +654,13 @@ def test_a_path_from_the_home_directory_loads_with_its_tokenizer(tmp_path, monke
     GPT(C).save_pretrained(tmp_path / 'hf')
     bytes_only.save(tmp_path / 'hf', hugging_face=True)
     assert len(pretrained.load_model_and_tokenizer('~/hf')[1]) == 256
+
+
+def test_save_pretrained_checks_the_forward_pass_without_a_probes_hooks(tmp_path):
+    """The check ran the model through its call: a probe's forward hook on the model recorded the check's 16 tokens
+    as if the student had run them (and a model compiled in place compiled again, only to be saved)."""
+    model = gpt2_like()
+    seen = []
+    model.register_forward_hook(lambda module, args, out: seen.append(args[0].shape))
+    model.save_pretrained(tmp_path / 'hf')
+    assert seen == []

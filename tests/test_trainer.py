@@ -24,7 +24,7 @@ from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
 from mingpt.runs import describe_difference
 from mingpt.trainer import Trainer
-from mingpt.utils import ConfigError, lock_holder
+from mingpt.utils import ConfigError, lock_holder, matmul_precision
 
 
 class Repeat(torch.utils.data.Dataset):
@@ -1154,38 +1154,39 @@ def test_a_resume_path_set_in_python_under_the_home_folder_is_read_there(tmp_pat
     assert load_checkpoint(tmp_path / 'y' / 'model.pt')['iter_num'] == 4
 
 
-def test_tf32_matmuls_gives_the_process_its_own_precision_back_however_the_block_ends():
+def test_tf32_gives_each_backend_its_precision_back_however_the_run_ends(tmp_path):
     """The trainer's tf32 set torch's float32 matmul precision to 'high' for good: in a notebook every later float32
-    computation (a comparison with Hugging Face's logits) was rounded to TF32 after one training cell. Off, the
-    block leaves a precision the user chose alone."""
-    before = torch.get_float32_matmul_precision()
+    computation (a comparison with Hugging Face's logits) was rounded to TF32 after one training cell. And a user of
+    torch's per-backend settings (torch.backends.cuda.matmul.fp32_precision) could not train at all: the trainer read
+    the process-wide precision, which torch refuses to report once those are set."""
+    cuda, cpu = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
+    before = cuda.fp32_precision, cpu.fp32_precision
     try:
-        torch.set_float32_matmul_precision('highest')
+        cuda.fp32_precision, cpu.fp32_precision = 'ieee', 'ieee'  # the user's own choice, through the new API
         with pytest.raises(KeyboardInterrupt):  # the kernel's stop button, mid-training
-            with trainer_module.tf32_matmuls(True):
-                assert torch.get_float32_matmul_precision() == 'high'
+            with matmul_precision('tf32', ['cuda']):
+                assert (cuda.fp32_precision, cpu.fp32_precision) == ('tf32', 'ieee')
                 raise KeyboardInterrupt
-        assert torch.get_float32_matmul_precision() == 'highest'
-        torch.set_float32_matmul_precision('medium')  # the user's own choice
-        with trainer_module.tf32_matmuls(False):
-            assert torch.get_float32_matmul_precision() == 'medium'
-        assert torch.get_float32_matmul_precision() == 'medium'
+        assert (cuda.fp32_precision, cpu.fp32_precision) == ('ieee', 'ieee')
+        make_trainer(max_iters=2, tf32=True, work_dir=str(tmp_path)).run()  # on the CPU: tf32 changes nothing
+        assert (cuda.fp32_precision, cpu.fp32_precision) == ('ieee', 'ieee')
     finally:
-        torch.set_float32_matmul_precision(before)
+        cuda.fp32_precision, cpu.fp32_precision = before
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='tf32 applies on CUDA only')
 def test_tf32_is_on_while_the_trainer_runs_and_off_after():
     """trainer.tf32 on a GPU: TF32 matmuls in the steps and callbacks, the full float32 precision of before once
     run() returns (a Trainer made with tf32 set it at construction, and nothing set it back)."""
-    before = torch.get_float32_matmul_precision()
+    cuda = torch.backends.cuda.matmul
+    before = cuda.fp32_precision
     try:
-        torch.set_float32_matmul_precision('highest')
+        cuda.fp32_precision = 'ieee'
         trainer = make_trainer(max_iters=2, device='cuda', tf32=True)
-        assert torch.get_float32_matmul_precision() == 'highest'
+        assert cuda.fp32_precision == 'ieee'
         seen = []
-        trainer.add_callback('on_batch_end', lambda t: seen.append(torch.get_float32_matmul_precision()))
+        trainer.add_callback('on_batch_end', lambda t: seen.append(cuda.fp32_precision))
         trainer.run()
-        assert seen == ['high', 'high'] and torch.get_float32_matmul_precision() == 'highest'
+        assert seen == ['tf32', 'tf32'] and cuda.fp32_precision == 'ieee'
     finally:
-        torch.set_float32_matmul_precision(before)
+        cuda.fp32_precision = before
