@@ -21,6 +21,7 @@ import os
 import random
 import sys
 import time
+import traceback
 import warnings
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
@@ -269,9 +270,10 @@ class Trainer:
                 print(how_to_go_on(self.steps_done, self._saved, self.config.work_dir, self.config.checkpoint_interval),
                       file=sys.stderr)
             if isinstance(e, KeyboardInterrupt):
-                # a stop, not a bug to debug: its traceback ends here. A notebook keeps it (sys.last_traceback), and the
-                # frames of the step below it held their activations, memory the next run (a resume) needs
-                raise e.with_traceback(None)
+                # a notebook keeps the stop's traceback (sys.last_traceback), whose frames of the step below held their
+                # activations, memory the next run (a resume) needs: free their variables, keep their lines (where a
+                # hung run was stuck, which --debug shows)
+                traceback.clear_frames(e.__traceback__)
             raise
         finally:
             self._bar.close()  # whatever stopped the run (a callback's error too): else the next run's bar is lower

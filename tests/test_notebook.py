@@ -53,7 +53,8 @@ def test_a_run_started_in_a_notebook_is_redone_from_its_config_json(chargpt_run,
 def test_the_stop_button_mid_step_leaves_no_activations_in_the_traceback_a_notebook_keeps():
     """A notebook keeps the last error's traceback (sys.last_traceback), and a stop in the middle of a step kept,
     in the frames of the forward pass, its activations and their graph: on a GPU, memory the resumed run in the next
-    cell had to find beside them (another copy of the activations). Frames the run left are cleared on a stop."""
+    cell had to find beside them (another copy of the activations). Frames the run left are cleared on a stop, their
+    lines kept."""
     import gc
     import weakref
     from test_trainer import make_trainer
@@ -74,3 +75,6 @@ def test_the_stop_button_mid_step_leaves_no_activations_in_the_traceback_a_noteb
     gc.collect()
     assert kept and kept[-1]() is None, "the first block's activations live on in the traceback"
     assert e.tb is not None  # kept, as the notebook keeps it
+    import traceback
+    # and still says where the run stopped (with --debug, where a hung run was stuck)
+    assert 'raise KeyboardInterrupt' in ''.join(traceback.format_tb(e.tb))
