@@ -255,7 +255,7 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     work_dir = work_dir or config.system.work_dir
     if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
         command = ("# started from Python (a notebook, python -c), not by a command: config.json holds its options; "
-                   "main(mingpt.utils.args_of(json.load(open('config.json')))) redoes it\n")
+                   "main(mingpt.utils.args_of(json.load(open('config.json'))) + ['--system.work_dir=DIR']) redoes it\n")
     else:  # from the folder it ran in, where its relative paths hold, with the variables that were set
         settings = [f"{name}={shlex.quote(os.environ[name])}" for name in RECORDED_VARIABLES if name in os.environ]
         command = f"cd {shlex.quote(os.getcwd())} && {' '.join([*settings, shlex.join([*launcher(), *sys.argv])])}\n"
@@ -527,16 +527,22 @@ def check_model_config(cls, config):
 def args_of(config):
     """The options that give every key of config (a CfgNode, or a run's config.json loaded as a dict) its value, in
     the form a project's main(argv) reads: a run started from a notebook, whose args.txt holds no command, is redone
-    with main(args_of(json.load(open('out/chargpt/config.json')))). Each value is written as a Python literal, which
-    merge_from_args reads back as it was (the text '1984' stays text, not the number). config.json is the latest
-    command's config: a resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
+    with main(args_of(json.load(open('out/chargpt/config.json'))) + ['--system.work_dir=out/again']). Each value reads
+    back as it was: text as typed, unless it would read as another type (the text '1984', not the number, is quoted),
+    anything else as a Python literal. The trainer's work_dir, which the trainer took from system.work_dir, is left to
+    follow it. config.json is the latest command's config: a resumed run's holds trainer.resume=True, to set back to
+    None to train the run anew."""
     tree = config.to_dict() if isinstance(config, CfgNode) else config
+    trainer, system = tree.get('trainer'), tree.get('system')
+    if isinstance(trainer, dict) and isinstance(system, dict) and trainer.get('work_dir') == system.get('work_dir'):
+        tree = {**tree, 'trainer': {k: v for k, v in trainer.items() if k != 'work_dir'}}
     args = []
     for key, value in tree.items():
         if isinstance(value, dict):  # a section: its options, under its name
             args += [f'--{key}.{arg[2:]}' for arg in args_of(value)]
         else:
-            args.append(f'--{key}={value!r}')
+            plain = isinstance(value, str) and _parse_value(value) == value
+            args.append(f'--{key}={value if plain else repr(value)}')
     return args
 
 

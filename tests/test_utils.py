@@ -18,8 +18,8 @@ from conftest import args_txt_words, full_disk_at, load_project
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
 from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, args_of, atomic_write,
-                          check_dataset_for_workers, check_range, lock_folder, make_folder, remove_stale_temps, resolve_device, run_cli,
-                          set_from_data, set_seed, setup_logging)
+                          check_dataset_for_workers, check_range, lock_folder, make_folder, remove_stale_temps,
+                          resolve_device, run_cli, set_from_data, set_seed, setup_logging)
 
 
 def make():
@@ -369,7 +369,7 @@ def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
     assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c), not by a command: "
                                                    "config.json holds its options; main(mingpt.utils.args_of(json.load("
-                                                   "open('config.json')))) redoes it\n")
+                                                   "open('config.json'))) + ['--system.work_dir=DIR']) redoes it\n")
 
 
 def test_args_of_a_config_are_read_back_as_the_config_itself():
@@ -385,8 +385,20 @@ def test_args_of_a_config_are_read_back_as_the_config_itself():
         again.sample = CN(prompt='O God', text='', path=None, length=500)
         again.merge_from_args(args_of(given))
         assert again.to_dict() == C.to_dict()
-    assert args_of(C)[-4:] == ["--sample.prompt='1984'", "--sample.text='True'", '--sample.path="it\'s ~here"',
+    assert args_of(C)[-4:] == ["--sample.prompt='1984'", "--sample.text='True'", "--sample.path=it's ~here",
                                '--sample.length=0']
+
+
+def test_args_of_a_projects_config_redoes_it_in_another_work_dir():
+    """sentiment reads its stage as typed: args_of's --system.stage='pretrain' was 'unknown stage "'pretrain'"'. And
+    the trainer's work_dir (taken from system.work_dir and recorded in config.json) pinned the old folder where
+    --system.work_dir named another."""
+    sentiment = load_project('sentiment')
+    config = sentiment.parse_args(['pretrain', '--system.work_dir=out/first'])[0]
+    config.trainer.work_dir = config.system.work_dir  # as the trainer records it
+    again = sentiment.parse_args(args_of(json.loads(json.dumps(config.to_dict()))) + ['--system.work_dir=out/again'])[0]
+    assert again.system.stage == 'pretrain' and again.system.work_dir == 'out/again'
+    assert again.trainer.work_dir in (None, 'out/again')
 
 
 def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_had(tmp_path, monkeypatch):
