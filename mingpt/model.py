@@ -483,7 +483,8 @@ class GPT(nn.Module):
 
     def save_pretrained(self, save_directory):
         """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
-        GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained."""
+        GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. A model that is not GPT-2 (another option, other
+        weights, or a forward pass changed here) is refused before anything is written."""
         from mingpt.pretrained import save_gpt2
         return save_gpt2(self, save_directory)
 

@@ -267,23 +267,22 @@ def save_gpt2(model, save_directory):
     GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in model.py) is
     refused before anything is written."""
     c = model.config
+    instead = "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead"
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
-        raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
-                         "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
-    gpt2, ours = set(gpt2_weight_shapes(c)), set(model.state_dict()) - {'lm_head.weight'}
+        raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: {instead}")
+    shapes, weights = gpt2_weight_shapes(c), model.state_dict()
+    gpt2, ours = set(shapes), set(weights) - {'lm_head.weight'}
     if ours != gpt2:  # GPT2LMHeadModel would drop the weights it has not and make up the missing ones
         raise ValueError(f"only GPT-2's own weights have a Hugging Face layout; this model adds "
                          f"{sorted(ours - gpt2)[:3] or 'none'} and lacks {sorted(gpt2 - ours)[:3] or 'none'} (changed "
-                         "in model.py?): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) "
-                         "instead")
-    shapes = gpt2_weight_shapes(c)
-    other = [f"{k} is {tuple(w.shape)}, GPT-2's {shapes[k]}" for k, w in model.state_dict().items()
+                         f"in model.py?): {instead}")
+    other = [f"{k} is {tuple(w.shape)}, GPT-2's {shapes[k]}" for k, w in weights.items()
              if k in shapes and w.shape != shapes[k]]
     if other:  # GPT2LMHeadModel would refuse to load them
         raise ValueError(f"only GPT-2's own shapes have a Hugging Face layout; {len(other)} of this model's weights "
                          f"differ, e.g. {'; '.join(other[:2])} (changed in model.py? e.g. one key/value head, a wider "
-                         "MLP): save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead")
+                         f"MLP): {instead}")
     check_computes_gpt2(model)
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,
