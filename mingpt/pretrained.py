@@ -270,7 +270,8 @@ def save_gpt2(model, save_directory):
     instead = "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead"
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
-        raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: {instead}")
+        raise ValueError(f"only GPT-2's own architecture has a Hugging Face layout; this model has {variant}: "
+                         f"{instead}")
     shapes, weights = gpt2_weight_shapes(c), model.state_dict()
     gpt2, ours = set(shapes), set(weights) - {'lm_head.weight'}
     if ours != gpt2:  # GPT2LMHeadModel would drop the weights it has not and make up the missing ones
