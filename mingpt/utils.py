@@ -168,17 +168,25 @@ def modes_kept(model):
 def matmul_precision(precision, backends=('cuda', 'mkldnn')):
     """float32 matmuls at `precision` within the block ('tf32': on TF32 tensor cores, 10-bit mantissas; 'ieee': full
     float32) on each backend (cuda: GPUs; mkldnn: CPUs), each one's setting of before back after it, however the block
-    ends: a notebook's later float32 computations keep their precision. Through torch's per-backend settings: the
-    process-wide get_float32_matmul_precision raises once a user has set one of those."""
-    chosen = [getattr(torch.backends, name).matmul for name in backends]
-    before = [backend.fp32_precision for backend in chosen]
-    for backend in chosen:
-        backend.fp32_precision = precision
+    ends: a notebook's later float32 computations keep their precision. Through torch's per-backend settings, as the
+    process-wide get_float32_matmul_precision raises once a user has set one of those; torch before 2.9 has only it."""
+    chosen = [getattr(getattr(torch.backends, name), 'matmul', None) for name in backends]
+    per_backend = all(hasattr(backend, 'fp32_precision') for backend in chosen)
+    if per_backend:
+        before = [backend.fp32_precision for backend in chosen]
+        for backend in chosen:
+            backend.fp32_precision = precision
+    else:
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision({'tf32': 'high', 'ieee': 'highest'}[precision])
     try:
         yield
     finally:
-        for backend, setting in zip(chosen, before):
-            backend.fp32_precision = setting
+        if per_backend:
+            for backend, setting in zip(chosen, before):
+                backend.fp32_precision = setting
+        else:
+            torch.set_float32_matmul_precision(before)
 
 
 @contextmanager

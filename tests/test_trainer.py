@@ -1174,6 +1174,21 @@ def test_tf32_gives_each_backend_its_precision_back_however_the_run_ends(tmp_pat
         cuda.fp32_precision, cpu.fp32_precision = before
 
 
+def test_tf32_on_a_torch_without_per_backend_settings_uses_the_process_wide_one(monkeypatch):
+    """torch before 2.9 (mingpt runs on 2.4) has no torch.backends.*.matmul.fp32_precision: the one setting there is
+    set and given back."""
+    cuda, cpu = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
+    before = cuda.fp32_precision, cpu.fp32_precision
+    monkeypatch.setattr(torch.backends.mkldnn, 'matmul', None)  # as on such a torch
+    try:
+        torch.set_float32_matmul_precision('highest')
+        with matmul_precision('tf32'):
+            assert torch.get_float32_matmul_precision() == 'high'
+        assert torch.get_float32_matmul_precision() == 'highest'
+    finally:
+        cuda.fp32_precision, cpu.fp32_precision = before
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='tf32 applies on CUDA only')
 def test_tf32_is_on_while_the_trainer_runs_and_off_after():
     """trainer.tf32 on a GPU: TF32 matmuls in the steps and callbacks, the full float32 precision of before once
