@@ -105,11 +105,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         rebuild = ("Its model is rebuilt from the dict that torch.load gives, checkpoint: model = "
                    "GPT(mingpt.utils.CfgNode(**checkpoint['model_config'])); "
                    "model.load_state_dict(checkpoint['model']) (GPT, or the class that wrote it). ")
-        refused = unpickling_refused(path, e, "the tensors and plain data of a mingpt checkpoint", rebuild)
-        if refused:
-            raise refused from None
-        raise ValueError(f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
-                         f"file): {type(e).__name__}: {e}") from None
+        raise load_refused(path, e, "the tensors and plain data of a mingpt checkpoint", rebuild,
+                           f"{path} could not be read as a mingpt checkpoint (truncated, corrupt, or another program's "
+                           f"file): {type(e).__name__}: {e}") from None
     if not isinstance(checkpoint, dict) or checkpoint.get('format') != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a mingpt checkpoint (no '{CHECKPOINT_FORMAT}' marker); "
                          f"{foreign_checkpoint_advice(checkpoint, hf)}")
@@ -178,16 +176,17 @@ def check_loads_back(extras):
                              ".tolist())") from None
 
 
-def unpickling_refused(path, error, expected, rebuild=''):
-    """A ValueError saying why and what to do, where torch.load(path, weights_only=True) refused a Python object
-    (its error names it, e.g. posix.system) beside what the file is `expected` to hold; None for an error of another
-    kind, such as a truncated file. rebuild: how to make a model (and a file that loads safely) of what
-    torch.load(path, weights_only=False) gives, for one who trusts the file."""
+def load_refused(path, error, expected, rebuild, unreadable):
+    """The ValueError to raise where torch.load(path, weights_only=True) failed with error: where it refused a Python
+    object (its error names it, e.g. posix.system) beside what the file is `expected` to hold, why and what to do
+    (rebuild: how to make a model, and a file that loads safely, of what torch.load(path, weights_only=False) gives,
+    for one who trusts the file); else the message `unreadable` (a truncated file, say)."""
     found = PICKLED_GLOBAL.search(str(error))
     if found:
         return ValueError(f"{path} was not loaded: it holds a Python object ({found[1]}) besides {expected}, and "
                           f"unpickling it would run code of the file's choosing. {rebuild}If you trust whoever made "
                           "it, load it yourself: torch.load(path, weights_only=False)")
+    return ValueError(unreadable)
 
 
 def refuse_non_tensors(weights, source, what):

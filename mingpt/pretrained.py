@@ -16,8 +16,8 @@ import torch
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
-from mingpt.checkpoint import (STACK_LAYER, file_kind, load_weights, numbered_blocks, parameters_on_meta,
-                               refuse_compressed, refuse_non_tensors, unpickling_refused)
+from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, numbered_blocks,
+                               parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import atomic_write, eval_mode, matmul_precision, plural, write_text_atomically
 
@@ -164,11 +164,9 @@ def _read_hf_weights(path, dtype=None):
                    "reads first: mingpt.pretrained.write_safetensors({k: v for k, v in state.items() if "
                    "isinstance(v, torch.Tensor)}, folder / 'model.safetensors'), where state is the dict that "
                    "torch.load gives. ")
-        refused = unpickling_refused(path, e, "the tensors of GPT-2's weights", rebuild)
-        if refused:
-            raise refused from None
-        raise ValueError(f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or "
-                         "corrupt; delete it and download or save it again") from None
+        raise load_refused(path, e, "the tensors of GPT-2's weights", rebuild,
+                           f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or corrupt; delete it "
+                           "and download or save it again") from None
     refuse_non_tensors(weights, path, "GPT-2 weights")  # torch.load gives any plain data a .bin holds
     return weights
 
