@@ -48,7 +48,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch, find_local, not_utf8
-from mingpt.utils import run_cli, write_text_atomically
+from mingpt.utils import json_object, run_cli, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -365,7 +365,7 @@ def _kept_hf_settings(directory):
     transformers takes any text as short enough (model_max_length 1e30). An unreadable file keeps nothing."""
     def read(name):
         try:
-            return _json_object(Path(directory, name))
+            return json_object(Path(directory, name), 'the tokenizer')
         except ValueError:  # a damaged file is about to be written over, or belongs to the model
             return {}
     kept = {k: v for k, v in read('tokenizer_config.json').items() if k in HF_KEPT}
@@ -501,24 +501,14 @@ def read_tokenizer_json(path):
         raise ValueError(f"cannot read {path} as GPT-2's kind of tokenizer: {reason}") from None
 
 
-def _json_object(path):
-    """The JSON object in path, {} if there is no such file: a tokenizer's options beside its vocabulary."""
-    try:
-        value = json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
-    except (ValueError, RecursionError) as e:
-        value = e
-    if not isinstance(value, dict):
-        raise ValueError(f"cannot read {path} as a JSON object ({value!r:.60}); delete it or save the tokenizer again")
-    return value
-
-
 def _refuse_hf_tokenizer_options(directory, encoder):
     """Refuse what transformers reads beside vocab.json and merges.txt and mingpt would not follow, each of which
     gives other ids: a space put before the text, <|endoftext|> around it (tokenizer_config.json's add_prefix_space,
     add_bos_token, add_eos_token), or tokens added past vocab.json (its added_tokens_decoder or named tokens, and
     older transformers' added_tokens.json). Such a folder re-saved by transformers holds a tokenizer.json, read
     with its added tokens."""
-    config, added = _json_object(directory / 'tokenizer_config.json'), _json_object(directory / 'added_tokens.json')
+    config = json_object(directory / 'tokenizer_config.json', 'the tokenizer')
+    added = json_object(directory / 'added_tokens.json', 'the tokenizer')
     options = [k for k in ('add_prefix_space', 'add_bos_token', 'add_eos_token') if config.get(k)]
     named = [config.get(k) for k in ('bos_token', 'eos_token', 'unk_token', 'pad_token')]
     tokens = [*added, *(t.get('content') for t in config.get('added_tokens_decoder', {}).values()),
@@ -575,7 +565,7 @@ def _encoder_in_folder(directory):
     names = find_vocabulary(directory) or next(
         (names for names in VOCAB_FILES if Path(directory, names[-1]).is_file()), VOCAB_FILES[0])
     if names == ('tokenizer.json',):
-        if _json_object(Path(directory, 'tokenizer_config.json')).get('add_prefix_space'):
+        if json_object(Path(directory, 'tokenizer_config.json'), 'the tokenizer').get('add_prefix_space'):
             raise ValueError(f"{directory}'s tokenizer_config.json sets add_prefix_space, which transformers "
                              "follows (a space before every text) and mingpt does not, so its ids would differ; "
                              "save the tokenizer without it")
@@ -640,7 +630,7 @@ def _saved_options(directory, encoder, given):
     if folder is None or find_vocabulary(folder) in (None, VOCAB_FILES[0]):
         return {}
     path = Path(folder, 'tokenizer_config.json')
-    config = _json_object(path)
+    config = json_object(path, 'the tokenizer')
     pad = config.get('pad_token')
     pad = pad.get('content') if isinstance(pad, dict) else pad  # older transformers wrote an AddedToken's fields
     if pad is not None and 'pad_token_id' not in given:

@@ -19,7 +19,7 @@ from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get
 from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, numbered_blocks,
                                parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import atomic_write, eval_mode, matmul_precision, plural, write_text_atomically
+from mingpt.utils import atomic_write, eval_mode, json_object, matmul_precision, plural, write_text_atomically
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -468,10 +468,7 @@ def hf_eos_token_id(name):
     if not (folder / 'config.json').is_file():
         return None
     path = next(p for p in (folder / 'generation_config.json', folder / 'config.json') if p.is_file())
-    try:
-        eos = json.loads(path.read_text()).get('eos_token_id')
-    except (ValueError, RecursionError, AttributeError) as e:  # AttributeError: JSON that is not an object
-        raise ValueError(f"cannot read {path} as a JSON object ({e}); delete it or save the model again") from None
+    eos = json_object(path, 'the model').get('eos_token_id')
     eos = eos[0] if isinstance(eos, list) and eos else eos
     if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int)):
         raise ValueError(f"{path}'s eos_token_id is {eos!r}, not a token id (an int); correct it or save the model "

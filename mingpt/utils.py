@@ -432,6 +432,18 @@ def write_text_atomically(path, text):
         raise write_failed(path, e) from e
 
 
+def json_object(path, what):
+    """The JSON object in the file at path, {} if there is no such file (a config beside a model or a vocabulary); a
+    file that holds no JSON object is refused, saying to save `what` again."""
+    try:
+        value = json.loads(Path(path).read_text(encoding='utf-8')) if Path(path).is_file() else {}
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; RecursionError: nested too deep
+        value = e
+    if not isinstance(value, dict):
+        raise ValueError(f"cannot read {path} as a JSON object ({value!r:.60}); delete it or save {what} again")
+    return value
+
+
 def write_failed(path, error, what='', kept=None):
     """The OSError to raise where writing path failed with error (a full disk, a quota): it names `what` and the
     file, the cause and the space left there, what is kept (by default: the file there before, which an atomic write

@@ -135,10 +135,10 @@ def end_of_text(name, tokenizer):
     generate stops too; else a BPE tokenizer's <|endoftext|>; None for characters. The folder's id counts only if it
     is one of the tokenizer's special tokens: GPT2Config names 50256 whatever the vocabulary, an id past a smaller
     one, and in a vocabulary trained here past 50256 tokens an ordinary piece of text."""
+    if not is_bpe(tokenizer):
+        return None
     eos = hf_eos_token_id(name)
-    if is_bpe(tokenizer) and eos in tokenizer.special_tokens.values():
-        return eos
-    return tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) else None
+    return eos if eos in tokenizer.special_tokens.values() else tokenizer.special_tokens.get(ENDOFTEXT)
 
 
 def left_padded(rows, device):
