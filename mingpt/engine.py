@@ -26,21 +26,36 @@ SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of
 
 class StaticKVCache:
     """One layer's keys and values in buffers of a fixed length, written at slot `at` (a (1,) tensor that all
-    layers share): the shapes never change, so neither does the compiled step. `len`: the number of tokens written
-    (the prompt's by the model's cached forward, in prefill; then one per decode step), 0 before."""
+    layers share): the shapes never change, so neither does the compiled step.
+
+    `len` counts the tokens written as model.KVCache's does, at every point a module can read it (attention typed in
+    with rotary positions reads them from it): the prompt's after prefill; in a step, its slot, plus one once this
+    layer has appended its token. The count lives on the host, set by the engine between steps: the step itself only
+    stores a constant, so the compiled graph never depends on it (a module that reads it makes it an input of the
+    graph, which CUDA graphs record again for each value)."""
 
     def __init__(self, batch_size, n_head, length, head_dim, at, device, dtype):
         # zeros, not empty: a hidden slot gets attention weight 0, and 0 times a NaN left in memory is NaN
         self.k = torch.zeros(batch_size, n_head, length, head_dim, device=device, dtype=dtype)
         self.v = torch.zeros_like(self.k)
-        self.at, self.len = at, 0
+        self.at = at
+        self.start(0)
         for buffer in (self.k, self.v):
             torch._dynamo.mark_static_address(buffer)  # a CUDA graph reads them in place instead of copying them
+
+    @property
+    def len(self):
+        return self.written + self.new
+
+    def start(self, written):
+        """Before a step, whose token goes to slot `written`, or after the prompt, of `written` tokens."""
+        self.written, self.new = written, 0
 
     def append(self, k, v):
         """Write the new token's key and value (B, nh, 1, hd) at slot `at`; return the whole buffers (B, nh, S, hd)."""
         self.k.index_copy_(2, self.at, k.to(self.k.dtype))  # under autocast k and v come in bf16/fp16
         self.v.index_copy_(2, self.at, v.to(self.v.dtype))
+        self.new = 1  # a constant stored, not the count read: the step's graph stays the same at every token
         return self.k, self.v
 
     def select(self, rows):
@@ -119,7 +134,7 @@ class Engine:
                 at = torch.zeros(1, dtype=torch.long, device=p.device)
                 self.caches = [StaticKVCache(*shape[:3], shape[3], at, p.device, p.dtype) for _ in range(c.n_layer)]
         for cache in self.caches:
-            cache.len = 0
+            cache.start(0)
         self.generating = list(self.caches)  # a list of its own per generation: the stream it serves is known by it
         return self.generating
 
@@ -140,13 +155,13 @@ class Engine:
                              "far, ending in the tokens not passed before (e.g. the token just chosen)")
         for t in range(seen, T):
             caches[0].at.fill_(t)  # the token's slot: its index in seq, the prompt's padding included
+            for cache in caches:
+                cache.start(t)
             if self.cuda_graphs:
                 torch.compiler.cudagraph_mark_step_begin()  # the last step's logits are used up: overwrite them
             # a copy with its own strides: a column's stride is T, a new one each step, and dynamo guards on strides
             token = seq[:, t:t + 1].clone(memory_format=torch.contiguous_format)
             logits = self.step(self.model, token, caches, self.keep, self.n_pad)
-        for cache in caches:
-            cache.len = T
         return logits
 
     def prefill(self, idx, caches, attention_mask):
@@ -155,7 +170,7 @@ class Engine:
         B, T = idx.shape
         logits = self.model.next_token_logits(idx, [PromptCache(cache) for cache in caches], attention_mask)
         for cache in caches:
-            cache.len = T
+            cache.start(T)
         self.keep = torch.ones(B, caches[0].k.size(2), dtype=torch.bool, device=idx.device)
         self.n_pad = torch.zeros(B, 1, dtype=torch.long, device=idx.device)
         if attention_mask is not None:

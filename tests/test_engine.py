@@ -8,7 +8,7 @@ from torch._dynamo.testing import CompileCounter
 from torch._dynamo.utils import counters
 
 from mingpt.engine import Engine
-from mingpt.model import GPT, KVCache
+from mingpt.model import GPT, CausalSelfAttention, KVCache
 from mingpt.sampling import beam_search
 from test_model import VARIANTS, model, padded  # a tiny GPT (vocab 11, block 8, no dropout); rows as batch + mask
 
@@ -107,6 +107,82 @@ def test_each_token_the_buffers_have_not_seen_goes_through_a_decode_step(compile
     with pytest.raises(ValueError, match=r"^this Engine's buffers hold 6 tokens and seq has 6: pass the whole "
                                          r"sequence so far, ending in the tokens not passed before"):
         engine.next_token_logits(idx, caches, mask)
+
+
+def rotate(x, pos):
+    """Rotary positions: each pair of channels (i, i + hd/2) of x (B, nh, T, hd) turned by pos (T,) times its
+    frequency."""
+    half = x.size(-1) // 2
+    angle = pos[:, None] * 10000 ** (-torch.arange(half) / half)  # (T, hd/2)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], dim=-1)
+
+
+class RotaryAttention(CausalSelfAttention):
+    """Attention with rotary positions as a student types it into model.py: the new tokens' positions start at the
+    cache's length, and their keys are rotated before they are cached. `lens`, if a list, gets the cache's length
+    before and after each append."""
+
+    lens = None
+
+    def forward(self, x, context=None, mask=None, cache=None):
+        B, T, C = x.size()
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in self.c_attn(x).split(C, 2))
+        start = cache.len if cache is not None else 0
+        pos = torch.arange(start, start + T)
+        q, k = rotate(q, pos), rotate(k, pos)
+        if cache is not None:
+            k, v = cache.append(k, v)
+            if self.lens is not None:
+                self.lens.append((start, cache.len))
+        return self.c_proj(self.attention(q, k, v, mask).transpose(1, 2).reshape(B, T, C))
+
+
+def rotary_model():
+    m = model(scale=8, block_size=32)
+    for block in m.transformer.h:
+        attn = RotaryAttention(m.config).eval()
+        attn.load_state_dict(block.attn.state_dict())
+        block.attn = attn
+    return m
+
+
+def test_the_engines_caches_count_tokens_as_the_models_at_every_point_a_module_reads_them():
+    """A step did not count its own token: the cache's len was the prompt's, or the last call's, through the whole
+    call. A module read (3, 3) around its append where the model's KVCache gives (3, 4), and with two new tokens in
+    one call, both were given the first one's position."""
+    m = rotary_model()
+    prompt = torch.randint(0, 11, (2, 3))
+    calls = [prompt, torch.cat([prompt, torch.tensor([[5, 6], [7, 8]])], dim=1)]  # then two new tokens in one call
+    calls.append(torch.cat([calls[-1], torch.tensor([[9], [10]])], dim=1))  # then one
+    read = {}
+    for name, generator in (('model', m), ('engine', Engine(m))):
+        for block in m.transformer.h:
+            block.attn.lens = []
+        caches = generator.new_caches(2, 16)
+        for seq in calls:  # the logits of the whole sequence through the model, without a cache
+            torch.testing.assert_close(generator.next_token_logits(seq, caches), m.next_token_logits(seq),
+                                       atol=1e-5, rtol=1e-5)
+        read[name] = [block.attn.lens for block in m.transformer.h]
+    assert read['model'][0] == [(0, 3), (3, 5), (5, 6)]  # the prompt; two tokens at once; one
+    assert read['engine'] == [[(0, 3), (3, 4), (4, 5), (5, 6)]] * m.config.n_layer  # one step per token
+
+
+def test_a_compiled_step_that_reads_the_cache_length_gives_the_models_logits_and_compiles_twice():
+    """The count is a host int that the step reads: compiled for its first value, then once for all of them (dynamo's
+    automatic dynamic shapes), not at every token. Two new tokens in one call were both at the first one's position."""
+    m = rotary_model()
+    counter = CompileCounter()
+    engine = Engine(m, compile=dict(backend=counter))
+    idx = torch.randint(0, 11, (2, 3))
+    assert torch.equal(engine.generate(idx, 20), m.generate(idx, 20))
+    seq = torch.cat([idx, torch.tensor([[5, 6], [7, 8]])], dim=1)
+    with torch.no_grad():  # as in generate: grad mode is part of what a compiled step is kept for
+        caches = engine.new_caches(2, 16)  # buffers of the same shape: the same compiled step
+        engine.next_token_logits(idx, caches)
+        logits = engine.next_token_logits(seq, caches)
+    torch.testing.assert_close(logits, m.next_token_logits(seq), atol=1e-5, rtol=1e-5)
+    assert counter.frame_count == 2
 
 
 def test_beam_search_over_an_engine_is_refused_by_name():
