@@ -20,6 +20,7 @@ import types
 import torch
 
 from mingpt.model import GPT, KVCache
+from mingpt.utils import plural
 
 SLOTS = 64  # buffer lengths are rounded up to a multiple of this, so prompts of similar lengths share one compile
 
@@ -71,6 +72,14 @@ class PromptCache(KVCache):
 
     def __init__(self, cache):
         self.k, self.v, self.len = cache.k, cache.v, 0
+
+    def append(self, k, v):
+        heads, given = self.k.size(1), k.size(1)
+        if given != heads:  # KVCache would spread one head over all of them, then a step fail deep inside
+            raise ValueError(f"the attention gives keys and values of {given} {plural(given, 'head')} for its {heads} "
+                             f"query heads (config.n_head): an Engine's buffers hold {heads}, one per query head, so "
+                             "multi-query or grouped-query attention does not fit them; generate with model.generate")
+        return super().append(k, v)
 
 
 def decode_step(model, token, caches, keep, n_pad):

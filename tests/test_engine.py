@@ -4,6 +4,7 @@ chargpt-style model, ragged batches included, and the step compiles once. Most t
 compiles with inductor, the default, when a C++ compiler is found."""
 import pytest
 import torch
+import torch.nn as nn
 from torch._dynamo.testing import CompileCounter
 from torch._dynamo.utils import counters
 
@@ -183,6 +184,41 @@ def test_a_compiled_step_that_reads_the_cache_length_gives_the_models_logits_and
         logits = engine.next_token_logits(seq, caches)
     torch.testing.assert_close(logits, m.next_token_logits(seq), atol=1e-5, rtol=1e-5)
     assert counter.frame_count == 2
+
+
+class MultiQueryAttention(CausalSelfAttention):
+    """Multi-query attention as a student types it into model.py: every query head reads one shared head of keys
+    and values (c_attn gives the queries' n_embd channels, then one head's key and value)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.c_attn = nn.Linear(config.n_embd, config.n_embd + 2 * (config.n_embd // config.n_head))
+
+    def forward(self, x, context=None, mask=None, cache=None):
+        B, T, C = x.size()
+        hd = C // self.n_head
+        q, k, v = self.c_attn(x).split([C, hd, hd], dim=2)
+        q = q.view(B, T, self.n_head, hd).transpose(1, 2)
+        k, v = (t.view(B, T, 1, hd).transpose(1, 2) for t in (k, v))  # (B, 1, T, hd)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        y = self.attention(q, k.expand(-1, self.n_head, -1, -1), v.expand(-1, self.n_head, -1, -1), mask)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+def test_multi_query_attention_is_refused_at_the_prompt_by_name():
+    """The buffers hold n_head heads of keys and values: the prompt's one head was spread over all of them in silence,
+    then the first decode step failed deep inside, in index_copy_, with a shape error that named no cause."""
+    m = model(scale=8, block_size=32)
+    for block in m.transformer.h:
+        block.attn = MultiQueryAttention(m.config).eval()
+    idx = torch.randint(0, 11, (2, 3))
+    assert m.generate(idx, 4).shape == (2, 7)  # the model's own KVCache spreads the one head over all of them
+    with pytest.raises(ValueError, match=r"^the attention gives keys and values of 1 head for its 2 query heads "
+                                         r"\(config.n_head\): an Engine's buffers hold 2, one per query head, so "
+                                         r"multi-query or grouped-query attention does not fit them; generate with "
+                                         r"model.generate$"):
+        Engine(m).generate(idx, 4)
 
 
 def test_beam_search_over_an_engine_is_refused_by_name():
