@@ -18,6 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from conftest import load_project
 from test_ddp import torchrun_ok
+from test_engine import inductor_missing
 from mingpt.data import CharTokenizer, TokenDataset
 from mingpt.engine import Engine
 from mingpt.model import GPT
@@ -258,6 +259,26 @@ def test_decode_step_never_waits(engine, kw):
     # slot is a tensor filled in place, and top-p cuts by a mask, not by an index list)
     m = gpt().eval()
     assert stream_step_waits(Engine(m) if engine else m, **kw) == {}
+
+
+# the engine's decode step eager, compiled by dynamo alone (its graph run op by op), and by inductor (on CPU, C++)
+ENGINE_COMPILES = {'eager': False, 'aot_eager': dict(backend='aot_eager'), 'inductor': True}
+
+
+@pytest.mark.parametrize('compile', ENGINE_COMPILES.values(), ids=ENGINE_COMPILES)
+def test_engine_generation_waits_once_whatever_its_length(compile):
+    # a whole generation, so that every host-side line around the step counts too (the slot, the caches' count,
+    # the token's copy): 8 new tokens wait as often as 4, only for the prompt's check
+    if compile is True and inductor_missing():
+        pytest.skip(inductor_missing())
+    engine = Engine(gpt().eval(), compile=compile)
+    idx = torch.randint(1, 11, (2, 5))
+    engine.generate(idx, 8)  # compiled for these shapes before anything is counted
+    with HostWaits() as four:
+        engine.generate(idx, 4)
+    with HostWaits() as eight:
+        engine.generate(idx, 8)
+    assert four == eight == {'item in model.check_prompt': 1}
 
 
 @pytest.mark.parametrize('engine', [False, True], ids=['model', 'engine'])
