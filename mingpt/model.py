@@ -481,12 +481,14 @@ class GPT(nn.Module):
         from mingpt.pretrained import load_gpt2
         return load_gpt2(cls, name_or_path, dtype)
 
-    def save_pretrained(self, save_directory):
-        """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
-        GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. A model that is not GPT-2 (another option, other
-        weights, or a forward pass changed here) is refused before anything is written."""
+    def save_pretrained(self, save_directory, eos_token_id=None):
+        """Write config.json, generation_config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by
+        transformers' GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. A model that is not GPT-2 (another
+        option, other weights, or a forward pass changed here) is refused before anything is written. eos_token_id
+        (or a list of ids) is where transformers' generate stops: a vocabulary of your own passes its tokenizer's
+        <|endoftext|> (tok.eot_token_id); left out, GPT-2's 50256, where the vocabulary has that id."""
         from mingpt.pretrained import save_gpt2
-        return save_gpt2(self, save_directory)
+        return save_gpt2(self, save_directory, eos_token_id)
 
 
 # ---- the KV cache, for generation ----

@@ -7,6 +7,7 @@ And a trained model with its tokenizer, for the projects that sample from it or 
 reads GPT-2 or a checkpoint a project wrote, with the tokenizer it records (tokenizer_record)."""
 import json
 import math
+import numbers
 import os
 import re
 import warnings
@@ -259,12 +260,13 @@ def _load_hf_weights(model, weights, path):
     load_weights(model, state)
 
 
-def save_gpt2(model, save_directory):
-    """Write config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by transformers'
-    GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically. A model that is not
-    GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in model.py) is
-    refused before anything is written."""
+def save_gpt2(model, save_directory, eos_token_id=None):
+    """Write config.json, generation_config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by
+    transformers' GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically. A model
+    that is not GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in
+    model.py), or an eos_token_id that is not one of its tokens (see end_ids), is refused before anything is written."""
     c = model.config
+    eos = end_ids(eos_token_id, c.vocab_size)
     instead = "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead"
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
@@ -288,18 +290,40 @@ def save_gpt2(model, save_directory):
               activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
               embd_pdrop=c.embd_pdrop, resid_pdrop=c.resid_pdrop, attn_pdrop=c.attn_pdrop,
               tie_word_embeddings=True)
-    # GPT-2's vocabulary: <|endoftext|> begins and ends texts; another vocabulary has no such token we know of
-    eot = ENDOFTEXT_ID if c.vocab_size > ENDOFTEXT_ID else None
-    hf.update(bos_token_id=eot, eos_token_id=eot)
+    # as GPT-2's <|endoftext|>, the token that ends a text also starts one: transformers' generate starts from it
+    # when given no prompt
+    ids = dict(bos_token_id=eos[0] if isinstance(eos, list) else eos, eos_token_id=eos)
+    hf.update(ids)
+    folder = Path(save_directory)
+    # transformers' generate reads the ids from generation_config.json where there is one: an earlier save's would
+    # override config.json's. Its other settings (do_sample, top_k...) are kept
+    generation = {**json_object(folder / 'generation_config.json', 'the model'), **ids}
     # views of the model's own tensors: write_safetensors copies each (transposed, to the CPU) only as it writes it,
     # where copying them all first held a second copy of the four Conv1D matrices, most of the model
     tensors = {k: v.t() if k.endswith(HF_CONV1D) else v
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
-    folder = Path(save_directory)
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write(folder / 'model.safetensors', lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
+    write_text_atomically(folder / 'generation_config.json', json.dumps(generation, indent=2) + '\n')
     write_text_atomically(folder / 'config.json', json.dumps(hf, indent=2) + '\n')
     return folder
+
+
+def end_ids(eos_token_id, vocab_size):
+    """save_pretrained's eos_token_id as config.json holds it: the id that ends a text, or a list of such ids
+    (transformers' generate stops at any of them), each a token of the vocabulary. None: GPT-2's <|endoftext|>,
+    50256, where the vocabulary has that id, else none (a smaller vocabulary has no such token we know of)."""
+    if eos_token_id is None:
+        return ENDOFTEXT_ID if vocab_size > ENDOFTEXT_ID else None
+    several = isinstance(eos_token_id, (list, tuple))
+    ids = list(eos_token_id) if several else [eos_token_id]
+    if not ids or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) and 0 <= i < vocab_size
+                          for i in ids):  # numbers.Integral: numpy's integers too
+        raise ValueError(f"eos_token_id={eos_token_id!r} should be a token id of this model's vocabulary of "
+                         f"{vocab_size} tokens (0 to {vocab_size - 1}), or a non-empty list of them: give the id its "
+                         "tokenizer ends a text with (a BPETokenizer's eot_token_id), or leave it out for GPT-2's "
+                         "<|endoftext|>; nothing was written")
+    return [int(i) for i in ids] if several else int(ids[0])
 
 
 def gpt2_logits(weights, n_head, idx):

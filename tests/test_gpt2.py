@@ -1,6 +1,7 @@
 """GPT.from_pretrained / save_pretrained against Hugging Face's GPT2LMHeadModel: same logits, same greedy text,
 both key layouts, both file formats, and clear errors. Offline: every checkpoint is made here with random weights."""
 import json
+import re
 
 import pytest
 import torch
@@ -86,8 +87,10 @@ def test_save_pretrained_round_trip(tmp_path):
     assert config['model_type'] == 'gpt2' and config['architectures'] == ['GPT2LMHeadModel']
     assert (config['n_layer'], config['n_head'], config['n_embd'], config['n_positions']) == (2, 2, 16, 32)
     assert config['bos_token_id'] == config['eos_token_id'] == 50256  # GPT-2's <|endoftext|>
-    assert sorted(p.name for p in folder.iterdir()) == ['config.json', 'model.safetensors']  # no temp files left
+    files = ['config.json', 'generation_config.json', 'model.safetensors']
+    assert sorted(p.name for p in folder.iterdir()) == files  # no temp files left
     hf = GPT2LMHeadModel.from_pretrained(folder).eval()
+    assert hf.generation_config.bos_token_id == hf.generation_config.eos_token_id == 50256
     hf.generation_config.eos_token_id = None
     assert_same_as_hf(ours, hf, 50257, steps=5)
     again = GPT.from_pretrained(folder)
@@ -172,6 +175,37 @@ def test_save_pretrained_of_another_vocabulary_names_no_endoftext(tmp_path):
     C.vocab_size = 50256  # GPT-2's vocabulary but its last id, <|endoftext|>
     folder = GPT(C).save_pretrained(tmp_path / 'one_short')
     assert GPT2Config.from_pretrained(folder).eos_token_id is None
+
+
+def test_save_pretrained_writes_the_end_token_where_hugging_faces_generate_stops(tmp_path):
+    """save_pretrained wrote bos/eos 50256 for any vocabulary past 50256 tokens and none below, so transformers'
+    generate ran past the <|endoftext|> of a vocabulary trained here (or stopped at 50256, there an ordinary token).
+    eos_token_id goes into config.json and generation_config.json: HF's greedy text is ours cut at the first end
+    token, for one id and for a list (any of them ends it, as HF's generate reads a list); bos is the (first) end id,
+    as in GPT-2. A generation_config.json an earlier save left would override config.json: its ids are replaced, its
+    other settings kept."""
+    torch.manual_seed(1)
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=2, n_head=2, n_embd=16, vocab_size=101, block_size=32))
+    ours, prompt = GPT(C).eval(), torch.tensor([[1, 2, 3]])
+    new = ours.generate(prompt, 12)[0, 3:].tolist()
+    first = {t: new.index(t) for t in reversed(new)}
+    by_first = sorted(first, key=first.get)  # the tokens greedy decoding gives, by where each first comes
+    assert len(by_first) >= 3 and first[by_first[1]] > 0
+    (tmp_path / 'generation_config.json').write_text('{"eos_token_id": 50256, "top_k": 7}')
+    for eos, ends_at in ((by_first[1], by_first[1]), ([by_first[2], by_first[1]], by_first[1])):
+        ours.save_pretrained(tmp_path, eos_token_id=eos)
+        hf = GPT2LMHeadModel.from_pretrained(tmp_path).eval()
+        assert (hf.generation_config.eos_token_id, hf.generation_config.top_k) == (eos, 7)
+        assert GPT2Config.from_pretrained(tmp_path).bos_token_id == (eos[0] if isinstance(eos, list) else eos)
+        out = hf.generate(prompt, max_new_tokens=12, do_sample=False)[0, 3:].tolist()
+        assert out == new[:first[ends_at] + 1]
+    for bad in (101, -1, [5, 101], [], True, 5.0):
+        with pytest.raises(ValueError, match=rf"eos_token_id={re.escape(repr(bad))} should be a token id of this "
+                                             r"model's vocabulary of 101 tokens \(0 to 100\), or a non-empty list of "
+                                             r"them: give the id its tokenizer ends a text with .*nothing was written"):
+            ours.save_pretrained(tmp_path / 'refused', eos_token_id=bad)
+        assert not (tmp_path / 'refused').exists()
 
 
 def test_save_pretrained_refuses_weights_that_are_not_gpt2s(tmp_path):
