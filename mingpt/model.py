@@ -359,7 +359,9 @@ class GPT(nn.Module):
         if ((idx < 0) | (idx >= self.config.vocab_size)).any():
             raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
-        check_range('eos_token_id', eos_token_id, 0, self.config.vocab_size - 1, integer=True, none_ok=True)
+        several = isinstance(eos_token_id, (list, tuple)) and len(eos_token_id) > 0  # any of them ends, as in HF
+        for eos in eos_token_id if several else [eos_token_id]:
+            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True, none_ok=not several)
         if attention_mask is None:
             return idx, None
         if attention_mask.shape != idx.shape:
@@ -392,12 +394,14 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate_stream(self, idx, max_new_tokens, temperature=1.0, do_sample=False, top_k=None, top_p=None,
                         eos_token_id=None, generator=None, attention_mask=None):
-        """Yield the next token of every row, (B, 1), one step at a time. A row that has emitted eos_token_id
-        keeps yielding eos_token_id (padding) until all rows have, and then the stream stops. attention_mask
-        (B, T), 1 on real tokens and 0 on padding, lets rows of different lengths share a batch (left or right
-        padded): each row then continues as it would alone."""
+        """Yield the next token of every row, (B, 1), one step at a time. A row that has emitted eos_token_id (or any
+        of a list of ids, as Hugging Face's generate takes) keeps yielding it (the first of the list) as padding until
+        all rows have, and then the stream stops. attention_mask (B, T), 1 on real tokens and 0 on padding, lets rows
+        of different lengths share a batch (left or right padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
+        if eos_token_id is not None:  # the end ids (k,), as ints: 20.0 as 20
+            ends = torch.as_tensor(eos_token_id, dtype=torch.long, device=idx.device).view(-1)
         # the KV cache: after the prompt, each step sends only the token just chosen through the model
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)
@@ -406,8 +410,8 @@ class GPT(nn.Module):
             # float: softmax and top-p's running sum in full precision, whatever the model's dtype (e.g. bf16)
             nxt = sample_next(logits.float(), temperature, do_sample, top_k, top_p, generator)  # (B, 1)
             if eos_token_id is not None:
-                nxt = nxt.masked_fill(done, eos_token_id)
-                done |= nxt == eos_token_id
+                nxt = torch.where(done, ends[0], nxt)  # a finished row is padded with the (first) end id
+                done |= (nxt == ends).any(dim=1, keepdim=True)  # (B, 1): the row's token is one of the end ids
             yield nxt
             if eos_token_id is not None and done.all():  # reading `done` waits for the GPU: only if rows can end
                 return
@@ -424,7 +428,7 @@ class GPT(nn.Module):
 
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
         top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. A row that has emitted
-        eos_token_id is padded with it, and generation stops early once every row has."""
+        eos_token_id (or any of a list of ids) is padded with it, and generation stops early once every row has."""
         steps = self.generate_stream(idx, max_new_tokens, temperature=temperature, do_sample=do_sample, top_k=top_k,
                                      top_p=top_p, eos_token_id=eos_token_id, generator=generator,
                                      attention_mask=attention_mask)

@@ -55,3 +55,27 @@ def test_cached_logits_equal_the_whole_sequence_recomputed_also_past_block_size(
                                        msg=lambda msg: f'step {step}, row {row}: {msg}')
         idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)
         mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+
+
+@pytest.mark.parametrize('generator', ['model', 'Engine'])
+def test_a_list_of_end_ids_ends_a_row_at_any_of_them_as_in_hugging_face(tmp_path, generator):
+    """A generation_config.json may name several end ids, and Hugging Face's generate stops a row at any of them;
+    generate took one id, so a row ran past the others. Now a list ends each row where HF's does, and pads a finished
+    row with the first id, as HF (with no pad token) does: the same tokens, padding included."""
+    transformers = pytest.importorskip('transformers')
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=32,
+                                                              vocab_size=23, bos_token_id=None, eos_token_id=None))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(20)  # a random model with opinions: greedy decoding varies its tokens
+    hf.eval().save_pretrained(tmp_path)
+    ours, prompt = GPT.from_pretrained(tmp_path), torch.tensor([[1, 2, 3], [4, 5, 6]])
+    source = ours if generator == 'model' else Engine(ours)
+    free = source.generate(prompt, 10)[:, 3:].tolist()
+    ends = [free[1][1], free[0][3]]  # row 1 ends at the first id, after 2 tokens; row 0 at the second, after 4
+    assert [min(r.index(e) for e in ends if e in r) for r in free] == [3, 1]
+    theirs = hf.generate(prompt, max_new_tokens=10, do_sample=False, eos_token_id=ends, pad_token_id=ends[0])
+    assert theirs.shape == (2, 3 + 4)  # both rows ended: HF stopped after row 0's fourth token
+    assert source.generate(prompt, 10, eos_token_id=ends).tolist() == theirs.tolist()
+    assert source.generate(prompt, 10, eos_token_id=tuple(ends)).tolist() == theirs.tolist()
