@@ -483,21 +483,25 @@ def training_note(checkpoint, path):
     return f"({path}: trained for {n:,} {plural(n, 'iteration')}{loss})"
 
 
-def hf_eos_token_id(name):
-    """The id that ends a text for the Hugging Face folder `name`, the one transformers' generate stops at: the
-    eos_token_id of its generation_config.json where it has that file, else of its config.json (the first of a list);
-    None where it names none, or name is not a folder (a hub id's is GPT-2's <|endoftext|>, a checkpoint's its
-    tokenizer's)."""
+def hf_generation_ids(name):
+    """(bos_token_id, [eos_token_id, ...]) of the Hugging Face folder `name`, as transformers' generate reads them:
+    from its generation_config.json where it has that file (which then stands for config.json's ids, whole), else
+    from its config.json. generate starts from bos when given no prompt, and a row ends at any of the end ids. None
+    and [] where the folder names none, or name is not a folder (a hub id's are GPT-2's <|endoftext|>, a checkpoint's
+    its tokenizer's)."""
     folder = Path(os.path.expanduser(name))
     if not (folder / 'config.json').is_file():
-        return None
+        return None, []
     path = next(p for p in (folder / 'generation_config.json', folder / 'config.json') if p.is_file())
-    eos = json_object(path, 'the model').get('eos_token_id')
-    eos = eos[0] if isinstance(eos, list) and eos else eos
-    if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int)):
-        raise ValueError(f"{path}'s eos_token_id is {eos!r}, not a token id (an int); correct it or save the model "
-                         "again")
-    return eos
+    config = json_object(path, 'the model')
+    bos, eos = config.get('bos_token_id'), config.get('eos_token_id')
+    ends = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    for key, ids in (('bos_token_id', [] if bos is None else [bos]), ('eos_token_id', ends)):
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+            several = ' or a list of them' if key == 'eos_token_id' else ''
+            raise ValueError(f"{path}'s {key} is {config[key]!r}, not a token id (an int{several}); correct it or "
+                             "save the model again")
+    return bos, ends
 
 
 def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):

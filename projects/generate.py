@@ -1,9 +1,12 @@
 """
 Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory (with its own tokenizer
 if it has one: tokenizer.json, or vocab.json and merges.txt), or a checkpoint that projects/chargpt.py saved (then
-with its own vocabulary: characters or a byte-level BPE). A sample ends at <|endoftext|>, or, for a Hugging Face
-directory, at the eos_token_id its generation_config.json (else config.json) names, where transformers' generate
-stops too (--stop_at_eos=False runs to --max_new_tokens).
+with its own vocabulary: characters or a byte-level BPE). A sample ends at <|endoftext|> (--stop_at_eos=False runs
+to --max_new_tokens), and an empty prompt starts from it; for a Hugging Face directory, at the eos_token_id (any of a
+list) its generation_config.json (else config.json) names, and from its bos_token_id, where transformers' generate
+stops and starts too. Where the directory names none, or an id that is not one of its tokenizer's special tokens
+(GPT2Config's 50256 in a vocabulary of another size), <|endoftext|> stands in: transformers' generate would run on to
+max_new_tokens there (and refuse an empty prompt); GPT.save_pretrained(folder, eos_token_id=...) names the right one.
 
     python projects/generate.py --prompt "The meaning of life is"
     python projects/generate.py --model=gpt2-medium --prompt "Once upon a time" --top_p=0.9 --num_samples=3
@@ -42,7 +45,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
-from mingpt.pretrained import hf_eos_token_id, load_model_and_tokenizer
+from mingpt.pretrained import hf_generation_ids, load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, resolve_device,
                           run_cli, set_seed)
@@ -59,7 +62,7 @@ def get_config():
     C.system.compile = False  # compile the decode step (torch.compile; CUDA graphs on CUDA)
     C.model = 'gpt2'  # a hub id (gpt2, gpt2-medium, gpt2-large, gpt2-xl), an HF directory, or a .pt checkpoint
     C.sample = CN()
-    C.sample.prompt = ''  # empty: start from <|endoftext|> (GPT-2) or a newline (character models)
+    C.sample.prompt = ''  # empty: start from <|endoftext|> (or a folder's bos_token_id) or a newline (characters)
     C.sample.prompt_file = None  # a file of prompts, one per line, instead
     C.sample.batch_size = 8  # rows generated together (prompts times samples)
     C.sample.max_new_tokens = 100
@@ -119,26 +122,34 @@ def is_bpe(tokenizer):
     return isinstance(tokenizer, Encoder)
 
 
-def encode(tokenizer, text):
-    """The prompt's ids; an empty prompt starts from <|endoftext|> (BPE) or a newline (characters)."""
+def encode(tokenizer, text, start=None):
+    """The prompt's ids; an empty prompt is the token start (see start_and_ends)."""
     if text:
         return tokenizer.encode(text, allowed_special=True) if is_bpe(tokenizer) else tokenizer.encode(text)
-    start = tokenizer.special_tokens.get(ENDOFTEXT) if is_bpe(tokenizer) else tokenizer.stoi.get('\n')
     if start is None:
         raise ConfigError("this model needs a prompt (--prompt=...): its vocabulary has no <|endoftext|> or newline "
                           "to start from")
     return [start]
 
 
-def end_of_text(name, tokenizer):
-    """The id that ends a sample: the one a Hugging Face folder's config names (hf_eos_token_id), where transformers'
-    generate stops too; else a BPE tokenizer's <|endoftext|>; None for characters. The folder's id counts only if it
-    is one of the tokenizer's special tokens: GPT2Config names 50256 whatever the vocabulary, an id past a smaller
-    one, and in a vocabulary trained here past 50256 tokens an ordinary piece of text."""
+def start_and_ends(name, tokenizer):
+    """(start, ends): the id an empty prompt starts from, and the ids that end a sample. A Hugging Face folder's
+    bos_token_id and eos_token_id (hf_generation_ids), where transformers' generate starts and stops, count where
+    they are the tokenizer's special tokens: GPT2Config names 50256 whatever the vocabulary, an id past a smaller one,
+    and in a vocabulary trained here past 50256 tokens an ordinary piece of text. Else a BPE starts and ends at its
+    <|endoftext|> (where transformers' generate differs, the module's docstring says); characters start from a
+    newline and never end early."""
     if not is_bpe(tokenizer):
-        return None
-    eos = hf_eos_token_id(name)
-    return eos if eos in tokenizer.special_tokens.values() else tokenizer.special_tokens.get(ENDOFTEXT)
+        return tokenizer.stoi.get('\n'), []
+    specials, eot = set(tokenizer.special_tokens.values()), tokenizer.special_tokens.get(ENDOFTEXT)
+    bos, eos = hf_generation_ids(name)
+    ends = [i for i in eos if i in specials] or ([] if eot is None else [eot])
+    return bos if bos in specials else eot, ends
+
+
+def first_end(ids, ends):
+    """Where the first of the end ids is in ids; len(ids) where there is none."""
+    return next((i for i, t in enumerate(ids) if t in ends), len(ids))
 
 
 def left_padded(rows, device):
@@ -150,8 +161,8 @@ def left_padded(rows, device):
     return idx, None if mask.all() else mask
 
 
-def generate_batch(stream, rows, S, eos, device, on_token=None):
-    """Generate from the id lists `rows` as one batch; returns each row's new ids (up to and with eos), the seconds
+def generate_batch(stream, rows, S, ends, device, on_token=None):
+    """Generate from the id lists `rows` as one batch; returns each row's new ids (up to and with its end), the seconds
     to the first token, and the KeyboardInterrupt (Ctrl-C, or SIGTERM) that stopped it early, if one did: the ids
     are then those written so far, for the caller to print before it stops. on_token(token id) sees a one-row
     batch's tokens as they come."""
@@ -159,7 +170,7 @@ def generate_batch(stream, rows, S, eos, device, on_token=None):
     t0, first, steps, stopped = time.perf_counter(), None, [], None
     try:
         for nxt in stream(idx, S.max_new_tokens, temperature=S.temperature, do_sample=not S.greedy, top_k=S.top_k,
-                          top_p=S.top_p, eos_token_id=eos, attention_mask=mask):
+                          top_p=S.top_p, eos_token_id=ends or None, attention_mask=mask):
             if first is None:
                 nxt.tolist()  # on a GPU, wait until the token is computed
                 first = time.perf_counter() - t0
@@ -169,22 +180,22 @@ def generate_batch(stream, rows, S, eos, device, on_token=None):
     except KeyboardInterrupt as e:
         stopped = e
     new = torch.cat(steps, dim=1).tolist() if steps else [[] for _ in rows]
-    return [r[:r.index(eos) + 1] if eos in r else r for r in new], first, stopped
+    return [r[:first_end(r, ends) + 1] for r in new], first, stopped
 
 
-def text_of(tokenizer, ids, eos):
-    """The text of new ids, cut before eos."""
-    ids = ids[:ids.index(eos)] if eos in ids else ids
+def text_of(tokenizer, ids, ends):
+    """The text of new ids, cut before the first end id."""
+    ids = ids[:first_end(ids, ends)]
     return tokenizer.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
-def streamed(tokenizer, eos):
+def streamed(tokenizer, ends):
     """(on_token, finish) for a one-row batch: on_token writes each token's complete characters as they come
     (bytes of a character split across tokens wait for the rest); finish writes what is left and a newline."""
     decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')
 
     def on_token(token):
-        if token != eos:
+        if token not in ends:
             sys.stdout.write(decoder.decode(tokenizer.decode_bytes([token])))
             sys.stdout.flush()
     return on_token, lambda: sys.stdout.write(decoder.decode(b'', final=True) + '\n')
@@ -197,7 +208,7 @@ def header(p, k, n_prompts, n_samples, sample='sample', note=''):
         print(f"--- {', '.join(parts)}{note} ---", file=sys.stderr, flush=True)
 
 
-def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
+def run_batches(model, tokenizer, prompts, ids, S, ends, engine, device):
     """Sample (or greedy-decode) every prompt num_samples times, batch_size rows at a time, and print each
     completion under its prompt. Returns (new tokens, seconds generating, seconds to the first token per batch)."""
     jobs = [(p, k) for p in range(len(prompts)) for k in range(S.num_samples)]
@@ -218,10 +229,10 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
             header(*batch[0], len(prompts), S.num_samples)
             sys.stdout.write(prompts[batch[0][0]])
             sys.stdout.flush()
-            on_token, finish = streamed(tokenizer, eos)
+            on_token, finish = streamed(tokenizer, ends)
         t0 = time.perf_counter()
         new, first, stopped = generate_batch(engine.generate_stream if engine else model.generate_stream, rows, S,
-                                             eos, device, on_token)
+                                             ends, device, on_token)
         seconds += time.perf_counter() - t0
         n_tokens += sum(map(len, new))
         firsts.append(first)
@@ -229,9 +240,9 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
             finish()
         else:
             for (p, k), row in zip(batch, new):
-                cut = stopped and eos not in row  # a row that wrote eos was complete before the stop
+                cut = stopped and first_end(row, ends) == len(row)  # a row that ended was complete before the stop
                 header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if cut else '')
-                sys.stdout.write(prompts[p] + text_of(tokenizer, row, eos) + '\n')
+                sys.stdout.write(prompts[p] + text_of(tokenizer, row, ends) + '\n')
         if stopped:  # the batch's text so far is printed: now stop, as Ctrl-C asked
             if start + len(batch) < len(jobs):  # else the output of a long prompt file just ends, as if complete
                 p, k = jobs[start + len(batch)]
@@ -242,20 +253,20 @@ def run_batches(model, tokenizer, prompts, ids, S, eos, engine, device):
     return n_tokens, seconds, firsts
 
 
-def run_beams(model, tokenizer, prompts, p, ids, S, eos, device):
+def run_beams(model, tokenizer, prompts, p, ids, S, ends, device):
     """Beam search for prompt p: print the best num_samples beams, best first. Returns the best beam's length."""
     try:
         seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
-                                   eos_token_id=eos)
+                                   eos_token_id=ends[0] if ends else None)  # main refuses several
     except KeyboardInterrupt:  # the beams come out only when their search ends: say which one was cut short
         print(f"(stopped during the beam search of prompt {p + 1} of {len(prompts)}: nothing from there on was "
               "generated)", file=sys.stderr)
         raise
     for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
         header(p, i, len(prompts), S.num_samples, 'beam', f" (log-prob {score.item():.2f})")
-        sys.stdout.write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), eos) + '\n')
+        sys.stdout.write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), ends) + '\n')
     best = seqs[0, len(ids):].tolist()
-    return best.index(eos) + 1 if eos in best else len(best)
+    return min(first_end(best, ends) + 1, len(best))
 
 
 def show_next(model, tokenizer, prompt, ids, S, device):
@@ -297,13 +308,13 @@ def read_prompts(S):
     return [line for line, _ in numbered], [n for _, n in numbered]
 
 
-def encode_prompts(tokenizer, prompts, line_numbers, prompt_file):
+def encode_prompts(tokenizer, prompts, line_numbers, prompt_file, start):
     """Every prompt's ids. A character model refuses characters it has never seen: the error names the first
     such line of the prompt file, and the others, so that one run finds them all."""
     ids, bad = [], []
     for prompt, n in zip(prompts, line_numbers):
         try:
-            ids.append(encode(tokenizer, prompt))
+            ids.append(encode(tokenizer, prompt, start))
         except ValueError as e:
             if n is None:
                 raise
@@ -335,11 +346,12 @@ def main(argv):
     dtype = DTYPES[dtype] if dtype != 'auto' else auto_dtype(device)
     prompts, line_numbers = read_prompts(S)
     model, tokenizer = load(config.model, device, dtype)
-    ids = encode_prompts(tokenizer, prompts, line_numbers, S.prompt_file)
+    start, ends = start_and_ends(config.model, tokenizer)
+    ids = encode_prompts(tokenizer, prompts, line_numbers, S.prompt_file, start)
     if max(map(len, ids)) > model.block_size:
         print(f"(a prompt longer than the model's context keeps its last {model.block_size} tokens)", file=sys.stderr)
         ids = [i[-model.block_size:] for i in ids]
-    eos = end_of_text(config.model, tokenizer) if S.stop_at_eos else None
+    ends = ends if S.stop_at_eos else []
     if S.greedy and S.num_samples > 1:
         print("(greedy decoding gives the same text every time: one sample)", file=sys.stderr)
         S.num_samples = 1
@@ -349,13 +361,16 @@ def main(argv):
             show_next(model, tokenizer, prompt, i, S, device)
         return
     if S.num_beams > 1:
+        if len(ends) > 1:  # beam_search takes one end id
+            raise ConfigError(f"{config.model} names {len(ends)} end tokens, {ends}, and beam search here stops at "
+                              "one: sample or decode --greedy (which stop at any of them), or give --stop_at_eos=False")
         t0 = time.perf_counter()
-        n_tokens = sum(run_beams(model, tokenizer, prompts, p, i, S, eos, device) for p, i in enumerate(ids))
+        n_tokens = sum(run_beams(model, tokenizer, prompts, p, i, S, ends, device) for p, i in enumerate(ids))
         print(f"({n_tokens} tokens (the best beams') in {time.perf_counter() - t0:.2f} s on {device}, beam search "
               f"with {S.num_beams} beams)", file=sys.stderr)
         return
     engine = Engine(model, compile=True) if config.system.compile else None
-    n_tokens, seconds, firsts = run_batches(model, tokenizer, prompts, ids, S, eos, engine, device)
+    n_tokens, seconds, firsts = run_batches(model, tokenizer, prompts, ids, S, ends, engine, device)
     over = ' (median over batches)' if len(firsts) > 1 else ''
     print(f"({n_tokens} tokens in {seconds:.2f} s: {n_tokens / seconds:.1f} tokens/s on {device}; first token after "
           f"{statistics.median(firsts):.3f} s{over})", file=sys.stderr)

@@ -367,8 +367,8 @@ def test_endoftext_in_a_prompt_is_the_token_and_ends_the_text_it_writes(enc, cap
     g = generate_module()
     eot = enc.special_tokens['<|endoftext|>']
     assert g.encode(enc, 'Hi<|endoftext|>') == enc.encode('Hi') + [eot]
-    assert g.text_of(enc, enc.encode('Hi there') + [eot] + enc.encode(' more'), eot) == 'Hi there'
-    on_token, finish = g.streamed(enc, eot)
+    assert g.text_of(enc, enc.encode('Hi there') + [eot] + enc.encode(' more'), [eot]) == 'Hi there'
+    on_token, finish = g.streamed(enc, [eot])
     for token in enc.encode('Hi') + [eot]:
         on_token(token)
     finish()
@@ -463,7 +463,8 @@ def test_a_folder_transformers_5_saved_with_added_tokens_samples_hfs_greedy_toke
 def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_stops(g, capsys, tmp_path, where):
     """A model fine-tuned with an end token of its own ('<|end|>', 50257, named eos_token_id in generation_config.json,
     or in config.json where there is no generation_config.json): transformers' generate stops there, and generate.py
-    ran on past it to <|endoftext|> or max_new_tokens."""
+    ran on past it to <|endoftext|> or max_new_tokens. In a list of end ids transformers stops at any of them, where
+    generate.py stopped only at the first (<|endoftext|> here, which this model writes later if at all)."""
     transformers = pytest.importorskip('transformers')
     for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
         (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
@@ -483,7 +484,7 @@ def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_s
     if where != 'generation_config.json':  # transformers then takes config.json's
         (folder / 'generation_config.json').unlink()
         config = json.loads((folder / 'config.json').read_text())
-        config['eos_token_id'] = [50257, 50256] if where == 'a list' else 50257
+        config['eos_token_id'] = [50256, 50257] if where == 'a list' else 50257
         (folder / 'config.json').write_text(json.dumps(config))
     hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
     ids = torch.tensor([tok(PROMPT)['input_ids']])
@@ -493,6 +494,37 @@ def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_s
     capsys.readouterr()
     g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=30', '--greedy'])
     assert capsys.readouterr().out == PROMPT + tok.decode(out[:-1]) + '\n'
+    if where == 'a list':  # beam_search takes one end id: refused, not stopped at one of the two
+        with pytest.raises(g.ConfigError, match=r"names 2 end tokens, \[50256, 50257\], and beam search here stops at "
+                                                r"one: sample or decode --greedy .* or give --stop_at_eos=False"):
+            g.main([f'--model={folder}', f'--prompt={PROMPT}', '--num_beams=2'])
+
+
+def test_an_empty_prompt_starts_from_the_folders_bos_token_as_hf_generate_does(g, capsys, tmp_path):
+    """Given no prompt, transformers' generate starts from the bos_token_id a folder's config names; generate.py
+    started from <|endoftext|> whatever the folder said, so a model trained to begin its texts with a token of its
+    own ('<|start|>' here) wrote another text than transformers does from the same folder."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    tok.add_special_tokens({'bos_token': '<|start|>'})
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
+                                                              vocab_size=50258, bos_token_id=50257))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(20)  # a random model with some opinions
+    folder = tmp_path / 'tuned'
+    hf.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    out = hf.generate(max_new_tokens=8, do_sample=False, pad_token_id=0)[0].tolist()
+    from_endoftext = hf.generate(torch.tensor([[50256]]), max_new_tokens=8, do_sample=False, pad_token_id=0)[0]
+    assert out[0] == 50257 and 50256 not in out and out[1:] != from_endoftext[1:].tolist()
+    capsys.readouterr()
+    g.main([f'--model={folder}', '--max_new_tokens=8', '--greedy'])
+    assert capsys.readouterr().out == tok.decode(out[1:]) + '\n'
 
 
 def test_an_end_token_past_the_models_vocabulary_is_left_for_the_tokenizers(g, capsys, tmp_path):
@@ -579,7 +611,7 @@ def test_stream_holds_back_split_characters(capsys):
     from mingpt.bpe import get_encoder
     tokenizer = get_encoder()
     text = 'ok 🙂 déjà vu 你好'
-    on_token, finish = g.streamed(tokenizer, eos=None)
+    on_token, finish = g.streamed(tokenizer, ends=[])
     pieces = []
     for i in tokenizer.encode(text) + [None]:
         on_token(i) if i is not None else finish()
@@ -734,9 +766,9 @@ def test_a_batch_keeps_each_rows_tokens_up_to_its_endoftext():
     eos = 9
 
     def stream(idx, max_new_tokens, **kwargs):  # row 0 ends at the second step; the stream pads it with eos
-        assert idx.tolist() == [[0, 1, 2], [3, 4, 5]] and kwargs['eos_token_id'] == eos
+        assert idx.tolist() == [[0, 1, 2], [3, 4, 5]] and kwargs['eos_token_id'] == [eos]
         yield from (torch.tensor(step) for step in ([[5], [6]], [[eos], [7]], [[eos], [eos]]))
-    new, first, stopped = g.generate_batch(stream, [[1, 2], [3, 4, 5]], S, eos, 'cpu')
+    new, first, stopped = g.generate_batch(stream, [[1, 2], [3, 4, 5]], S, [eos], 'cpu')
     assert new == [[5, eos], [6, 7, eos]] and first >= 0 and stopped is None
 
 
@@ -744,9 +776,11 @@ def test_an_empty_prompt_starts_from_endoftext_or_a_newline(enc):
     from mingpt.data import CharTokenizer
     g = generate_module()
     chars = CharTokenizer(list('ab\n '))
-    assert g.encode(enc, '') == [enc.special_tokens['<|endoftext|>']] and g.encode(chars, '') == chars.encode('\n')
+    eot = enc.special_tokens['<|endoftext|>']
+    assert g.start_and_ends('gpt2', enc) == (eot, [eot]) and g.start_and_ends('m.pt', chars) == (chars.stoi['\n'], [])
+    assert g.encode(enc, '', eot) == [eot] and g.encode(chars, '', chars.stoi['\n']) == chars.encode('\n')
     with pytest.raises(g.ConfigError, match='needs a prompt'):
-        g.encode(CharTokenizer(list('ab')), '')
+        g.encode(CharTokenizer(list('ab')), '', g.start_and_ends('m.pt', CharTokenizer(list('ab')))[0])
 
 
 def test_top_k_one_samples_the_greedy_text(g, hf_dir, capsys):
@@ -761,7 +795,7 @@ def test_top_k_one_samples_the_greedy_text(g, hf_dir, capsys):
 
 def test_a_stream_ending_inside_a_character_shows_a_replacement_mark(enc, capsys):
     g = generate_module()
-    on_token, finish = g.streamed(enc, eos=None)
+    on_token, finish = g.streamed(enc, ends=[])
     on_token(enc.encode('🙂')[0])  # the first two of its four bytes
     assert capsys.readouterr().out == ''
     finish()
@@ -1005,14 +1039,14 @@ def test_the_model_is_loaded_on_the_device_and_in_the_dtype_asked(g, options, de
 def test_a_character_model_streams_characters_beyond_ascii(capsys):
     from mingpt.data import CharTokenizer
     tokenizer = CharTokenizer(list('aé€\n'))
-    on_token, finish = generate_module().streamed(tokenizer, eos=None)
+    on_token, finish = generate_module().streamed(tokenizer, ends=[])
     pieces = []
     for c in 'aé€a':
         on_token(tokenizer.stoi[c])
         pieces.append(capsys.readouterr().out)
     finish()
     assert pieces == ['a', 'é', '€', 'a'] and capsys.readouterr().out == '\n'
-    assert generate_module().text_of(tokenizer, [tokenizer.stoi[c] for c in 'é€'], None) == 'é€'
+    assert generate_module().text_of(tokenizer, [tokenizer.stoi[c] for c in 'é€'], []) == 'é€'
 
 
 def test_a_trained_checkpoint_says_how_long_it_trained_in_chargpt_and_generate(tmp_path, g, capsys):

@@ -67,19 +67,30 @@ def test_a_safetensors_file_is_converted_to_the_dtype_as_it_is_read(tmp_path):
     assert pretrained.read_safetensors(tmp_path / 'model.safetensors')['w'].dtype == torch.float32  # as stored
 
 
-def test_the_end_token_is_the_one_transformers_generate_stops_at(tmp_path):
-    """hf_eos_token_id reads what GPT2LMHeadModel.from_pretrained puts in generation_config.eos_token_id: the
-    generation_config.json's where the folder has one, else config.json's; a value that is not an id is named."""
-    GPT2LMHeadModel(GPT2Config(**SMALL, eos_token_id=7)).save_pretrained(tmp_path)
-    (tmp_path / 'generation_config.json').write_text('{"eos_token_id": 9}')
-    for want in (9, 7):
-        assert pretrained.hf_eos_token_id(tmp_path) == want
-        assert GPT2LMHeadModel.from_pretrained(tmp_path).generation_config.eos_token_id == want
+def test_the_start_and_end_tokens_are_the_ones_transformers_generate_uses(tmp_path):
+    """hf_generation_ids reads what GPT2LMHeadModel.from_pretrained puts in generation_config's bos_token_id and
+    eos_token_id: the generation_config.json's where the folder has one (its ids alone, config.json's left out),
+    else config.json's; every id of a list of end ids (it read only the first, where HF's generate stops at any); a
+    value that is not an id is named."""
+    GPT2LMHeadModel(GPT2Config(**SMALL, bos_token_id=6, eos_token_id=7)).save_pretrained(tmp_path)
+    for generation, want in (('{"eos_token_id": [9, 8], "bos_token_id": 9}', (9, [9, 8])),
+                             ('{"eos_token_id": 9}', (None, [9])), ('{}', (None, [])), (None, (6, [7]))):
         (tmp_path / 'generation_config.json').unlink(missing_ok=True)
-    assert pretrained.hf_eos_token_id(tmp_path / 'model.safetensors') is None  # not a folder: the tokenizer's
-    (tmp_path / 'generation_config.json').write_text('{"eos_token_id": "</s>"}')
-    with pytest.raises(ValueError, match=r"generation_config.json's eos_token_id is '</s>', not a token id \(an int\)"):
-        pretrained.hf_eos_token_id(tmp_path)
+        if generation:
+            (tmp_path / 'generation_config.json').write_text(generation)
+        assert pretrained.hf_generation_ids(tmp_path) == want
+        hf = GPT2LMHeadModel.from_pretrained(tmp_path).generation_config
+        eos = hf.eos_token_id  # an id, a list or None
+        assert (hf.bos_token_id, eos if isinstance(eos, list) else [] if eos is None else [eos]) == want
+    assert pretrained.hf_generation_ids(tmp_path / 'model.safetensors') == (None, [])  # not a folder: the tokenizer's
+    for bad in ('{"eos_token_id": "</s>"}', '{"eos_token_id": [7, true]}'):
+        (tmp_path / 'generation_config.json').write_text(bad)
+        with pytest.raises(ValueError, match=r"generation_config.json's eos_token_id is .*, not a token id \(an int or "
+                                             r"a list of them\); correct it or save the model again"):
+            pretrained.hf_generation_ids(tmp_path)
+    (tmp_path / 'generation_config.json').write_text('{"bos_token_id": 1.5}')
+    with pytest.raises(ValueError, match=r"generation_config.json's bos_token_id is 1.5, not a token id \(an int\)"):
+        pretrained.hf_generation_ids(tmp_path)
     (tmp_path / 'generation_config.json').write_text('[7]')
     with pytest.raises(ValueError, match=r"cannot read .*generation_config.json as a JSON object"):
-        pretrained.hf_eos_token_id(tmp_path)
+        pretrained.hf_generation_ids(tmp_path)
