@@ -66,14 +66,15 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     """The num_beams most probable continuations of one prompt idx (1, T), by the sum of their tokens' log-probs.
 
     At each step every kept sequence is extended by every token; of those candidates the num_beams with the highest
-    total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id is finished and stops growing
-    (it still competes for the final ranking). Finished sequences are ranked by sum / (new tokens ** length_penalty):
-    0 (the default) is the plain sum, larger values favour longer outputs (Hugging Face's default is 1).
+    total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id (or in any of a list of ids)
+    is finished and stops growing (it still competes for the final ranking). Finished sequences are ranked by
+    sum / (new tokens ** length_penalty): 0 (the default) is the plain sum, larger values favour longer outputs
+    (Hugging Face's default is 1).
     attention_mask (1, T) marks a padded prompt's real tokens (1) and padding (0), as in generate.
 
     Returns (sequences, scores): (n, T + max_new_tokens) int64 ids (as generate returns, whatever the prompt's integer
-    dtype), the prompt as given and then each beam's new tokens, best first, shorter ones padded with eos_token_id,
-    and their (n,) scores; n = num_beams, or fewer if fewer exist.
+    dtype), the prompt as given and then each beam's new tokens, best first, shorter ones padded with eos_token_id
+    (the first of a list), and their (n,) scores; n = num_beams, or fewer if fewer exist.
     """
     if idx.dim() != 2 or idx.size(0) != 1:
         raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
@@ -81,13 +82,15 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     check_range('length_penalty', length_penalty)
+    ends = [] if eos_token_id is None else [int(i) for i in torch.as_tensor(eos_token_id).view(-1)]  # one or a list
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)
     caches = model.new_caches(1, min(T + max_new_tokens, model.block_size))
+    end_ids = torch.tensor(ends, dtype=torch.long, device=idx.device)  # copied to the device once, not every step
     for step in range(max_new_tokens):
         logprobs = model.next_token_logits(seqs, caches, mask).float().log_softmax(dim=-1)  # (n, V)
-        rows, tokens, scores, kept, ended = best_extensions(scores, logprobs, num_beams, eos_token_id)
+        rows, tokens, scores, kept, ended = best_extensions(scores, logprobs, num_beams, end_ids)
         finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_full((1,), token)]))
                      for row, token, s in ended]
         if not kept:  # every live sequence could only end: none is left to rank as it stands
@@ -109,7 +112,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
     finished.sort(key=lambda f: -f[0])
     best = finished[:num_beams]
-    pad = eos_token_id if eos_token_id is not None else 0
+    pad = ends[0] if ends else 0
     out = torch.full((len(best), T + max_new_tokens), pad, dtype=torch.long, device=idx.device)
     out[:, :T] = idx  # a padded prompt as given, as generate returns it
     for r, (_, seq) in enumerate(best):
@@ -117,11 +120,12 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     return out, torch.tensor([s for s, _ in best], device=idx.device)
 
 
-def best_extensions(scores, logprobs, num_beams, eos_token_id):
-    """Of the live sequences, each extended by every token: the num_beams best that do not end in eos go on, as
-    tensors of rows, tokens and scores (best first), and their scores as a list; those that end in eos and rank
-    among the best num_beams finish, as a list of (row, token, score). The choice is made on the device, where the
-    next step reads it; the host reads the device once, for what it decides with (the lists)."""
+def best_extensions(scores, logprobs, num_beams, end_ids):
+    """Of the live sequences, each extended by every token: the num_beams best that do not end in one of end_ids (a
+    tensor of ids, maybe empty) go on, as tensors of rows, tokens and scores (best first), and their scores as a list;
+    those that end in one and rank among the best num_beams finish, as a list of (row, token, score). The choice is
+    made on the device, where the next step reads it; the host reads the device once, for what it decides with (the
+    lists)."""
     vocab_size = logprobs.size(-1)
     candidates = (scores[:, None] + logprobs).view(-1)
     # the best 2 * num_beams (enough to refill after eos) and any equal to the last of them, best first; equal
@@ -131,17 +135,17 @@ def best_extensions(scores, logprobs, num_beams, eos_token_id):
     top_scores, order = candidates[top].sort(descending=True, stable=True)
     top = top[order]
     # those that may go on, best first: not -inf (a token the model rules out), and not ending in eos
-    may_go_on = top_scores
-    if eos_token_id is not None:
-        may_go_on = top_scores.masked_fill(top % vocab_size == eos_token_id, float('-inf'))
+    ends = torch.isin(top % vocab_size, end_ids)
+    may_go_on = top_scores.masked_fill(ends, float('-inf'))
     go_on_scores, go_on = may_go_on.sort(descending=True, stable=True)  # stable: equals stay by row, then token
-    kept, best_scores, best = torch.stack([go_on_scores[:num_beams].double(), top_scores[:num_beams].double(),
-                                           top[:num_beams].double()]).tolist()  # one read; float64 holds ids exactly
+    # one read; float64 holds the ids exactly
+    best = torch.stack([t[:num_beams].double() for t in (go_on_scores, top_scores, top, ends)]).tolist()
+    kept, best_scores, best, best_end = best
     kept = [s for s in kept if s > float('-inf')]
     ended = []
-    for s, i in zip(best_scores, best):
+    for s, i, end in zip(best_scores, best, best_end):
         row, token = divmod(int(i), vocab_size)
-        if token == eos_token_id and s > float('-inf'):
+        if end and s > float('-inf'):
             ended.append((row, token, s))
     go_on = top[go_on[:len(kept)]]
     return go_on // vocab_size, go_on % vocab_size, go_on_scores[:len(kept)], kept, ended

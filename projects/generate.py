@@ -257,7 +257,7 @@ def run_beams(model, tokenizer, prompts, p, ids, S, ends, device):
     """Beam search for prompt p: print the best num_samples beams, best first. Returns the best beam's length."""
     try:
         seqs, scores = beam_search(model, torch.tensor([ids], device=device), S.max_new_tokens, S.num_beams,
-                                   eos_token_id=ends[0] if ends else None)  # main refuses several
+                                   eos_token_id=ends or None)
     except KeyboardInterrupt:  # the beams come out only when their search ends: say which one was cut short
         print(f"(stopped during the beam search of prompt {p + 1} of {len(prompts)}: nothing from there on was "
               "generated)", file=sys.stderr)
@@ -361,9 +361,6 @@ def main(argv):
             show_next(model, tokenizer, prompt, i, S, device)
         return
     if S.num_beams > 1:
-        if len(ends) > 1:  # beam_search takes one end id
-            raise ConfigError(f"{config.model} names {len(ends)} end tokens, {ends}, and beam search here stops at "
-                              "one: sample or decode --greedy (which stop at any of them), or give --stop_at_eos=False")
         t0 = time.perf_counter()
         n_tokens = sum(run_beams(model, tokenizer, prompts, p, i, S, ends, device) for p, i in enumerate(ids))
         print(f"({n_tokens} tokens (the best beams') in {time.perf_counter() - t0:.2f} s on {device}, beam search "

@@ -138,23 +138,25 @@ def hf_twin(tmp_path, seed=3, vocab=20, n_layer=2, scale=10):
 
 
 def check_beams_equal_hfs(hf, ours, prompt, num_beams, eos, length_penalty):
+    ends = [] if eos is None else eos if isinstance(eos, list) else [eos]  # a list: a beam ends at any of them
     seqs, scores = beam_search(ours, prompt, 6, num_beams, eos_token_id=eos, length_penalty=length_penalty)
     ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False,
                       num_beams=num_beams, num_return_sequences=num_beams, eos_token_id=eos,
-                      pad_token_id=0 if eos is None else eos, length_penalty=length_penalty,
+                      pad_token_id=ends[0] if ends else 0, length_penalty=length_penalty,
                       early_stopping='never', output_scores=True, return_dict_in_generate=True)
     width = ref.sequences.size(1)  # HF stops when every beam has ended; ours pads to max_new_tokens
     assert torch.equal(seqs[:, :width], ref.sequences), (num_beams, eos, length_penalty)
     torch.testing.assert_close(scores, ref.sequences_scores, atol=1e-4, rtol=1e-5)
-    return eos is not None and bool((seqs[:, prompt.size(1):] == eos).any())
+    return bool(torch.isin(seqs[:, prompt.size(1):], torch.tensor(ends, dtype=torch.long)).any())
 
 
 def test_equals_hugging_face_beam_search(tmp_path):
-    """HF's generate(num_beams=...) on the same weights: the same beams and scores, with eos and length penalties.
-    early_stopping='never' is HF's exact search, which ours is: a beam stops only when no live one can beat it."""
+    """HF's generate(num_beams=...) on the same weights: the same beams and scores, with eos (one id or a list of
+    them, as a generation_config.json may give) and length penalties. early_stopping='never' is HF's exact search,
+    which ours is: a beam stops only when no live one can beat it."""
     hf, ours = hf_twin(tmp_path)
     ended = sum(check_beams_equal_hfs(hf, ours, torch.tensor([[5, 11, 2]]), *options)
-                for options in itertools.product((2, 4), (None, 0, 7), (0.0, 1.0, 2.0)))
+                for options in itertools.product((2, 4), (None, 0, 7, [7, 0]), (0.0, 1.0, 2.0)))
     assert ended >= 4  # eos did finish beams
 
 
@@ -163,7 +165,7 @@ def test_equals_hugging_face_beam_search_on_more_models(seed, tmp_path):
     """Other random models end beams at other ranks and steps: when eos is not the best continuation, when the
     finished beams outnumber the live ones, when a finished beam can no longer be beaten."""
     hf, ours = hf_twin(tmp_path, seed, vocab=12, n_layer=1, scale=6)
-    for options in itertools.product((2, 4), (0, 5), (0.0, 1.0)):
+    for options in itertools.product((2, 4), (0, 5, [5, 0]), (0.0, 1.0)):
         check_beams_equal_hfs(hf, ours, torch.tensor([[5, 11, 2]]), *options)
 
 

@@ -494,10 +494,13 @@ def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_s
     capsys.readouterr()
     g.main([f'--model={folder}', f'--prompt={PROMPT}', '--max_new_tokens=30', '--greedy'])
     assert capsys.readouterr().out == PROMPT + tok.decode(out[:-1]) + '\n'
-    if where == 'a list':  # beam_search takes one end id: refused, not stopped at one of the two
-        with pytest.raises(g.ConfigError, match=r"names 2 end tokens, \[50256, 50257\], and beam search here stops at "
-                                                r"one: sample or decode --greedy .* or give --stop_at_eos=False"):
-            g.main([f'--model={folder}', f'--prompt={PROMPT}', '--num_beams=2'])
+    if where == 'a list':  # and beam search, as transformers' (its exact search, by the plain sum of log-probs)
+        beams = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=30, num_beams=2,
+                            num_return_sequences=2, length_penalty=0.0, early_stopping='never', pad_token_id=0)
+        best = beams[0, ids.size(1):].tolist()
+        assert 50257 in best  # it ended at the second of the two ids
+        g.main([f'--model={folder}', f'--prompt={PROMPT}', '--num_beams=2', '--num_samples=1'])
+        assert capsys.readouterr().out == PROMPT + tok.decode(best[:best.index(50257)]) + '\n'
 
 
 def test_an_empty_prompt_starts_from_the_folders_bos_token_as_hf_generate_does(g, capsys, tmp_path):
