@@ -82,7 +82,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     check_range('length_penalty', length_penalty)
-    ends = [] if eos_token_id is None else [int(i) for i in torch.as_tensor(eos_token_id).view(-1)]  # one or a list
+    several = isinstance(eos_token_id, (list, tuple))  # a beam ends at any of them, as a row of generate does
+    ends = list(eos_token_id) if several else [] if eos_token_id is None else [eos_token_id]
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)

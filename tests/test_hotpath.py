@@ -314,7 +314,7 @@ def test_beam_search_finishes_beams_without_copying_from_the_host():
     with HostWaits() as waits:
         seqs, _ = beam_search(m, idx, 4, num_beams=3, eos_token_id=eos)
     assert (seqs[:, 5] == eos).any()
-    assert waits['from host in sampling.beam_search'] == 1  # the scores returned, once per search
+    assert waits['from host in sampling.beam_search'] == 2  # the end ids and the scores returned, once per search
 
 
 def test_beam_search_stops_early_without_reading_the_device():
