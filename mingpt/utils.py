@@ -252,16 +252,34 @@ def other_rank():
 RECORDED_VARIABLES = ('MINGPT_DATA_DIR', 'OMP_NUM_THREADS')
 
 
+_started_as = []  # the scripts of the started_as blocks the process is in, innermost last
+
+
+@contextmanager
+def started_as(script, args):
+    """Within it, a run is recorded (args.txt, the lock's note) as started by the command `python script args`, which
+    redoes it alone: a project that runs another's main (the ablation runs chargpt's) records each run's own command,
+    also where it was itself started from a notebook, whose kernel has no script to name."""
+    argv = sys.argv
+    sys.argv = [os.fspath(script), *args]
+    _started_as.append(script)
+    try:
+        yield
+    finally:
+        sys.argv = argv
+        _started_as.pop()
+
+
 def setup_logging(config, work_dir=None, resumed_at=None):
     """Record in work_dir (default config.system.work_dir) how this run was started (args.txt, a command to paste
-    into a shell, with the RECORDED_VARIABLES that were set, or a note that it was started from Python) and its full
-    config (config.json). A run resumed at iteration resumed_at adds its command under the earlier ones, so that
-    args.txt records the whole run.
+    into a shell, with the RECORDED_VARIABLES that were set, or a note that it was started from Python, outside a
+    started_as block) and its full config (config.json). A run resumed at iteration resumed_at adds its command under
+    the earlier ones, so that args.txt records the whole run.
     The Trainer calls it once the run is known to start, so a run refused at start-up changes no file."""
     if other_rank():
         return
     work_dir = work_dir or config.system.work_dir
-    if getattr(sys.modules['__main__'], '__file__', None) is None:  # no script: sys.argv is a notebook kernel's
+    if not _started_as and getattr(sys.modules['__main__'], '__file__', None) is None:  # sys.argv: a notebook kernel's
         command = ("# started from Python (a notebook, python -c), not by a command: config.json holds its options; "
                    "main(mingpt.utils.args_of(json.load(open('config.json'))) + ['--system.work_dir=DIR']) redoes it\n")
     else:  # from the folder it ran in, where its relative paths hold, with the variables that were set

@@ -27,7 +27,7 @@ from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
 from mingpt.plot import new_figure, plot, read_metrics
 from mingpt.runs import changed_settings
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, need_work_dir, run_cli, setup_logging,
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, need_work_dir, run_cli, setup_logging, started_as,
                           write_text_atomically)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the projects are scripts, not a package
@@ -141,14 +141,10 @@ def check_resumable(work_dir, settings):
 
 
 def run_chargpt(args):
-    """chargpt.main(args) as if chargpt.py were started alone, so that the run's args.txt (sys.argv) is the chargpt
-    command that redoes it, not the ablation's."""
-    argv = sys.argv
-    sys.argv = [chargpt.__file__, *args]
-    try:
+    """chargpt.main(args), recorded as if chargpt.py were started alone, so that the run's args.txt is the chargpt
+    command that redoes it, not the ablation's (nor, in a notebook, a note that it was started from Python)."""
+    with started_as(chargpt.__file__, args):
         chargpt.main(args)
-    finally:
-        sys.argv = argv
 
 
 def finished(work_dir, max_iters):

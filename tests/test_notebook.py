@@ -2,6 +2,7 @@
 and run out of order. The kernel's conditions are simulated (no ipython needed): a cell's error or Ctrl-C is caught
 and the next cell goes on in the same process, with the same objects."""
 import json
+import os
 
 import pytest
 import torch
@@ -78,3 +79,25 @@ def test_the_stop_button_mid_step_leaves_no_activations_in_the_traceback_a_noteb
     import traceback
     # and still says where the run stopped (with --debug, where a hung run was stuck)
     assert 'raise KeyboardInterrupt' in ''.join(traceback.format_tb(e.tb))
+
+
+def test_an_ablation_started_in_a_notebook_records_each_runs_chargpt_command(tmp_path, monkeypatch):
+    """ablation.main([...]) in a cell wrote in each run's args.txt only 'started from Python', though the ablation
+    knows the chargpt command of each run (it prints it): args.txt holds that command, and pasted into a shell (here:
+    its options given to chargpt.main) it trains the same run again."""
+    from conftest import args_txt_words
+    from mingpt.plot import read_metrics
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
+    monkeypatch.delattr(__import__('__main__'), '__file__', raising=False)  # a notebook's __main__ has no file
+    (tmp_path / 'text.txt').write_text('To be, or not to be, that is the question. ' * 40)
+    load_project('ablation').main([f'--system.work_dir={tmp_path / "ablation"}', f'--data.path={tmp_path / "text.txt"}',
+                                   '--variants=relu', '--data.block_size=16', '--trainer.batch_size=4',
+                                   '--trainer.max_iters=2', '--trainer.eval_interval=2', '--trainer.eval_iters=1',
+                                   '--trainer.quiet=True'])
+    folder, _, (python, script, *args) = args_txt_words((tmp_path / 'ablation' / 'relu' / 'args.txt').read_text())
+    assert (python, os.path.basename(script)) == ('python', 'chargpt.py') and '--model.activation=relu' in args
+    assert 'started from Python' in (tmp_path / 'ablation' / 'args.txt').read_text()  # the ablation's own, truly
+    load_project('chargpt').main([*args, f'--system.work_dir={tmp_path / "again"}'])
+    losses = [[r['loss'] for r in read_metrics(run / 'metrics.jsonl')] for run in (tmp_path / 'ablation' / 'relu',
+                                                                                    tmp_path / 'again')]
+    assert losses[0] == losses[1]
