@@ -567,29 +567,43 @@ def args_of(config):
     the form a project's main(argv) reads: a run started from a notebook, whose args.txt holds no command, is redone
     with main(args_of(json.load(open('out/chargpt/config.json'))) + ['--system.work_dir=out/again']). Each value reads
     back as it was: text as typed, unless it would read as another type (the text '1984', not the number, is quoted),
-    anything else as a Python literal. The trainer's work_dir, which the trainer took from system.work_dir, is left to
-    follow it. config.json is the latest command's config: a resumed run's holds trainer.resume=True, to set back to
-    None to train the run anew."""
+    anything else as a Python literal (inf and nan as Python writes them); a value no literal holds (a tuple with an
+    inf in it, an object) is refused by name. A dict-valued option is one literal where config is a CfgNode; in a
+    config.json it looks like a section and is given key by key, which merge_from_args sets in the option's dict. The
+    trainer's work_dir, which the trainer took from system.work_dir, is left to follow it. config.json is the latest
+    command's config: a resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
     tree = config.to_dict() if isinstance(config, CfgNode) else config
+    options = set(config._leaf_paths()) if isinstance(config, CfgNode) else set()  # the dicts that are no section
     trainer, system = tree.get('trainer'), tree.get('system')
     if isinstance(trainer, dict) and isinstance(system, dict) and trainer.get('work_dir') == system.get('work_dir'):
         tree = {**tree, 'trainer': {k: v for k, v in trainer.items() if k != 'work_dir'}}
     args = []
-    for key, value in tree.items():
-        if isinstance(value, dict):  # a section: its options, under its name
-            args += [f'--{key}.{arg[2:]}' for arg in args_of(value)]
-        else:
-            plain = isinstance(value, str) and _parse_value(value) == value
-            args.append(f'--{key}={value if plain else repr(value)}')
+    for key, value in _settings(tree, options):
+        text = value if isinstance(value, str) and _parse_value(value) == value else repr(value)
+        if repr(_parse_value(text)) != repr(value):  # repr: nan equals no value, itself included
+            raise ConfigError(f"{key}={value!r} cannot be written as an option that reads back as it is (no Python "
+                              "literal holds it): give it a number, text, True/False/None, or a tuple, list or dict "
+                              "of them")
+        args.append(f'--{key}={text}')
     return args
 
 
+def _settings(tree, options, prefix=''):
+    """('section.key', value) for each setting of tree (nested dicts); a dict whose path is in options is a value."""
+    for key, value in tree.items():
+        if isinstance(value, dict) and prefix + key not in options:
+            yield from _settings(value, options, f'{prefix}{key}.')
+        else:
+            yield prefix + key, value
+
+
 def _parse_value(raw):
-    """A command-line value as a Python literal (3, 1e-4, (0.9, 0.95), True, None), else the string itself."""
+    """A command-line value as a Python literal (3, 1e-4, (0.9, 0.95), True, None) or as a float that Python writes
+    as no literal (inf, -inf, nan), else the string itself."""
     try:
         return ast.literal_eval(raw)
     except (ValueError, SyntaxError):
-        return raw
+        return float(raw) if raw in ('inf', '-inf', 'nan') else raw
 
 
 # options that name a file or folder, and options that hold text: a value typed for them stays text even where it
@@ -654,6 +668,14 @@ def _check_type(key, old, new, raw=None):
         return new
     raise ConfigError(f"config key '{key}' expects a value of type {type(old).__name__} "
                       f"(default {old!r}) but got {new!r} of type {type(new).__name__}")
+
+
+def _with_key(option, keys, value):
+    """A copy of the dict option with option[keys[0]][keys[1]]... set to value (--x.option.k1.k2=value); the default's
+    dict, which every get_config() hands out, is left as it is."""
+    option = dict(option) if isinstance(option, dict) else {}
+    option[keys[0]] = value if len(keys) == 1 else _with_key(option.get(keys[0]), keys[1:], value)
+    return option
 
 
 class CfgNode:
@@ -754,9 +776,10 @@ class CfgNode:
 
     def merge_from_args(self, args, usage=None):
         """Apply overrides like ['--trainer.batch_size=32', '--model.model_type=gpt-nano']. Values are Python
-        literals where they parse as one, else strings. Also accepted: '--key value', a bare '--flag' for True,
-        and a key without its section where only one section has it. '--help' (or '-h'), wherever it stands,
-        prints `usage` (a project's docstring), then the whole config with its defaults, and exits."""
+        literals where they parse as one (and inf, -inf, nan), else strings. Also accepted: '--key value', a bare
+        '--flag' for True, a key without its section where only one section has it, and one key of a dict-valued
+        option (--section.option.key=value). '--help' (or '-h'), wherever it stands, prints `usage` (a project's
+        docstring), then the whole config with its defaults, and exits."""
         # main('--x=1') or main(['--x', 1]) from a notebook: else read one character at a time, or an AttributeError
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise ConfigError(f"options are a list of strings, such as ['--trainer.max_iters=50'], not {args!r}: "
@@ -777,10 +800,14 @@ class CfgNode:
             node = self
             for i, s in enumerate(sections):
                 where = '.'.join(sections[:i + 1])
+                if isinstance(node._child(s, where), dict):  # a dict-valued option, given key by key (a config.json's)
+                    node.__dict__[s] = _with_key(node.__dict__[s], [*sections[i + 1:], leaf], _parse_value(raw))
+                    break
                 node = node._child(s, where)
                 if not isinstance(node, CfgNode):
                     raise ConfigError(f"config key '{where}' is a value, not a section")
-            old = node._child(leaf, path)
-            if isinstance(old, CfgNode):
-                raise ConfigError(f"config key '{path}' is a section; set one of its keys, e.g. --{path}.<key>=...")
-            node.__dict__[leaf] = _check_type(path, old, _parse_value(raw), raw)
+            else:  # node is the section that holds leaf
+                old = node._child(leaf, path)
+                if isinstance(old, CfgNode):
+                    raise ConfigError(f"config key '{path}' is a section; set one of its keys, e.g. --{path}.<key>=...")
+                node.__dict__[leaf] = _check_type(path, old, _parse_value(raw), raw)

@@ -1,5 +1,6 @@
 import errno
 import json
+import math
 import os
 import random
 import re
@@ -387,6 +388,35 @@ def test_args_of_a_config_are_read_back_as_the_config_itself():
         assert again.to_dict() == C.to_dict()
     assert args_of(C)[-4:] == ["--sample.prompt='1984'", "--sample.text='True'", "--sample.path=it's ~here",
                                '--sample.length=0']
+
+
+def test_args_of_reads_back_infinity_nan_and_a_dict_valued_option():
+    """grad_norm_clip=float('inf') set in Python (the norm logged, never clipped) came back as the text 'inf', which
+    main refused ('expects a value of type float ... got 'inf''), and so did nan; a dict-valued option was written as
+    a section (--trainer.extra.a=1), refused as 'is a value, not a section'. Both read back now, from the config and
+    from its config.json (whose dicts look like sections: their keys are set one by one in the option's dict)."""
+    default = {'warmup': 2}
+
+    def config():
+        C = make()
+        C.trainer.grad_norm_clip, C.trainer.label_smoothing, C.trainer.floor = 1.0, 0.1, 0.0
+        C.trainer.extra = default
+        return C
+    C = config()
+    C.trainer.merge_from_dict(dict(grad_norm_clip=math.inf, label_smoothing=math.nan, floor=-math.inf,
+                                   extra={'warmup': '5', 'decay': {'to': 0.1}, 'on': True}))
+    saved = json.loads(json.dumps(C.to_dict()))  # config.json (which writes inf as Infinity, nan as NaN)
+    for given in (C, saved):
+        again = config()
+        again.merge_from_args(args_of(given))
+        assert repr(again.to_dict()) == repr(C.to_dict())  # repr: nan != nan
+    assert "--trainer.extra={'warmup': '5', 'decay': {'to': 0.1}, 'on': True}" in args_of(C)
+    assert default == {'warmup': 2}  # set key by key in a copy: the default's dict, which others hold, is unchanged
+    assert args_of(CN(x=CN(device='inf'))) == ["--x.device='inf'"]  # the text stays text
+    C.trainer.betas = (0.9, math.inf)  # a literal cannot hold inf: refused by name, not read back as text
+    with pytest.raises(ConfigError, match=r"trainer.betas=\(0.9, inf\) cannot be written as an option that reads "
+                                          r"back as it is"):
+        args_of(C)
 
 
 def test_args_of_a_projects_config_redoes_it_in_another_work_dir():
