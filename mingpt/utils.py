@@ -279,9 +279,11 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     if other_rank():
         return
     work_dir = work_dir or config.system.work_dir
-    if not _started_as and getattr(sys.modules['__main__'], '__file__', None) is None:  # sys.argv: a notebook kernel's
-        command = ("# started from Python (a notebook, python -c), not by a command: config.json holds its options; "
-                   "main(mingpt.utils.args_of(json.load(open('config.json'))) + ['--system.work_dir=DIR']) redoes it\n")
+    script = getattr(sys.modules['__main__'], '__file__', None)  # a notebook kernel has none, python - '<stdin>'
+    if not _started_as and not (script and os.path.isfile(script)):  # sys.argv does not start the run again
+        command = ("# started from Python (a notebook, python -c or -), not by a command: config.json holds its "
+                   "options; main(mingpt.utils.args_of(json.load(open('config.json'))) + ['--system.work_dir=DIR']) "
+                   "redoes it\n")
     else:  # from the folder it ran in, where its relative paths hold, with the variables that were set
         settings = [f"{name}={shlex.quote(os.environ[name])}" for name in RECORDED_VARIABLES if name in os.environ]
         command = f"cd {shlex.quote(os.getcwd())} && {' '.join([*settings, shlex.join([*launcher(), *sys.argv])])}\n"

@@ -368,9 +368,20 @@ def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr('sys.argv', ['/usr/lib/python3/site-packages/ipykernel_launcher.py', '-f', '/tmp/k.json'])
     monkeypatch.delattr(sys.modules['__main__'], '__file__', raising=False)  # a notebook's __main__ has no file
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
-    assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c), not by a command: "
-                                                   "config.json holds its options; main(mingpt.utils.args_of(json.load("
-                                                   "open('config.json'))) + ['--system.work_dir=DIR']) redoes it\n")
+    assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c or -), not by a "
+                                                   "command: config.json holds its options; main(mingpt.utils.args_of("
+                                                   "json.load(open('config.json'))) + ['--system.work_dir=DIR']) "
+                                                   "redoes it\n")
+
+
+def test_args_txt_of_a_run_piped_to_python_says_it_was_started_from_python(tmp_path, monkeypatch):
+    """A run piped in (python - <<EOF ... chargpt.main([...]) ... EOF: __main__.__file__ is '<stdin>') wrote `cd ... &&
+    python -` as the command to paste back, which waits for a script on stdin: it has no command, as a notebook."""
+    monkeypatch.setattr('sys.argv', ['-'])
+    monkeypatch.setattr(sys.modules['__main__'], '__file__', '<stdin>', raising=False)
+    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
+    text = (tmp_path / 'args.txt').read_text()
+    assert text.startswith("# started from Python") and ' && ' not in text, text
 
 
 def test_args_of_a_config_are_read_back_as_the_config_itself():
@@ -459,6 +470,7 @@ def test_args_txt_is_utf8_whatever_the_locale(tmp_path):
             "sys.argv = ['chargpt.py', '--sample.prompt=\\u0141\\u00f3d\\u017a \\u2192']; "
             "sys.modules['__main__'].__file__ = 'chargpt.py'; "  # as a script, not python -c
             f"setup_logging(CN(system=CN(work_dir={str(tmp_path)!r})))")
+    (tmp_path / 'chargpt.py').write_text('')  # the script, there
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), LC_ALL='C', PYTHONUTF8='0',
                PYTHONCOERCECLOCALE='0')
     out = subprocess.run([sys.executable, '-c', code], env=env, cwd=tmp_path, capture_output=True, text=True,
