@@ -281,8 +281,9 @@ def setup_logging(config, work_dir=None, resumed_at=None):
     work_dir = work_dir or config.system.work_dir
     script = getattr(sys.modules['__main__'], '__file__', None)  # a notebook kernel has none, python - '<stdin>'
     if not _started_as and not (script and os.path.isfile(script)):  # sys.argv does not start the run again
+        saved = os.path.abspath(os.path.join(work_dir, 'config.json'))  # found from the notebook's folder too
         command = ("# started from Python (a notebook, python -c or -), not by a command: config.json holds its "
-                   "options; main(mingpt.utils.args_of(json.load(open('config.json'))) + ['--system.work_dir=DIR']) "
+                   f"options; main(mingpt.utils.args_of(json.load(open({saved!r}))) + ['--system.work_dir=DIR']) "
                    "redoes it\n")
     else:  # from the folder it ran in, where its relative paths hold, with the variables that were set
         settings = [f"{name}={shlex.quote(os.environ[name])}" for name in RECORDED_VARIABLES if name in os.environ]

@@ -364,14 +364,16 @@ def test_a_resume_never_copies_what_a_linked_args_txt_points_to_into_the_run(tmp
 
 def test_args_txt_of_a_run_started_in_a_notebook_says_so(tmp_path, monkeypatch):
     """chargpt.main([...]) in a notebook cell wrote the kernel's command line (python .../ipykernel_launcher.py -f
-    /tmp/tmp....json) as the command to paste back, and a refused resume pointed at it."""
+    /tmp/tmp....json) as the command to paste back, and a refused resume pointed at it. The note's line, pasted into
+    a cell of the notebook (whose folder is not the run's), opened 'config.json' there: it names the run's."""
     monkeypatch.setattr('sys.argv', ['/usr/lib/python3/site-packages/ipykernel_launcher.py', '-f', '/tmp/k.json'])
     monkeypatch.delattr(sys.modules['__main__'], '__file__', raising=False)  # a notebook's __main__ has no file
-    setup_logging(CN(system=CN(work_dir=str(tmp_path))))
-    assert (tmp_path / 'args.txt').read_text() == ("# started from Python (a notebook, python -c or -), not by a "
-                                                   "command: config.json holds its options; main(mingpt.utils.args_of("
-                                                   "json.load(open('config.json'))) + ['--system.work_dir=DIR']) "
-                                                   "redoes it\n")
+    monkeypatch.chdir(tmp_path)
+    setup_logging(CN(system=CN(work_dir='out/run')))
+    assert (tmp_path / 'out/run/args.txt').read_text() == (
+        "# started from Python (a notebook, python -c or -), not by a command: config.json holds its options; "
+        f"main(mingpt.utils.args_of(json.load(open({str(tmp_path / 'out/run/config.json')!r}))) + "
+        "['--system.work_dir=DIR']) redoes it\n")
 
 
 def test_args_txt_of_a_run_piped_to_python_says_it_was_started_from_python(tmp_path, monkeypatch):
