@@ -252,7 +252,7 @@ def other_rank():
 RECORDED_VARIABLES = ('MINGPT_DATA_DIR', 'OMP_NUM_THREADS')
 
 
-_started_as = []  # the scripts of the started_as blocks the process is in, innermost last
+_started_as = []  # the scripts of the started_as blocks the process is in (nested: the innermost last)
 
 
 @contextmanager
@@ -674,8 +674,8 @@ def _check_type(key, old, new, raw=None):
 
 
 def _with_key(option, keys, value):
-    """A copy of the dict option with option[keys[0]][keys[1]]... set to value (--x.option.k1.k2=value); the default's
-    dict, which every get_config() hands out, is left as it is."""
+    """A copy of the dict option with option[keys[0]][keys[1]]... set to value (--x.option.k1.k2=value); the dict
+    it replaces is left as it is, as another config may hold it."""
     option = dict(option) if isinstance(option, dict) else {}
     option[keys[0]] = value if len(keys) == 1 else _with_key(option.get(keys[0]), keys[1:], value)
     return option
