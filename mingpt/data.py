@@ -5,6 +5,7 @@ project's shared data folder: tinyshakespeare/input.txt, gpt2/encoder.json, ...)
 ~/.cache/mingpt), and only then a download.
 """
 import codecs
+import glob
 import hashlib
 import json
 import os
@@ -238,32 +239,41 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
     time under a progress bar, then read back by every later call with the same text and tokenizer (a resume, another
     run). The file's name holds the sha256 of the text and of `identity` (anything JSON that tells this tokenizer
     from others, such as the record a checkpoint keeps of it), so a changed text or vocabulary is never read as the
-    old one; `name` (e.g. the text file's) starts it. An id takes 2 bytes (4 in a vocabulary of more than 65,536
-    tokens), not a Python int's 8 in a list and 8 more in an array."""
+    old one; `name` (e.g. the text file's) starts it, and the number of ids ends it, so a file cut short (a partial
+    copy, a disk error) is refused, not read as a shorter text. An id takes 2 bytes (4 in a vocabulary of more than
+    65,536 tokens), not a Python int's 8 in a list and 8 more in an array; the file holds nothing else."""
     dtype = np.dtype(np.uint16 if len(tokenizer) <= 1 << 16 else np.uint32)
     text_hash = hashlib.sha256(text.encode('utf-8')).hexdigest()
     vocab_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode('utf-8')).hexdigest()
-    start = name.encode('utf-8')[:200].decode('utf-8', 'ignore')  # a file name holds 255 bytes, .tmp<pid> included
-    dest = cache_dir() / 'tokens' / f'{start}.{text_hash[:12]}.{vocab_hash[:12]}.{dtype.name}'
-    if dest.exists():
-        print(f"reading the tokens of {name} saved in {dest}")
-    else:
-        print(f"tokenizing {name} into {dest}, which later runs on this text with this tokenizer read back")
-
-        def write(tmp):
-            # under torchrun every process tokenizes; one bar is enough
-            with open(tmp, 'wb') as f, tqdm(total=len(text), unit='char', unit_scale=True, desc='tokenizing',
-                                            disable=other_rank()) as bar:
-                # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
-                for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
-                    np.array(tokenizer.encode(piece), dtype=dtype).tofile(f)
-                    bar.update(len(piece))
-        try:
-            atomic_write(dest, write)
-        except OSError as e:  # e.g. a home folder that is read-only, or full
-            raise OSError(f"cannot save the tokens in {dest.parent} ({e}); set MINGPT_CACHE_DIR to a folder that "
-                          "can be written and has room for them") from None
-    return np.memmap(dest, dtype=dtype, mode='r') if dest.stat().st_size else np.zeros(0, dtype)
+    start = name.encode('utf-8')[:190].decode('utf-8', 'ignore')  # a file name holds 255 bytes, .tmp<pid> included
+    folder, key = cache_dir() / 'tokens', f'{start}.{text_hash[:12]}.{vocab_hash[:12]}'
+    saved = next(folder.glob(f'{glob.escape(key)}.*.{dtype.name}'), None)  # .<number of ids>.uint16
+    if saved:
+        print(f"reading the tokens of {name} saved in {saved}")
+        count = int(saved.name[len(key) + 1:-len(dtype.name) - 1])
+        if saved.stat().st_size != count * dtype.itemsize:
+            raise RuntimeError(f"the tokens of {name} saved in {saved} are damaged (cut short, say): the file holds "
+                               f"{saved.stat().st_size:,} bytes, where its {count:,} ids take "
+                               f"{count * dtype.itemsize:,}; delete it, and the next run tokenizes the text again")
+        return np.memmap(saved, dtype=dtype, mode='r') if count else np.zeros(0, dtype)
+    try:
+        make_folder(folder)  # first: a cache that cannot be written fails before a long tokenization, not after
+        ids = []
+        # under torchrun every process tokenizes; one bar is enough
+        with tqdm(total=len(text), unit='char', unit_scale=True, desc=f'tokenizing {name}',
+                  disable=other_rank()) as bar:
+            # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
+            for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
+                ids.append(np.array(tokenizer.encode(piece), dtype=dtype))  # 2 bytes an id until they are written
+                bar.update(len(piece))
+        ids = np.concatenate(ids) if ids else np.zeros(0, dtype)
+        saved = folder / f'{key}.{len(ids)}.{dtype.name}'
+        print(f"tokenizing {name} into {saved}, which later runs on this text with this tokenizer read back")
+        atomic_write(saved, ids.tofile)
+    except OSError as e:  # e.g. a home folder that is read-only, or full
+        raise OSError(f"cannot save the tokens in {folder} ({e}); set MINGPT_CACHE_DIR to a folder that can be "
+                      "written and has room for them") from None
+    return np.memmap(saved, dtype=dtype, mode='r') if len(ids) else ids
 
 
 def text_pieces(text, size):

@@ -131,9 +131,30 @@ def test_a_token_cache_stopped_part_way_leaves_no_file_and_the_next_run_tokenize
             return super().encode(piece)
     with pytest.raises(KeyboardInterrupt):
         data.encode_text(text, StoppedInTheSecondPiece(tokenizer.chars), 'chars', 'hamlet.txt', piece_size=1000)
-    assert list((tmp_path / 'tokens').iterdir()) == []  # the first piece's ids were written, then thrown away
+    assert list((tmp_path / 'tokens').glob('*')) == []  # nothing of the first piece's ids is kept
     tokens = data.encode_text(text, tokenizer, 'chars', 'hamlet.txt', piece_size=1000)
     assert tokens.tolist() == tokenizer.encode(text) and len(list((tmp_path / 'tokens').iterdir())) == 1
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize('size', [0, 1001, 2098, 2102])  # bytes, of 2,100: none, an odd number, an id less or more
+def test_a_token_cache_cut_short_is_refused_and_names_the_file_to_delete(tmp_path, monkeypatch, capsys, size):
+    """A token file cut short (a partial copy of the cache, a disk error) was read back as the tokens of a shorter
+    text, and the run trained on part of it with no word; an odd number of bytes gave numpy's 'not a multiple of
+    the data-type size', which chargpt explained as characters outside the vocabulary."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    text = 'to be, or not to be: that is the question\n' * 25  # 1,050 characters, 2,100 bytes of ids
+    tokenizer = data.CharTokenizer.from_text(text)
+    data.encode_text(text, tokenizer, 'chars', 'hamlet.txt')
+    [saved] = (tmp_path / 'tokens').iterdir()
+    assert data.encode_text(text, tokenizer, 'chars', 'hamlet.txt').tolist() == tokenizer.encode(text)
+    os.truncate(saved, size)
+    with pytest.raises(RuntimeError, match=f"the tokens of hamlet.txt saved in {re.escape(str(saved))} are damaged "
+                                           rf"\(cut short, say\): the file holds {size:,} bytes, where its 1,050 ids "
+                                           r"take 2,100; delete it, and the next run tokenizes the text again"):
+        data.encode_text(text, tokenizer, 'chars', 'hamlet.txt')
+    saved.unlink()
+    assert data.encode_text(text, tokenizer, 'chars', 'hamlet.txt').tolist() == tokenizer.encode(text)
     capsys.readouterr()
 
 
