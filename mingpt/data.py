@@ -216,11 +216,21 @@ def read_text(path):
         raise not_utf8(path, e) from None
 
 
+# (first bytes, what the file is, the command that decompresses it) of the usual compressed formats of one file; not
+# zip's, which torch.save's checkpoints and Word's files start with too (the NUL-bytes message covers those)
+COMPRESSED = [(b'\x1f\x8b', 'gzip-compressed', 'gunzip -k'), (b'BZh', 'bzip2-compressed', 'bunzip2 -k'),
+              (b'\xfd7zXZ\x00', 'xz-compressed', 'unxz -k'), (b'\x28\xb5\x2f\xfd', 'zstd-compressed', 'unzstd')]
+
+
 def not_utf8(path, error):
     """The ValueError for a file that is not UTF-8 (error: its UnicodeDecodeError): what it is, where its first bytes
     tell, and how to convert it (iconv needs -f, the encoding to convert from: it otherwise assumes the locale's)."""
     with open(path, 'rb') as f:
         head = f.read(8192)
+    compressed = next((c for c in COMPRESSED if head.startswith(c[0])), None)
+    if compressed:  # a corpus is often shipped compressed (text.txt.gz)
+        return ValueError(f"{path} is {compressed[1]}, not text: decompress it first ({compressed[2]} {path}) and give "
+                          "the path of the text file that makes")
     utf16 = head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
     if not utf16 and b'\0' in head:  # no text in an 8-bit encoding holds a NUL byte
         return ValueError(f"{path} is not a text file (it holds NUL bytes, as a checkpoint, an archive or an image "

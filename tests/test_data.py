@@ -1,7 +1,10 @@
 """mingpt.data stopped part way, as an impatient user stops it: Ctrl-C (KeyboardInterrupt) or SIGTERM during a
-download, in-process and in a real process, and the run after it."""
+download, in-process and in a real process, and the run after it; a token cache cut short; a compressed text."""
+import bz2
+import gzip
 import hashlib
 import http.server
+import lzma
 import os
 import re
 import signal
@@ -156,6 +159,20 @@ def test_a_token_cache_cut_short_is_refused_and_names_the_file_to_delete(tmp_pat
     saved.unlink()
     assert data.encode_text(text, tokenizer, 'chars', 'hamlet.txt').tolist() == tokenizer.encode(text)
     capsys.readouterr()
+
+
+@pytest.mark.parametrize('name, compressor, says', [
+    ('input.txt.gz', gzip, 'is gzip-compressed, not text: decompress it first (gunzip -k '),
+    ('input.txt.bz2', bz2, 'is bzip2-compressed, not text: decompress it first (bunzip2 -k '),
+    ('input.txt.xz', lzma, 'is xz-compressed, not text: decompress it first (unxz -k '),
+])
+def test_a_compressed_text_is_named_as_such_with_the_command_that_decompresses_it(tmp_path, name, compressor, says):
+    """A corpus shipped compressed (input.txt.gz) was 'not a text file (it holds NUL bytes, as a checkpoint, an
+    archive or an image does): give the path of a text file', which neither named the format nor the way out."""
+    path = tmp_path / name
+    path.write_bytes(compressor.compress(b'First Citizen:\nBefore we proceed any further, hear me speak.\n' * 100))
+    with pytest.raises(ValueError, match=re.escape(f"{path} {says}{path}) and give the path of the text file")):
+        data.read_text(path)
 
 
 def test_ctrl_c_once_the_part_is_made_but_before_its_first_byte_says_nothing_of_bytes_kept(tmp_path, server,
