@@ -216,6 +216,14 @@ def read_text(path):
         raise not_utf8(path, e) from None
 
 
+def book_body(text):
+    """The books of a Project Gutenberg file (one, or several put one after another), each the text between its
+    '*** START OF' and '*** END OF' lines; any other text as it is. The header and the licence at the end are not the
+    book's writing, and the licence alone is a quarter of a short book's last 10%, its val split."""
+    bodies = re.findall(r'^\*\*\* ?START OF[^\n]*\n(.*?)^\*\*\* ?END OF', text, re.M | re.S)
+    return ''.join(bodies) if bodies else text
+
+
 # (first bytes, what the file is, the command that decompresses it) of the usual compressed formats of one file; not
 # zip's, which torch.save's checkpoints and Word's files start with too (the NUL-bytes message covers those)
 COMPRESSED = [(b'\x1f\x8b', 'gzip-compressed', 'gunzip -k'), (b'BZh', 'bzip2-compressed', 'bunzip2 -k'),

@@ -26,8 +26,8 @@ import torch
 
 from mingpt.bpe import get_encoder
 from mingpt.checkpoint import with_options
-from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
-                         fetch, read_text)
+from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, book_body,
+                         encode_text, fetch, read_text)
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
@@ -155,6 +155,10 @@ def main(argv):
     path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
                  local_copy='pass its path with --data.path=FILE')
     text = read_text(path)
+    if len(body := book_body(text)) < len(text):
+        print(f"{path.name} is a Project Gutenberg book: training on its text, {len(body):,} of the file's "
+              f"{len(text):,} characters (not its header and licence)")
+        text = body
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")
     if config.system.init:

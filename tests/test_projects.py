@@ -387,6 +387,29 @@ def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_pat
     assert f"training on {counts}\n" in capsys.readouterr().out
 
 
+def test_chargpt_trains_on_a_gutenberg_book_without_its_header_and_licence(tmp_path, monkeypatch, capsys):
+    """A Project Gutenberg file was trained on whole: its header, and its licence, which is the end of the file and so
+    of the val split (a quarter of Pride and Prejudice's last 10%), with characters the book has not ('#', '@')."""
+    chargpt = load_project('chargpt')
+    book = 'It is a truth universally acknowledged.\n\n' * 10
+    header = '\ufeffThe Project Gutenberg EBook #1342\r\n\r\n*** START OF THIS PROJECT GUTENBERG EBOOK X ***\r\n'
+    licence = '*** END OF THIS PROJECT GUTENBERG EBOOK X ***\r\n\r\n1.E.1. #@ licence terms ' * 20
+    (tmp_path / 'pg.txt').write_bytes((header + book.replace('\n', '\r\n') + licence).encode('utf-8'))
+    seen = {}
+
+    class Spy(chargpt.Trainer):
+        def run(self):
+            seen.update(train=self.train_dataset, val=self.val_dataset)
+    monkeypatch.setattr(chargpt, 'Trainer', Spy)
+    chargpt.main([f'--data.path={tmp_path / "pg.txt"}', '--data.val_fraction=0.25', '--data.block_size=4',
+                  f'--system.work_dir={tmp_path}', '--model.model_type=gpt-nano', '--sample.length=0'])
+    decode = chargpt.CharTokenizer.from_text(book).decode  # the book's characters only
+    assert decode(seen['train'].tokens) + decode(seen['val'].tokens) == book
+    out = capsys.readouterr().out
+    assert f"pg.txt is a Project Gutenberg book: training on its text, {len(book):,} of the file's " in out
+    assert chargpt.book_body(book) == book and chargpt.book_body(header + licence) == ''  # a book with no text in it
+
+
 def gpt2_shaped(tmp_path, dropout=0.1):
     """A small GPT on GPT-2's vocabulary in Hugging Face's layout, as GPT-2's weights are (none here offline)."""
     C = GPT.get_default_config()
