@@ -219,9 +219,10 @@ def read_text(path):
 def book_body(text):
     """The books of a Project Gutenberg file (one, or several put one after another), each the text between its
     '*** START OF' and '*** END OF' lines; any other text as it is. The header and the licence at the end are not the
-    book's writing, and the licence alone is a quarter of a short book's last 10%, its val split."""
+    book's writing, and the licence alone is a quarter of a short book's last 10%, its val split. Books are put one
+    after another with a blank line between them, as paragraphs."""
     bodies = re.findall(r'^\*\*\* ?START OF[^\n]*\n(.*?)^\*\*\* ?END OF', text, re.M | re.S)
-    return ''.join(bodies) if bodies else text
+    return '\n\n'.join(bodies) if bodies else text
 
 
 # (first bytes, what the file is, the command that decompresses it) of the usual compressed formats of one file; not

@@ -46,7 +46,7 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.checkpoint import checked_config, load_checkpoint, refuse_non_tensors, with_options
-from mingpt.data import CharTokenizer, TokenDataset, encode_text, fetch, find_local, read_text
+from mingpt.data import CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_text
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, resolve_device, run_cli,
@@ -297,10 +297,7 @@ def read_sst2(split, sst2_dir=None, limit=None):
 def book_paragraphs(text, lowercase=True):
     """The paragraphs of a plain-text book, hard line wraps joined. From Project Gutenberg files (one, or several
     put one after another) only each book's body is kept: headers, licences and any text outside them are dropped."""
-    text = text.replace('\r\n', '\n')
-    bodies = re.findall(r'^\*\*\* ?START OF[^\n]*$(.*?)^\*\*\* ?END OF', text, re.M | re.S)
-    if bodies:
-        text = '\n\n'.join(bodies)
+    text = book_body(text.replace('\r\n', '\n'))
     paragraphs = [' '.join(p.split()) for p in re.split(r'\n\s*\n', text)]
     return [p.lower() if lowercase else p for p in paragraphs if p]
 
