@@ -159,9 +159,8 @@ class Trainer:
         if self.world_size > 1 and self.device_type == 'mps':
             raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
                               "one process, or on the CPUs with --trainer.device=cpu")
-        if self.device_type == 'cuda':
-            if torch.device(self.device).index is not None:  # plain 'cuda' is the current GPU already
-                torch.cuda.set_device(self.device)
+        if self.world_size > 1 and self.device_type == 'cuda':
+            torch.cuda.set_device(self.device)  # under torchrun the process is its GPU's for good (one process: run())
         self.model = self.model.to(self.device)
         if self.rank == 0:
             print("running on device", self.device)
@@ -243,7 +242,11 @@ class Trainer:
         """Set up (or resume), then until max_iters: one optimisation step, then evaluation, callbacks and files."""
         try:
             tf32 = self.config.tf32 and self.device_type == 'cuda'
-            with matmul_precision('tf32', ['cuda']) if tf32 else nullcontext():  # while it trains, not for good
+            # one process on cuda:N makes it the current GPU while it trains (where DataLoader pins batches), and
+            # gives the caller's back after: a notebook's next tensor on 'cuda' stays where it went before
+            gpu = self.world_size == 1 and self.device_type == 'cuda' and torch.device(self.device).index is not None
+            with matmul_precision('tf32', ['cuda']) if tf32 else nullcontext(), \
+                    torch.cuda.device(self.device) if gpu else nullcontext():  # while it trains, not for good
                 self._train()
         finally:
             if self._folder is not None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
@@ -91,12 +92,41 @@ def gpu_trainer(monkeypatch, ranks, device='auto', gpus=2):
     ({}, 'auto', 'cuda', []),
     (TORCHRUN_RANK_1, 'auto', 'cuda:1', [1]),
     (TORCHRUN_RANK_1, 'cuda:1', 'cuda:1', [1]),
+    ({}, 'cuda:1', 'cuda:1', []),
 ])
 def test_a_gpu_is_taken_as_torch_accepts_it(monkeypatch, ranks, asked, device, chosen):
-    """On one GPU 'auto' is plain 'cuda', which torch.cuda.set_device refuses (it needs an index): the trainer sets
-    the device only for an indexed one, as under torchrun, where each process takes cuda:LOCAL_RANK."""
+    """On one GPU 'auto' is plain 'cuda', which torch.cuda.set_device refuses (it needs an index). Under torchrun
+    each process takes cuda:LOCAL_RANK as its current GPU for good; one process on cuda:1 leaves the current GPU to
+    run() (next test)."""
     trainer, calls = gpu_trainer(monkeypatch, ranks, asked)
     assert trainer.device == device and calls == chosen
+
+
+@pytest.mark.parametrize('stop', [None, KeyboardInterrupt])
+def test_one_process_on_cuda_1_makes_it_current_while_it_trains_and_gives_the_callers_back(monkeypatch, stop):
+    """Trainer(device='cuda:1') set it as the current GPU for good: a notebook's next tensor on 'cuda' went to GPU 1
+    after the run. Now it is current while run() trains (where DataLoader pins batches), then GPU 0 is again, however
+    the run ends. torch.cuda.device, which run() enters, stands in for the GPUs this machine lacks."""
+    trainer, calls = gpu_trainer(monkeypatch, {}, 'cuda:1')
+    current, seen = [0], []
+
+    @contextmanager
+    def device(d):
+        before, current[0] = current[0], torch.device(d).index
+        try:
+            yield
+        finally:
+            current[0] = before
+    monkeypatch.setattr(torch.cuda, 'device', device)
+
+    def train():
+        seen.append(current[0])
+        if stop:
+            raise stop
+    trainer._train = train
+    with pytest.raises(stop) if stop else nullcontext():
+        trainer.run()
+    assert calls == [] and seen == [1] and current == [0]
 
 
 def test_torchrun_refuses_one_gpu_for_all_processes_and_binds_the_group_to_its_own(monkeypatch):
