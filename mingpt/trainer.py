@@ -385,8 +385,8 @@ class Trainer:
             with nullcontext() if sync else model.no_sync():
                 with self.autocast:
                     loss = loss_of(model(x, y), self.model)
-                # the tokens read, not padding (-1, as in sentiment's rows); this rank's share times the ranks
-                self._since_log[1] += (x >= 0).sum() * self.world_size
+                if self.rank == 0:  # the tokens read, not padding (-1, as in sentiment's rows), for rank 0's log:
+                    self._since_log[1] += (x >= 0).sum() * self.world_size  # its share times the ranks
                 x, y = self._to_device(next(batches))
                 self.scaler.scale(loss / A).backward()
             loss_sum += loss.detach() / A
@@ -448,7 +448,7 @@ class Trainer:
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on
         a GPU. Under DDP only rank 0 writes the line and shows the bar; the other ranks' record holds the iteration
-        alone, as reading their numbers would make them wait for their device for nothing."""
+        alone: they count no tokens, and reading their numbers would make them wait for their device for nothing."""
         if self.rank != 0:
             self._since_log = [0.0, 0]
             return {'iter': self.iter_num}

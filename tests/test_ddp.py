@@ -121,6 +121,36 @@ def test_a_resume_on_another_number_of_processes_says_so_and_each_rank_keeps_its
     assert [r['iter'] for r in metrics(tmp_path)] == list(range(6))
 
 
+COUNTED = textwrap.dedent("""
+    import os
+    import torch
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = GPT.get_default_config()
+    config.model_type, config.vocab_size, config.block_size = 'gpt-nano', 10, 8
+    data = torch.utils.data.TensorDataset(torch.randint(10, (64, 8)), torch.randint(10, (64, 8)))
+    counted = []
+
+    class Counting(Trainer):
+        def _measure(self, t0):  # the tokens this rank counted for the line of metrics.jsonl being made
+            counted.append(int(self._since_log[1]))
+            return super()._measure(t0)
+
+    tc = Trainer.get_default_config()
+    tc.max_iters, tc.batch_size, tc.grad_accum_steps, tc.log_interval, tc.quiet, tc.device = 4, 8, 2, 2, True, 'cpu'
+    Counting(tc, GPT(config), data).run()
+    print(f"rank {os.environ['RANK']} counted {counted}", flush=True)
+""")
+
+
+def test_only_rank_0_counts_the_tokens_of_the_throughput_it_alone_reports(tmp_path):
+    """Every rank summed its batch's tokens on its device at each micro-step, for a tokens/s only rank 0 writes. The
+    lines of iterations 0, 2 (two steps) and 3 (the last): 8 windows of 8 tokens a step, the whole batch's count."""
+    script = tmp_path / 'counted.py'
+    script.write_text(COUNTED)
+    out = torchrun_ok(script, {**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=120)
+    assert "rank 0 counted [64, 128, 64]" in out and "rank 1 counted [0, 0, 0]" in out, out
+
 KILLED = textwrap.dedent("""
     import os, signal, sys
     import torch
