@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 import warnings
+import weakref
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
 
@@ -64,6 +65,10 @@ RANGES = {
     'log_interval': dict(low=1, integer=True),
     'num_workers': dict(low=0, integer=True),
 }
+
+
+# the trainer configs whose work_dir a Trainer took from its run config's system.work_dir, with that value
+FILLED_WORK_DIR = weakref.WeakKeyDictionary()
 
 
 class Trainer:
@@ -131,8 +136,11 @@ class Trainer:
         self.run_config = run_config
         self.checkpoint_extras = dict(checkpoint_extras or {})
         if run_config is not None:
-            if config.work_dir is None and hasattr(getattr(run_config, 'system', None), 'work_dir'):
-                config.work_dir = run_config.system.work_dir  # first: run_config.trainer is config, as projects pass it
+            # first: run_config.trainer is config, as projects pass it; a work_dir filled in here before (a notebook's
+            # cell re-run with another system.work_dir) follows system.work_dir, one the user set stays
+            if (config.work_dir in (None, FILLED_WORK_DIR.get(config))
+                    and hasattr(getattr(run_config, 'system', None), 'work_dir')):
+                config.work_dir = FILLED_WORK_DIR[config] = run_config.system.work_dir
             self.checkpoint_extras.setdefault('config', run_config.to_dict())
         self.must_match = tuple(must_match)
         self.callbacks = defaultdict(list)

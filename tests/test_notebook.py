@@ -110,3 +110,23 @@ def test_an_ablation_started_in_a_notebook_records_each_runs_chargpt_command(not
     runs = (work_dir / 'relu', tmp_path / 'again')
     losses = [[r['loss'] for r in read_metrics(run / 'metrics.jsonl')] for run in runs]
     assert losses[0] == losses[1]
+
+
+def test_a_config_reused_with_another_system_work_dir_trains_there(tmp_path):
+    """A cell re-run with config.system.work_dir changed trained in the first run's folder (and refused it, as
+    holding a run): the first Trainer had set config.trainer.work_dir from system.work_dir, and the second took that
+    for the user's. A work_dir the trainer filled in follows system.work_dir; one the user set stays."""
+    from test_trainer import Repeat
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    from mingpt.utils import CfgNode as CN
+    C = CN(system=CN(work_dir=None), model=GPT.get_default_config(), trainer=Trainer.get_default_config())
+    C.model.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    C.trainer.merge_from_dict(dict(max_iters=1, batch_size=2, num_workers=0, quiet=True, device='cpu'))
+    for name in ('a', 'b'):  # the same cell, run twice
+        C.system.work_dir = str(tmp_path / name)
+        Trainer(C.trainer, GPT(C.model), Repeat(), run_config=C).run()
+        assert (tmp_path / name / 'model.pt').exists()
+    C.trainer.work_dir, C.system.work_dir = str(tmp_path / 'mine'), str(tmp_path / 'c')  # the user's own
+    Trainer(C.trainer, GPT(C.model), Repeat(), run_config=C).run()
+    assert (tmp_path / 'mine' / 'model.pt').exists() and not (tmp_path / 'c').exists()
