@@ -955,7 +955,7 @@ def test_a_full_disk_while_a_tokenizer_or_gpt2s_config_is_saved_names_the_file(t
     def full(path, text, **kw):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(Path, 'write_text', full)
-    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'config.json')):
+    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'generation_config.json')):  # config.json last
         with pytest.raises(OSError, match=rf"could not write {re.escape(str(tmp_path / name))} \(\[Errno 28\] No "
                                           r"space left on device; [\d,]+ bytes are free there\); no file was left"):
             save(tmp_path)
