@@ -266,10 +266,11 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
     vocab_hash = hashlib.sha256(json.dumps(identity, sort_keys=True).encode('utf-8')).hexdigest()
     start = name.encode('utf-8')[:190].decode('utf-8', 'ignore')  # a file name holds 255 bytes, .tmp<pid> included
     folder, key = cache_dir() / 'tokens', f'{start}.{text_hash[:12]}.{vocab_hash[:12]}'
-    saved = next(folder.glob(f'{glob.escape(key)}.*.{dtype.name}'), None)  # .<number of ids>.uint16
+    cached = re.compile(re.escape(key) + r'\.(\d+)\.' + dtype.name)  # key.<number of ids>.uint16
+    saved = next((p for p in folder.glob(f'{glob.escape(key)}.*') if cached.fullmatch(p.name)), None)
     if saved:
         print(f"reading the tokens of {name} saved in {saved}")
-        count = int(saved.name[len(key) + 1:-len(dtype.name) - 1])
+        count = int(cached.fullmatch(saved.name)[1])
         if saved.stat().st_size != count * dtype.itemsize:
             raise RuntimeError(f"the tokens of {name} saved in {saved} are damaged (cut short, say): the file holds "
                                f"{saved.stat().st_size:,} bytes, where its {count:,} ids take "
@@ -277,22 +278,27 @@ def encode_text(text, tokenizer, identity, name, piece_size=1 << 20):
         return np.memmap(saved, dtype=dtype, mode='r') if count else np.zeros(0, dtype)
     try:
         make_folder(folder)  # first: a cache that cannot be written fails before a long tokenization, not after
-        ids = []
+        pieces = []
         # under torchrun every process tokenizes; one bar is enough
         with tqdm(total=len(text), unit='char', unit_scale=True, desc=f'tokenizing {name}',
                   disable=other_rank()) as bar:
             # a BPE vocabulary without a pre-tokeniser (pat None) merges across white space: one piece
             for piece in [text] if getattr(tokenizer, 'pat', '') is None else text_pieces(text, piece_size):
-                ids.append(np.array(tokenizer.encode(piece), dtype=dtype))  # 2 bytes an id until they are written
+                pieces.append(np.array(tokenizer.encode(piece), dtype=dtype))  # 2 bytes an id until they are written
                 bar.update(len(piece))
-        ids = np.concatenate(ids) if ids else np.zeros(0, dtype)
-        saved = folder / f'{key}.{len(ids)}.{dtype.name}'
+        count = sum(map(len, pieces))
+        saved = folder / f'{key}.{count}.{dtype.name}'
         print(f"tokenizing {name} into {saved}, which later runs on this text with this tokenizer read back")
-        atomic_write(saved, ids.tofile)
+
+        def write(tmp):
+            with open(tmp, 'wb') as f:
+                for ids in pieces:  # piece by piece: no second copy of them all
+                    ids.tofile(f)
+        atomic_write(saved, write)
     except OSError as e:  # e.g. a home folder that is read-only, or full
         raise OSError(f"cannot save the tokens in {folder} ({e}); set MINGPT_CACHE_DIR to a folder that can be "
                       "written and has room for them") from None
-    return np.memmap(saved, dtype=dtype, mode='r') if len(ids) else ids
+    return np.memmap(saved, dtype=dtype, mode='r') if count else np.zeros(0, dtype)
 
 
 def text_pieces(text, size):

@@ -158,6 +158,10 @@ def test_a_token_cache_cut_short_is_refused_and_names_the_file_to_delete(tmp_pat
         data.encode_text(text, tokenizer, 'chars', 'hamlet.txt')
     saved.unlink()
     assert data.encode_text(text, tokenizer, 'chars', 'hamlet.txt').tolist() == tokenizer.encode(text)
+    # a file of the user's beside it whose name holds no count (a copy kept as .old.) is not taken for the cache
+    [saved] = (tmp_path / 'tokens').iterdir()
+    saved.rename(saved.with_name(saved.name.replace('.1050.', '.old.')))
+    assert data.encode_text(text, tokenizer, 'chars', 'hamlet.txt').tolist() == tokenizer.encode(text)
     capsys.readouterr()
 
 
