@@ -14,7 +14,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.sampling import sample_next
+from mingpt.sampling import end_ids, sample_next
 from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural
 
 
@@ -359,9 +359,8 @@ class GPT(nn.Module):
         if ((idx < 0) | (idx >= self.config.vocab_size)).any():
             raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
-        several = isinstance(eos_token_id, (list, tuple)) and len(eos_token_id) > 0  # any of them ends, as in HF
-        for eos in eos_token_id if several else [eos_token_id]:
-            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True, none_ok=not several)
+        for eos in end_ids(eos_token_id):  # a row ends at any of them
+            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True)
         if attention_mask is None:
             return idx, None
         if attention_mask.shape != idx.shape:
@@ -401,7 +400,7 @@ class GPT(nn.Module):
         idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
         if eos_token_id is not None:  # the end ids (k,), as ints: 20.0 as 20
-            ends = torch.as_tensor(eos_token_id, dtype=torch.long, device=idx.device).view(-1)
+            ends = torch.as_tensor(end_ids(eos_token_id), dtype=torch.long, device=idx.device)
         # the KV cache: after the prompt, each step sends only the token just chosen through the model
         caches = self.new_caches(idx.size(0), min(idx.size(1) + max_new_tokens, self.block_size))
         done = torch.zeros(idx.size(0), 1, dtype=torch.bool, device=idx.device)

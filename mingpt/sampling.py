@@ -54,6 +54,15 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
     return logits.softmax(dim=-1)
 
 
+def end_ids(eos_token_id):
+    """eos_token_id as the list of ids that end a row: none for None, else one id or each of a list (a row ends at
+    any of them, as in Hugging Face's generate)."""
+    several = isinstance(eos_token_id, (list, tuple))
+    if several and not eos_token_id:
+        raise ValueError("eos_token_id=[] names no end token: give one id, a list of them, or None (no end)")
+    return list(eos_token_id) if several else [] if eos_token_id is None else [eos_token_id]
+
+
 def sample_next(logits, temperature=1.0, do_sample=False, top_k=None, top_p=None, generator=None):
     """Pick the next token of each row from logits (B, V): the argmax, or a sample after temperature/top-k/top-p."""
     if not do_sample:  # greedy: temperature, top-k and top-p all keep the argmax, so they are not applied
@@ -82,16 +91,15 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     check_range('length_penalty', length_penalty)
-    several = isinstance(eos_token_id, (list, tuple))  # a beam ends at any of them, as a row of generate does
-    ends = list(eos_token_id) if several else [] if eos_token_id is None else [eos_token_id]
+    ends = end_ids(eos_token_id)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
     finished = []  # (score for ranking, sequence)
     caches = model.new_caches(1, min(T + max_new_tokens, model.block_size))
-    end_ids = torch.tensor(ends, dtype=torch.long, device=idx.device)  # copied to the device once, not every step
+    end_tokens = torch.tensor(ends, dtype=torch.long, device=idx.device)  # copied to the device once, not every step
     for step in range(max_new_tokens):
         logprobs = model.next_token_logits(seqs, caches, mask).float().log_softmax(dim=-1)  # (n, V)
-        rows, tokens, scores, kept, ended = best_extensions(scores, logprobs, num_beams, end_ids)
+        rows, tokens, scores, kept, ended = best_extensions(scores, logprobs, num_beams, end_tokens)
         finished += [(s / (step + 1) ** length_penalty, torch.cat([seqs[row], seqs.new_full((1,), token)]))
                      for row, token, s in ended]
         if not kept:  # every live sequence could only end: none is left to rank as it stands
@@ -121,12 +129,12 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     return out, torch.tensor([s for s, _ in best], device=idx.device)
 
 
-def best_extensions(scores, logprobs, num_beams, end_ids):
-    """Of the live sequences, each extended by every token: the num_beams best that do not end in one of end_ids (a
-    tensor of ids, maybe empty) go on, as tensors of rows, tokens and scores (best first), and their scores as a list;
-    those that end in one and rank among the best num_beams finish, as a list of (row, token, score). The choice is
-    made on the device, where the next step reads it; the host reads the device once, for what it decides with (the
-    lists)."""
+def best_extensions(scores, logprobs, num_beams, end_tokens):
+    """Of the live sequences, each extended by every token: the num_beams best that do not end in one of end_tokens
+    (a tensor of ids, maybe empty) go on, as tensors of rows, tokens and scores (best first), and their scores as a
+    list; those that end in one and rank among the best num_beams finish, as a list of (row, token, score). The
+    choice is made on the device, where the next step reads it; the host reads the device once, for what it decides
+    with (the lists)."""
     vocab_size = logprobs.size(-1)
     candidates = (scores[:, None] + logprobs).view(-1)
     # the best 2 * num_beams (enough to refill after eos) and any equal to the last of them, best first; equal
@@ -136,7 +144,7 @@ def best_extensions(scores, logprobs, num_beams, end_ids):
     top_scores, order = candidates[top].sort(descending=True, stable=True)
     top = top[order]
     # those that may go on, best first: not -inf (a token the model rules out), and not ending in eos
-    ends = torch.isin(top % vocab_size, end_ids)
+    ends = torch.isin(top % vocab_size, end_tokens)
     may_go_on = top_scores.masked_fill(ends, float('-inf'))
     go_on_scores, go_on = may_go_on.sort(descending=True, stable=True)  # stable: equals stay by row, then token
     # one read; float64 holds the ids exactly

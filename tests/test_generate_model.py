@@ -79,3 +79,17 @@ def test_a_list_of_end_ids_ends_a_row_at_any_of_them_as_in_hugging_face(tmp_path
     assert theirs.shape == (2, 3 + 4)  # both rows ended: HF stopped after row 0's fourth token
     assert source.generate(prompt, 10, eos_token_id=ends).tolist() == theirs.tolist()
     assert source.generate(prompt, 10, eos_token_id=tuple(ends)).tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize('generate', [
+    lambda m, eos: m.generate(PROMPT[:1], 3, eos_token_id=eos),
+    lambda m, eos: beam_search(m, PROMPT[:1], 3, 2, eos_token_id=eos),
+], ids=['generate', 'beam_search'])
+def test_a_list_of_end_ids_is_checked_id_by_id_and_an_empty_one_is_refused(model, generate):
+    """An empty list of end ids said 'eos_token_id=[] is not a number: it must be None or an integer', where a list
+    is allowed: it names the list. Each id of a list is checked as one id is."""
+    with pytest.raises(ValueError, match=r"eos_token_id=\[\] names no end token: give one id, a list of them, or "
+                                         r"None \(no end\)"):
+        generate(model, [])
+    with pytest.raises(ValueError, match=r"eos_token_id=11 is out of range: it must be an integer >= 0 and <= 10"):
+        generate(model, [3, 11])
