@@ -572,9 +572,10 @@ def args_of(config):
     back as it was: text as typed, unless it would read as another type (the text '1984', not the number, is quoted),
     anything else as a Python literal (inf and nan as Python writes them); a value no literal holds (a tuple with an
     inf in it, an object) is refused by name. A dict-valued option is one literal where config is a CfgNode; in a
-    config.json it looks like a section and is given key by key, which merge_from_args sets in the option's dict. The
-    trainer's work_dir, which the trainer took from system.work_dir, is left to follow it. config.json is the latest
-    command's config: a resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
+    config.json it looks like a section and is given key by key, which merge_from_args sets in the option's dict:
+    keys the run's dict lacks then keep the project's default (and JSON's keys are text). The trainer's work_dir,
+    which the trainer took from system.work_dir, is left to follow it. config.json is the latest command's config: a
+    resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
     tree = config.to_dict() if isinstance(config, CfgNode) else config
     options = set(config._leaf_paths()) if isinstance(config, CfgNode) else set()  # the dicts that are no section
     trainer, system = tree.get('trainer'), tree.get('system')
