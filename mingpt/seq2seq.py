@@ -32,13 +32,24 @@ def key_padding_mask(ids, pad_token_id):
     return (ids != pad_token_id)[:, None, None, :]
 
 
+def kept_columns(ids, pad_token_id):
+    """How many columns of ids (B, T) trim_padding keeps, 1 + the last where some row has a real token (0 if none),
+    as a tensor on ids' device: reading it makes the host wait for the device, so a caller may read it together with
+    other numbers."""
+    real = (ids != pad_token_id).any(0)  # the columns where some row has a real token
+    positions = torch.arange(1, len(real) + 1, device=ids.device)
+    return (real * positions).max() if len(real) else positions.new_zeros(())
+
+
+def padding_only_rows(ids, pad_token_id):
+    """How many rows of ids (B, T) hold padding only, as a tensor on ids' device (read when needed, as above)."""
+    return (ids == pad_token_id).all(dim=1).sum()
+
+
 def trim_padding(ids, pad_token_id):
     """Drop the columns after the last real token of every row: padding there changes no output, it only costs
     time."""
-    real = (ids != pad_token_id).any(0)  # the columns where some row has a real token
-    # the number of columns to keep, 1 + the last of them (0 if none): one read of the device
-    keep = (real * torch.arange(1, len(real) + 1, device=ids.device)).max() if len(real) else 0
-    return ids[:, :int(keep)]
+    return ids[:, :int(kept_columns(ids, pad_token_id))]  # one read of the device
 
 
 def encoder_block(config):
@@ -171,13 +182,19 @@ class Transformer(nn.Module):
         pos = torch.arange(start, start + idx.size(1), device=idx.device)
         return stack.drop(stack.wte(idx) * math.sqrt(self.config.n_embd) + stack.wpe(pos))
 
-    def encode(self, src):
-        """The encoder's output (B, S, C) for source ids src (B, S), padded at the end with pad_token_id, and the
-        mask (B, 1, 1, S) that keeps attention off that padding."""
-        mask = key_padding_mask(src, self.config.pad_token_id)
-        if not mask.any(dim=-1).all():  # every key hidden: its encoder states, and the loss, would be NaN or arbitrary
+    def check_sources(self, n_padding_only):
+        """Refuse source rows of padding only: every key hidden, their encoder states (and the loss) would be NaN or
+        arbitrary. n_padding_only: how many there are, a number or a tensor (whose bool() reads the device)."""
+        if n_padding_only:
             raise ValueError(f"a source row holds only padding (pad_token_id={self.config.pad_token_id}): give each "
                              "source at least one token, such as EOS")
+
+    def encode(self, src, check=True):
+        """The encoder's output (B, S, C) for source ids src (B, S), padded at the end with pad_token_id, and the
+        mask (B, 1, 1, S) that keeps attention off that padding. check=False: the caller has run check_sources."""
+        mask = key_padding_mask(src, self.config.pad_token_id)
+        if check:
+            self.check_sources(padding_only_rows(src, self.config.pad_token_id))
         x = self.embed(self.encoder, src)
         for block in self.encoder.h:
             x = block(x, mask)
@@ -200,12 +217,18 @@ class Transformer(nn.Module):
             self.check_ids(name, ids, values=False)
         if src.size(0) != tgt.size(0):
             raise ValueError(f"src has {src.size(0)} rows and tgt {tgt.size(0)}: give one target per source")
+        pad = c.pad_token_id
+        # the three numbers the host needs, read from the device at once (each read waits for the device to finish
+        # all it was given): the columns of src and of tgt that trim_padding keeps, and the source rows of padding only
+        needed = [kept_columns(src, pad), kept_columns(tgt, pad), padding_only_rows(src, pad)]
+        src_len, tgt_len, n_padding_only = torch.stack(needed).tolist()
+        self.check_sources(n_padding_only)
         try:
-            memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
-            target = trim_padding(tgt, c.pad_token_id)
+            memory, memory_mask = self.encode(src[:, :src_len], check=False)
+            target = tgt[:, :tgt_len]
             tgt_in = torch.cat([torch.full_like(target[:, :1], c.bos_token_id), target[:, :-1]], dim=1)  # shifted
             logits = self.lm_head(self.decode(tgt_in, memory, memory_mask))
-            loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=c.pad_token_id,
+            loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad,
                                    label_smoothing=c.label_smoothing)
         except IndexError:  # an id outside the vocabulary, raised on CPU (a GPU stops at a device-side assert)
             for name, ids in (('src', src), ('tgt', tgt)):

@@ -108,21 +108,35 @@ def test_gpt_forward_and_backward_never_wait():
     assert forward == {} and backward == {}
 
 
-def test_seq2seq_forward_waits_to_trim_padding():
+def transformer(**overrides):
     C = Transformer.get_default_config()
-    C.merge_from_dict(dict(model_type='transformer-nano', vocab_size=11, block_size=8))
-    m = Transformer(C)
-    src = torch.tensor([[5, 6, 7, 0, 0, 0], [5, 6, 0, 0, 0, 0]])
-    tgt = torch.tensor([[8, 9, 2, 0, 0, 0], [8, 2, 0, 0, 0, 0]])
+    C.merge_from_dict(dict(model_type='transformer-nano', vocab_size=11, block_size=8, **overrides))
+    torch.manual_seed(0)
+    return Transformer(C)
+
+
+# a batch of translate.py's shape: source and target end in EOS (2), padded with PAD (0) past the longest row
+SRC = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 2, 0, 0, 0]])
+TGT = torch.tensor([[8, 9, 2, 0, 0, 0], [8, 2, 0, 0, 0, 0]])
+# in one read: the columns of src and of tgt that are not padding in every row (trim_padding drops the others, so
+# the host needs their number), and whether a source row holds padding only (refused: its attention would be NaN)
+SEQ2SEQ_FORWARD_WAITS = {'tolist in seq2seq.forward': 1}
+
+
+def test_seq2seq_forward_waits_once():
+    m = transformer()
     with HostWaits() as waits:
-        m(src, tgt)
-    assert waits == {
-        # trim_padding drops the columns that are padding in every row, so the host needs their number: one
-        # int() of it for the source and one for the target
-        'item in seq2seq.trim_padding': 2,
-        # encode refuses a source row of padding only, whose attention would be NaN
-        'item in seq2seq.encode': 1,
-    }
+        m(SRC, TGT)
+    assert waits == SEQ2SEQ_FORWARD_WAITS
+
+
+def test_seq2seq_training_iteration_waits_once():
+    """translate.py's training step: the forward's one read; backward, clipping and AdamW's step read nothing."""
+    C = Trainer.get_default_config()
+    C.merge_from_dict(dict(batch_size=2, max_iters=4, log_interval=100, quiet=True, device='cpu'))
+    trainer = Trainer(C, transformer(), torch.utils.data.TensorDataset(SRC, TGT))
+    steady, = iteration_waits(trainer, 1)
+    assert steady == SEQ2SEQ_FORWARD_WAITS
 
 
 def chargpt_trainer(log_interval, max_iters, **options):
