@@ -308,10 +308,10 @@ class Transformer(nn.Module):
         self.check_ids('src', src)
         memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
         if num_beams == 1:
-            rows = self.greedy(memory, memory_mask, max_new_tokens)
+            rows = self.greedy(memory, memory_mask, max_new_tokens).tolist()  # one read for the batch, not one a row
         else:
-            rows = self.beam(memory, memory_mask, max_new_tokens, num_beams, length_penalty)
-        return [cut_at_eos(row[1:].tolist(), c.eos_token_id) for row in rows]
+            rows = [row.tolist() for row in self.beam(memory, memory_mask, max_new_tokens, num_beams, length_penalty)]
+        return [cut_at_eos(row[1:], c.eos_token_id) for row in rows]
 
 
 def cut_at_eos(ids, eos_token_id):

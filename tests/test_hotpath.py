@@ -357,6 +357,24 @@ def test_seq2seq_decode_step_never_waits():
     assert waits == {}
 
 
+def test_seq2seq_greedy_translation_waits_once_per_token():
+    m = transformer().eval()
+    with HostWaits() as three:
+        assert [len(t) for t in m.translate(SRC, max_new_tokens=3)] == [3, 3]  # no row ends early: every step counts
+    with HostWaits() as six:
+        assert [len(t) for t in m.translate(SRC, max_new_tokens=6)] == [6, 6]
+    # done.all(): decoding stops once every row has written EOS, which only the device knows
+    assert six - three == {'item in model.generate_stream': 3}
+    assert three == {
+        'item in seq2seq.check_ids': 1,  # src's ids within the vocabulary, before the embedding reads them
+        'item in seq2seq.trim_padding': 1,  # the source's columns that are not padding in every row
+        'item in seq2seq.check_sources': 1,  # no source row of padding only
+        'from host in model.generate_stream': 1,  # the end id as a tensor, once per generation
+        'item in model.generate_stream': 3,
+        'tolist in seq2seq.translate': 1,  # the translations, the whole batch in one read
+    }
+
+
 def test_prompt_checks_wait_once_each():
     # once per generation, not per step: a prompt of ids outside the vocabulary, or a mask of other values than 0
     # and 1 or of a row without a token, must be refused before the embedding reads it (a device-side assert)
