@@ -46,6 +46,11 @@ def padding_only_rows(ids, pad_token_id):
     return (ids == pad_token_id).all(dim=1).sum()
 
 
+def outside_vocabulary(ids, vocab_size):
+    """How many of ids are not token ids below vocab_size, as a tensor on ids' device (read when needed, as above)."""
+    return ((ids < 0) | (ids >= vocab_size)).sum()
+
+
 def trim_padding(ids, pad_token_id):
     """Drop the columns after the last real token of every row: padding there changes no output, it only costs
     time."""
@@ -168,7 +173,13 @@ class Transformer(nn.Module):
         (an embedding's 'index out of range in self' on CPU, a device-side assert on a GPU). values=False checks the
         shape alone: comparing every id would make the GPU wait for it at each training step."""
         check_token_ids(ids, name)
-        if values and ((ids < 0) | (ids >= self.config.vocab_size)).any():
+        if values:
+            self.check_vocabulary(name, ids, outside_vocabulary(ids, self.config.vocab_size))
+
+    def check_vocabulary(self, name, ids, n_outside):
+        """Refuse ids outside the vocabulary, with their range (read only then). n_outside: how many there are, a
+        number or a tensor (whose bool() reads the device)."""
+        if n_outside:
             raise ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: set model.vocab_size from the data, "
                              f"and pad with pad_token_id={self.config.pad_token_id} (not -1 or -100)")
@@ -305,8 +316,15 @@ class Transformer(nn.Module):
             warnings.warn(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
                           "decodes greedily, which has none to rank: it is ignored (give num_beams > 1 for it to "
                           "count)", stacklevel=3)  # the caller's line, past torch.no_grad's wrapper
-        self.check_ids('src', src)
-        memory, memory_mask = self.encode(trim_padding(src, c.pad_token_id))
+        self.check_ids('src', src, values=False)  # the shape; the values below
+        pad = c.pad_token_id
+        # as in forward, what the host needs in one read: the ids outside the vocabulary (before the embedding meets
+        # them), the columns of src that trim_padding keeps, and the source rows of padding only
+        needed = [outside_vocabulary(src, c.vocab_size), kept_columns(src, pad), padding_only_rows(src, pad)]
+        n_outside, src_len, n_padding_only = torch.stack(needed).tolist()
+        self.check_vocabulary('src', src, n_outside)
+        self.check_sources(n_padding_only)
+        memory, memory_mask = self.encode(src[:, :src_len], check=False)
         if num_beams == 1:
             rows = self.greedy(memory, memory_mask, max_new_tokens).tolist()  # one read for the batch, not one a row
         else:
