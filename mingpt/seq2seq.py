@@ -288,8 +288,8 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def beam(self, memory, memory_mask, max_new_tokens, num_beams, length_penalty=0.0):
-        """The best beam of sampling.beam_search for every encoded source: B rows of ids from BOS. One source at a
-        time, as beam_search keeps the beams of one prompt."""
+        """The best beam of sampling.beam_search for every encoded source: (B, 1 + max_new_tokens) ids from BOS, a
+        beam that ended early padded with EOS. One source at a time, as beam_search keeps the beams of one prompt."""
         c = self.config
         bos = torch.full((1, 1), c.bos_token_id, dtype=torch.long, device=memory.device)
         best = []
@@ -297,7 +297,7 @@ class Transformer(nn.Module):
             one_source = SourceConditioned(self, memory[i:i + 1], memory_mask[i:i + 1])
             beams, _ = beam_search(one_source, bos, max_new_tokens, num_beams, c.eos_token_id, length_penalty)
             best.append(beams[0])  # beams come best first
-        return best
+        return torch.stack(best)
 
     @torch.no_grad()
     def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
@@ -326,10 +326,10 @@ class Transformer(nn.Module):
         self.check_sources(n_padding_only)
         memory, memory_mask = self.encode(src[:, :src_len], check=False)
         if num_beams == 1:
-            rows = self.greedy(memory, memory_mask, max_new_tokens).tolist()  # one read for the batch, not one a row
+            rows = self.greedy(memory, memory_mask, max_new_tokens)
         else:
-            rows = [row.tolist() for row in self.beam(memory, memory_mask, max_new_tokens, num_beams, length_penalty)]
-        return [cut_at_eos(row[1:], c.eos_token_id) for row in rows]
+            rows = self.beam(memory, memory_mask, max_new_tokens, num_beams, length_penalty)
+        return [cut_at_eos(row[1:], c.eos_token_id) for row in rows.tolist()]  # one read for the batch, not one a row
 
 
 def cut_at_eos(ids, eos_token_id):

@@ -375,6 +375,25 @@ def test_seq2seq_greedy_translation_waits_once_per_token():
     }
 
 
+def test_seq2seq_beam_translation_waits_twice_per_token_and_source():
+    m = transformer().eval()
+    with HostWaits() as three:
+        assert [len(t) for t in m.translate(SRC, max_new_tokens=3, num_beams=3)] == [3, 3]  # none ends early
+    with HostWaits() as six:
+        assert [len(t) for t in m.translate(SRC, max_new_tokens=6, num_beams=3)] == [6, 6]
+    # beam search keeps the beams of one source: each source's step waits twice, as test_beam_search_step_waits says
+    per_step = {'nonzero in sampling.best_extensions': 1, 'tolist in sampling.best_extensions': 1}
+    assert six - three == {k: 2 * 3 * n for k, n in per_step.items()}  # 2 sources, 3 more steps
+    assert three == {
+        **{k: 2 * 3 * n for k, n in per_step.items()},
+        # once per source: its end id as a tensor and its beams' scores to the device, its live beams' scores read
+        'from host in sampling.beam_search': 2 * 2,
+        'tolist in sampling.beam_search': 2,
+        # as greedy's: the source's checks before decoding, and the best beam of every source in one read after
+        'tolist in seq2seq.translate': 2,
+    }
+
+
 def test_prompt_checks_wait_once_each():
     # once per generation, not per step: a prompt of ids outside the vocabulary, or a mask of other values than 0
     # and 1 or of a row without a token, must be refused before the embedding reads it (a device-side assert)
