@@ -93,3 +93,5 @@ def test_a_list_of_end_ids_is_checked_id_by_id_and_an_empty_one_is_refused(model
         generate(model, [])
     with pytest.raises(ValueError, match=r"eos_token_id=11 is out of range: it must be an integer >= 0 and <= 10"):
         generate(model, [3, 11])
+    with pytest.raises(ValueError, match=r"eos_token_id=None is not a number: it must be an integer"):
+        generate(model, [3, None])  # None in a list ends nothing: refused, not failed deep inside generate_stream
