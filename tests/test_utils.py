@@ -20,7 +20,7 @@ from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
 from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, args_of, atomic_write,
                           check_dataset_for_workers, check_range, lock_folder, make_folder, remove_stale_temps,
-                          resolve_device, run_cli, set_from_data, set_seed, setup_logging)
+                          resolve_device, run_cli, set_from_data, set_seed, setup_logging, started_as)
 
 
 def make():
@@ -386,6 +386,25 @@ def test_args_txt_of_a_run_piped_to_python_says_it_was_started_from_python(tmp_p
     assert text.startswith("# started from Python") and ' && ' not in text, text
 
 
+def test_a_run_started_as_another_script_records_its_command_also_from_a_notebook(tmp_path, monkeypatch):
+    """started_as (the ablation runs chargpt's main with it) records the run as `python chargpt.py ARGS`, also in a
+    notebook, whose runs otherwise hold only a note: pasted into a shell, that command redoes the run alone. Leaving
+    it, however the run ended, gives back the caller's sys.argv and its own record (a notebook's note again)."""
+    kernel = ['/usr/lib/python3/site-packages/ipykernel_launcher.py', '-f', '/tmp/k.json']
+    monkeypatch.setattr('sys.argv', list(kernel))
+    monkeypatch.delattr(sys.modules['__main__'], '__file__', raising=False)  # a notebook's __main__ has no file
+    with pytest.raises(KeyboardInterrupt):
+        with started_as('projects/chargpt.py', ['--model.activation=relu', "--data.path=it's.txt"]):
+            setup_logging(CN(system=CN(work_dir=str(tmp_path / 'relu'))))
+            raise KeyboardInterrupt  # the run stopped part way
+    assert sys.argv == kernel
+    folder, _, words = args_txt_words((tmp_path / 'relu' / 'args.txt').read_text())
+    assert (folder, words) == (os.getcwd(), ['python', 'projects/chargpt.py', '--model.activation=relu',
+                                             "--data.path=it's.txt"])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path / 'after'))))  # the notebook's own next run
+    assert (tmp_path / 'after' / 'args.txt').read_text().startswith('# started from Python')
+
+
 def test_args_of_a_config_are_read_back_as_the_config_itself():
     """args_of gives main(argv) a run's config.json: each value comes back with its type (text that reads as a
     number or a bool, a path with a quote, None over a default, a tuple written as JSON's list, a nested section)."""
@@ -430,6 +449,17 @@ def test_args_of_reads_back_infinity_nan_and_a_dict_valued_option():
     with pytest.raises(ConfigError, match=r"trainer.betas=\(0.9, inf\) cannot be written as an option that reads "
                                           r"back as it is"):
         args_of(C)
+
+
+def test_one_key_of_a_dict_valued_option_is_set_and_its_other_keys_kept_at_every_depth():
+    """--trainer.extra.decay.to=0.2 on a dict-valued option sets that one key: the option's other keys stay, also
+    those beside it in a nested dict, and the default's dicts, which every config made from it holds, are unchanged."""
+    default = {'warmup': 2, 'decay': {'to': 0.1, 'kind': 'cos'}}
+    C = make()
+    C.trainer.extra = default
+    C.merge_from_args(['--trainer.extra.decay.to=0.2', '--trainer.extra.decay.steps=inf'])
+    assert C.trainer.extra == {'warmup': 2, 'decay': {'to': 0.2, 'kind': 'cos', 'steps': math.inf}}
+    assert default == {'warmup': 2, 'decay': {'to': 0.1, 'kind': 'cos'}}
 
 
 def test_args_of_a_projects_config_redoes_it_in_another_work_dir():
