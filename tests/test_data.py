@@ -7,6 +7,7 @@ import http.server
 import lzma
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -165,10 +166,20 @@ def test_a_token_cache_cut_short_is_refused_and_names_the_file_to_delete(tmp_pat
     capsys.readouterr()
 
 
+class ZSTD:
+    """zstd's own command, as a compressor module (Python has none of its own before 3.14)."""
+
+    @staticmethod
+    def compress(text):
+        return subprocess.run(['zstd', '-q', '-c'], input=text, capture_output=True, check=True).stdout
+
+
 @pytest.mark.parametrize('name, compressor, says', [
     ('input.txt.gz', gzip, 'is gzip-compressed, not text: decompress it first (gunzip -k '),
     ('input.txt.bz2', bz2, 'is bzip2-compressed, not text: decompress it first (bunzip2 -k '),
     ('input.txt.xz', lzma, 'is xz-compressed, not text: decompress it first (unxz -k '),
+    pytest.param('input.txt.zst', ZSTD, 'is zstd-compressed, not text: decompress it first (unzstd ',
+                 marks=pytest.mark.skipif(not shutil.which('zstd'), reason="zstd's command is not installed")),
 ])
 def test_a_compressed_text_is_named_as_such_with_the_command_that_decompresses_it(tmp_path, name, compressor, says):
     """A corpus shipped compressed (input.txt.gz) was 'not a text file (it holds NUL bytes, as a checkpoint, an
