@@ -229,10 +229,12 @@ class MaskedOut:
         return logits
 
 
-def test_a_token_ruled_out_never_makes_a_beam():
+@pytest.mark.parametrize('eos', [None, 3, [0, 3]])
+def test_a_token_ruled_out_never_makes_a_beam(eos):
     """Two steps over two possible tokens: only 4 sequences exist, so 5 beams return those 4. By hand:
-    log p(1) = -log(1 + e^-1) = -0.3133, log p(2) = -1 - 0.3133 = -1.3133."""
-    seqs, scores = beam_search(MaskedOut(), torch.tensor([[0]]), 2, num_beams=5)
+    log p(1) = -log(1 + e^-1) = -0.3133, log p(2) = -1 - 0.3133 = -1.3133. An end id the model rules out ends no
+    beam, though its -inf ranks among the best 5 candidates."""
+    seqs, scores = beam_search(MaskedOut(), torch.tensor([[0]]), 2, num_beams=5, eos_token_id=eos)
     a, b = -math.log(1 + math.exp(-1)), -1 - math.log(1 + math.exp(-1))
     assert seqs[:, 1:].tolist()[0] == [1, 1] and seqs[:, 1:].tolist()[3] == [2, 2]
     assert sorted(map(tuple, seqs[:, 1:].tolist())) == [(1, 1), (1, 2), (2, 1), (2, 2)]
