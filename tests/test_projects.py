@@ -361,6 +361,18 @@ def test_the_character_dataset_holds_a_large_text_in_a_byte_a_character_and_read
     assert wide.data.element_size() == 4 and wide.tokenizer.decode(wide[len(wide) - 1][1]) == cyrillic[-8:]
 
 
+@pytest.mark.parametrize('n_chars, size', [(256, 1), (257, 4)])
+def test_the_character_dataset_holds_ids_in_one_byte_up_to_256_characters_and_none_wraps_past_them(n_chars, size):
+    """Ids 0 to 255 fit in a byte; a text of 257 characters has id 256, which a byte would hold as 0, training on
+    another character with no error. An empty text (its pieces: none) is refused by name."""
+    from mingpt.data import CharDataset
+    text = ''.join(map(chr, range(0x100, 0x100 + n_chars))) * 2
+    data = CharDataset(text, block_size=4)
+    assert data.data.element_size() == size and data.data.tolist() == data.tokenizer.encode(text)
+    with pytest.raises(ValueError, match=r"^the text has 0 characters, too few for one window of block_size 4"):
+        CharDataset('', block_size=4, tokenizer=data.tokenizer)  # an empty file: named, not torch.cat's error
+
+
 @pytest.mark.parametrize('tokenizer', [None, 'gpt2'])
 def test_chargpt_trains_on_the_start_and_validates_on_the_end(tokenizer, tmp_path, monkeypatch, capsys):
     chargpt = load_project('chargpt')
