@@ -496,11 +496,16 @@ def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_s
     assert capsys.readouterr().out == PROMPT + tok.decode(out[:-1]) + '\n'
     if where == 'a list':  # and beam search, as transformers' (its exact search, by the plain sum of log-probs)
         beams = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=30, num_beams=2,
-                            num_return_sequences=2, length_penalty=0.0, early_stopping='never', pad_token_id=0)
-        best = beams[0, ids.size(1):].tolist()
+                            num_return_sequences=2, length_penalty=0.0, early_stopping='never', pad_token_id=0,
+                            output_scores=True, return_dict_in_generate=True)
+        best = beams.sequences[0, ids.size(1):].tolist()
         assert 50257 in best  # it ended at the second of the two ids
-        g.main([f'--model={folder}', f'--prompt={PROMPT}', '--num_beams=2', '--num_samples=1'])
-        assert capsys.readouterr().out == PROMPT + tok.decode(best[:best.index(50257)]) + '\n'
+        g.main([f'--model={folder}', f'--prompt={PROMPT}', '--num_beams=2', '--num_samples=2', '--max_new_tokens=30'])
+        out, err = capsys.readouterr()
+        assert out.startswith(PROMPT + tok.decode(best[:best.index(50257)]) + '\n')
+        # both beams ranked as HF's: by log-probs up to their end, not of beams run on past <|end|>, cut when printed
+        scores = re.findall(r"\(log-prob (-?[\d.]+)\)", err)
+        assert scores == [f"{s:.2f}" for s in beams.sequences_scores.tolist()], err
 
 
 def test_an_empty_prompt_starts_from_the_folders_bos_token_as_hf_generate_does(g, capsys, tmp_path):
