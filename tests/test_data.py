@@ -166,6 +166,18 @@ def test_a_token_cache_cut_short_is_refused_and_names_the_file_to_delete(tmp_pat
     capsys.readouterr()
 
 
+def test_the_tokens_of_an_empty_text_are_saved_and_read_back_as_none(tmp_path, monkeypatch, capsys):
+    """An empty text's token file holds 0 bytes, which numpy cannot memory-map ('cannot mmap an empty file'): the
+    run after the one that saved it read no ids back, as the first did, not that error."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path))
+    tokenizer = data.CharTokenizer(list('ab'))
+    for _ in range(2):  # saved, then read back
+        ids = data.encode_text('', tokenizer, 'chars', 'empty.txt')
+        assert ids.tolist() == [] and ids.dtype == 'uint16'
+    assert [p.stat().st_size for p in (tmp_path / 'tokens').iterdir()] == [0]
+    capsys.readouterr()
+
+
 class ZSTD:
     """zstd's own command, as a compressor module (Python has none of its own before 3.14)."""
 
