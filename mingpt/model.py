@@ -359,8 +359,9 @@ class GPT(nn.Module):
         if ((idx < 0) | (idx >= self.config.vocab_size)).any():
             raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
                              f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
+        one = not isinstance(eos_token_id, (list, tuple))  # one id may be None (no end), an id of a list not
         for eos in end_ids(eos_token_id):  # a row ends at any of them
-            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True)
+            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True, none_ok=one)
         if attention_mask is None:
             return idx, None
         if attention_mask.shape != idx.shape:
