@@ -459,23 +459,31 @@ def test_a_folder_transformers_5_saved_with_added_tokens_samples_hfs_greedy_toke
         g.main([f'--model={folder}', f'--prompt={prompt}'])
 
 
+def hf_with_a_token_of_its_own(tmp_path, role, text):
+    """(transformers, GPT-2's tokenizer with `text` added as its special `role` token (id 50257), a tiny random
+    GPT2LMHeadModel whose config names 50257 as its `role` token id, with some opinions)."""
+    transformers = pytest.importorskip('transformers')
+    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
+        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
+    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
+    tok.add_special_tokens({f'{role}_token': text})
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
+                                                              vocab_size=50258, **{f'{role}_token_id': 50257}))
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.mul_(20)  # a random model with some opinions: greedy decoding varies its tokens
+    return transformers, tok, hf
+
+
 @pytest.mark.parametrize('where', ['generation_config.json', 'config.json', 'a list'])
 def test_a_folder_whose_config_names_another_end_token_stops_where_hf_generate_stops(g, capsys, tmp_path, where):
     """A model fine-tuned with an end token of its own ('<|end|>', 50257, named eos_token_id in generation_config.json,
     or in config.json where there is no generation_config.json): transformers' generate stops there, and generate.py
     ran on past it to <|endoftext|> or max_new_tokens. In a list of end ids transformers stops at any of them, where
     generate.py stopped only at the first (<|endoftext|> here, which this model writes later if at all)."""
-    transformers = pytest.importorskip('transformers')
-    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
-        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
-    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
-    tok.add_special_tokens({'eos_token': '<|end|>'})
-    torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
-                                                              vocab_size=50258, eos_token_id=50257))
+    transformers, tok, hf = hf_with_a_token_of_its_own(tmp_path, 'eos', '<|end|>')
     with torch.no_grad():
-        for p in hf.parameters():
-            p.mul_(20)  # a random model with some opinions
         # <|end|> a little likelier than a token greedy decoding writes: it ends the text there, a few tokens in
         hf.transformer.wte.weight[50257] = hf.transformer.wte.weight[22304] * 1.01
     folder = tmp_path / 'tuned'
@@ -512,17 +520,7 @@ def test_an_empty_prompt_starts_from_the_folders_bos_token_as_hf_generate_does(g
     """Given no prompt, transformers' generate starts from the bos_token_id a folder's config names; generate.py
     started from <|endoftext|> whatever the folder said, so a model trained to begin its texts with a token of its
     own ('<|start|>' here) wrote another text than transformers does from the same folder."""
-    transformers = pytest.importorskip('transformers')
-    for ours, theirs in (('encoder.json', 'vocab.json'), ('vocab.bpe', 'merges.txt')):
-        (tmp_path / theirs).write_bytes(data_dir('gpt2', ours).read_bytes())
-    tok = transformers.GPT2Tokenizer.from_pretrained(tmp_path)
-    tok.add_special_tokens({'bos_token': '<|start|>'})
-    torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, n_positions=64,
-                                                              vocab_size=50258, bos_token_id=50257))
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.mul_(20)  # a random model with some opinions
+    transformers, tok, hf = hf_with_a_token_of_its_own(tmp_path, 'bos', '<|start|>')
     folder = tmp_path / 'tuned'
     hf.save_pretrained(folder)
     tok.save_pretrained(folder)
