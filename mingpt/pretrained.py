@@ -264,9 +264,10 @@ def save_gpt2(model, save_directory, eos_token_id=None):
     """Write config.json, generation_config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by
     transformers' GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically. A model
     that is not GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in
-    model.py), or an eos_token_id that is not one of its tokens (see end_ids), is refused before anything is written."""
+    model.py), or an eos_token_id that is not one of its tokens (see config_end_ids), is refused before anything is
+    written."""
     c = model.config
-    eos = end_ids(eos_token_id, c.vocab_size)
+    eos = config_end_ids(eos_token_id, c.vocab_size)
     instead = "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead"
     variant = {k: getattr(c, k) for k in ('pos_embd', 'norm', 'activation') if getattr(c, k) != model.CHOICES[k][0]}
     if variant:
@@ -309,7 +310,7 @@ def save_gpt2(model, save_directory, eos_token_id=None):
     return folder
 
 
-def end_ids(eos_token_id, vocab_size):
+def config_end_ids(eos_token_id, vocab_size):
     """save_pretrained's eos_token_id as config.json holds it: the id that ends a text, or a list of such ids
     (transformers' generate stops at any of them), each a token of the vocabulary. None: GPT-2's <|endoftext|>,
     50256, where the vocabulary has that id, else none (a smaller vocabulary has no such token we know of)."""

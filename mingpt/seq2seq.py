@@ -33,9 +33,9 @@ def key_padding_mask(ids, pad_token_id):
 
 
 def kept_columns(ids, pad_token_id):
-    """How many columns of ids (B, T) trim_padding keeps, 1 + the last where some row has a real token (0 if none),
-    as a tensor on ids' device: reading it makes the host wait for the device, so a caller may read it together with
-    other numbers."""
+    """How many columns of ids (B, T) to keep: 1 + the last where some row has a real token (0 if none); the padding
+    after it changes no output, it only costs time. A tensor on ids' device: reading it makes the host wait for the
+    device, so a caller may read it together with other numbers."""
     real = (ids != pad_token_id).any(0)  # the columns where some row has a real token
     positions = torch.arange(1, len(real) + 1, device=ids.device)
     return (real * positions).max() if len(real) else positions.new_zeros(())
@@ -49,12 +49,6 @@ def padding_only_rows(ids, pad_token_id):
 def outside_vocabulary(ids, vocab_size):
     """How many of ids are not token ids below vocab_size, as a tensor on ids' device (read when needed, as above)."""
     return ((ids < 0) | (ids >= vocab_size)).sum()
-
-
-def trim_padding(ids, pad_token_id):
-    """Drop the columns after the last real token of every row: padding there changes no output, it only costs
-    time."""
-    return ids[:, :int(kept_columns(ids, pad_token_id))]  # one read of the device
 
 
 def encoder_block(config):
@@ -221,7 +215,7 @@ class Transformer(nn.Module):
     def forward(self, src, tgt):
         """Teacher forcing: the decoder reads BOS + tgt[:-1] and predicts tgt (B, T), the target sentence followed
         by EOS and padded with pad_token_id (padding does not count in the loss). Returns (logits, loss): logits
-        (B, T', vocab_size), T' leaving out the trailing padding columns that every row of tgt shares (trim_padding),
+        (B, T', vocab_size), T' leaving out the trailing padding columns that every row of tgt shares (kept_columns),
         so compare them with tgt[:, :T']."""
         c = self.config
         for name, ids in (('src', src), ('tgt', tgt)):
@@ -230,7 +224,7 @@ class Transformer(nn.Module):
             raise ValueError(f"src has {src.size(0)} rows and tgt {tgt.size(0)}: give one target per source")
         pad = c.pad_token_id
         # the three numbers the host needs, read from the device at once (each read waits for the device to finish
-        # all it was given): the columns of src and of tgt that trim_padding keeps, and the source rows of padding only
+        # all it was given): the columns of src and of tgt to keep (kept_columns), and the source rows of padding only
         needed = [kept_columns(src, pad), kept_columns(tgt, pad), padding_only_rows(src, pad)]
         src_len, tgt_len, n_padding_only = torch.stack(needed).tolist()
         self.check_sources(n_padding_only)
@@ -251,7 +245,7 @@ class Transformer(nn.Module):
         """Cross-attention weights of every decoder layer while it predicts tgt from src: a list of (B, n_head, T, S)
         tensors, row t the source positions the decoder looked at to write tgt[t]. They are the model's in eval
         mode, without dropout, whichever mode it is in. T and S leave out trailing padding columns that every row
-        shares (trim_padding), as forward's logits do."""
+        shares (kept_columns), as forward's logits do."""
         return kept_weights(self, [block.crossattention for block in self.decoder.h], lambda: self(src, tgt))
 
     # ---- decoding ----
@@ -319,7 +313,7 @@ class Transformer(nn.Module):
         self.check_ids('src', src, values=False)  # the shape; the values below
         pad = c.pad_token_id
         # as in forward, what the host needs in one read: the ids outside the vocabulary (before the embedding meets
-        # them), the columns of src that trim_padding keeps, and the source rows of padding only
+        # them), the columns of src to keep, and the source rows of padding only
         needed = [outside_vocabulary(src, c.vocab_size), kept_columns(src, pad), padding_only_rows(src, pad)]
         n_outside, src_len, n_padding_only = torch.stack(needed).tolist()
         self.check_vocabulary('src', src, n_outside)

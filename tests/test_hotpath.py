@@ -118,7 +118,7 @@ def transformer(**overrides):
 # a batch of translate.py's shape: source and target end in EOS (2), padded with PAD (0) past the longest row
 SRC = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 2, 0, 0, 0]])
 TGT = torch.tensor([[8, 9, 2, 0, 0, 0], [8, 2, 0, 0, 0, 0]])
-# in one read: the columns of src and of tgt that are not padding in every row (trim_padding drops the others, so
+# in one read: the columns of src and of tgt that are not padding in every row (forward drops the others, so
 # the host needs their number), and whether a source row holds padding only (refused: its attention would be NaN)
 SEQ2SEQ_FORWARD_WAITS = {'tolist in seq2seq.forward': 1}
 

@@ -11,7 +11,7 @@ from conftest import load_project, perturb_norms
 from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
 from mingpt.model import CausalSelfAttention, GPT, sinusoidal_positions
 from mingpt.sampling import beam_search
-from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, trim_padding
+from mingpt.seq2seq import SourceConditioned, Transformer, cut_at_eos, kept_columns
 from mingpt.trainer import Trainer
 from mingpt.utils import ConfigError
 
@@ -499,6 +499,8 @@ def test_the_module_docstring_names_each_part_of_the_lecture():
 
 
 def test_trim_padding_keeps_every_real_token():
+    def trim_padding(ids, pad_token_id):  # as forward and translate cut their ids
+        return ids[:, :int(kept_columns(ids, pad_token_id))]
     ids = torch.tensor([[3, 4, 0, 0, 0], [5, 0, 6, 2, 0]])  # a pad inside a row, and one column of padding only
     assert trim_padding(ids, 0).tolist() == [[3, 4, 0, 0], [5, 0, 6, 2]]
     assert trim_padding(torch.tensor([[0, 0, 3, 2]]), 0).tolist() == [[0, 0, 3, 2]]  # left padding
