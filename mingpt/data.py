@@ -206,10 +206,12 @@ def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path')
 
 def read_text(path):
     """The contents of a UTF-8 text file, without a leading byte-order mark (Windows editors and Project Gutenberg
-    write one; it is not text); any other encoding is a ValueError that names the file."""
+    write one; it is not text), nor one at the start of a line, where `cat a.txt b.txt > all.txt` puts b.txt's (as a
+    zero-width no-break space, U+FEFF has nothing to join there); any other encoding is a ValueError that names the
+    file."""
     try:
         with open(path, encoding='utf-8-sig') as f:
-            return f.read()
+            return f.read().replace('\n\ufeff', '\n')
     except IsADirectoryError:
         raise IsADirectoryError(f"{path} is a folder, not a text file; pass the path of a file in it") from None
     except UnicodeDecodeError as e:

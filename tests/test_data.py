@@ -215,3 +215,14 @@ def test_ctrl_c_once_the_part_is_made_but_before_its_first_byte_says_nothing_of_
     with pytest.raises(KeyboardInterrupt):
         data.download(url, tmp_path / 'f.bin')
     assert (tmp_path / 'f.bin.part').read_bytes() == b'' and capsys.readouterr().err == ''
+
+
+def test_the_byte_order_marks_of_files_put_one_after_another_are_not_read_as_text(tmp_path):
+    """`cat a.txt b.txt > all.txt` of files that Notepad saved (a byte-order mark each, CRLF lines) kept b.txt's mark,
+    U+FEFF, at the start of its first line: a character of the vocabulary that the model learned to write there. A
+    U+FEFF inside a line, where it may be meant as a zero-width no-break space, is kept."""
+    first, second = 'First Citizen:\nBefore we proceed\n', 'Second Citizen:\nSpeak,\ufeffspeak.\n'
+    files = [('\ufeff' + text.replace('\n', '\r\n')).encode('utf-8') for text in (first, second)]
+    (tmp_path / 'all.txt').write_bytes(b''.join(files))
+    # each file as read alone, one after the other: second's U+FEFF inside a line too
+    assert data.read_text(tmp_path / 'all.txt') == first + second
