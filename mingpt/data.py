@@ -179,19 +179,21 @@ def find_local(path):
     return next((q for q in [p] + [root / p for root in data_roots()] if q.exists()), None)
 
 
-def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path'):
+def fetch(relpath, url=None, path=None, sha256=None, local_copy='pass its path', folder=False):
     """Return a local path for the data file `relpath` (e.g. 'tinyshakespeare/input.txt'), downloading it into the
     cache once if it is nowhere else. `path`, when given, wins and must exist: a file, or one under $MINGPT_DATA_DIR
-    or the cache (e.g. 'text/gutenberg/2600-0.txt'). local_copy: how a user passes `path`, for the errors (e.g.
-    'pass its path with --data.path=FILE')."""
+    or the cache (e.g. 'text/gutenberg/2600-0.txt'); with folder=True it may be a folder too (e.g. 'text/gutenberg',
+    for read_corpus). local_copy: how a user passes `path`, for the errors (e.g. 'pass its path with
+    --data.path=FILE')."""
     if path:
         found = find_local(path)
         if found is None:
             # a relative path is also looked for under the data roots; an absolute one only where it says
             roots = [] if Path(path).expanduser().is_absolute() else data_roots()
             nor = f" (nor under {' or '.join(map(str, roots))})" if roots else ''
-            raise FileNotFoundError(f"{path} does not exist{nor}; pass the path of an existing file")
-        if found.is_dir():
+            what = 'file or folder' if folder else 'file'
+            raise FileNotFoundError(f"{path} does not exist{nor}; pass the path of an existing {what}")
+        if found.is_dir() and not folder:
             raise IsADirectoryError(f"{path} is a folder; pass the path of a file in it")
         return found
     candidates = [root / relpath for root in data_roots()]
@@ -225,6 +227,35 @@ def book_body(text):
     after another with a blank line between them, as paragraphs."""
     bodies = re.findall(r'^\*\*\* ?START OF[^\n]*\n(.*?)^\*\*\* ?END OF', text, re.M | re.S)
     return '\n\n'.join(bodies) if bodies else text
+
+
+def read_corpus(path):
+    """The text to train a language model on, cut to the books of any Project Gutenberg file (book_body): a text
+    file's, or every .txt file's of a folder (not of its subfolders), in the order of their names, a blank line
+    between one file's text and the next's. Says what it read: which files, and how much of them is text."""
+    path = Path(path)
+    if not path.is_dir():
+        text = read_text(path)
+        if len(body := book_body(text)) < len(text):
+            print(f"{path.name} is a Project Gutenberg book: training on its text, {len(body):,} of the file's "
+                  f"{len(text):,} characters (not its header and licence)")
+        return body
+    # as the shell's *.txt: no hidden files, such as the ._ files of a Mac's copy to a USB stick (not text)
+    files = sorted(p for p in path.glob('*.txt') if p.is_file() and not p.name.startswith('.'))
+    if not files:
+        raise FileNotFoundError(f"{path} is a folder with no .txt file in it (only those directly in it are read, "
+                                "not its subfolders'); put the text files to train on there, or pass a file's path")
+    bodies, books = [], 0
+    for file in files:  # one file's whole text at a time, not all of them and all their bodies
+        text = read_text(file)
+        bodies.append(book_body(text))
+        books += len(bodies[-1]) < len(text)
+    text = '\n\n'.join(bodies)
+    names = ', '.join(p.name for p in files[:5]) + (f' and {len(files) - 5} more' if len(files) > 5 else '')
+    cut = f", Project Gutenberg headers and licences cut from {books}" if books else ''
+    print(f"reading {len(files)} .txt file{'s' * (len(files) > 1)} of {path}, in this order: {names} "
+          f"({len(text):,} characters of text{cut})")
+    return text
 
 
 # (first bytes, what the file is, the command that decompresses it) of the usual compressed formats of one file; not

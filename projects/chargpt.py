@@ -1,8 +1,9 @@
 """
-Trains a character-level language model on Tiny Shakespeare (or any text file), shows samples and the
-validation loss as it learns, and saves a checkpoint that can be sampled later without training:
+Trains a character-level language model on Tiny Shakespeare (or any text file, or a folder of them), shows
+samples and the validation loss as it learns, and saves a checkpoint that can be sampled later without training:
 
     python projects/chargpt.py                                   # train
+    python projects/chargpt.py --data.path=text/gutenberg        # every .txt file of a folder, one after another
     python projects/chargpt.py --trainer.resume=True             # continue from out/chargpt/ckpt.pt
     python projects/chargpt.py --sample.checkpoint=out/chargpt/model.pt --sample.prompt="ROMEO:"   # sample
     python projects/chargpt.py --data.tokenizer=DIR              # tokens of a byte-level BPE vocabulary instead
@@ -26,8 +27,8 @@ import torch
 
 from mingpt.bpe import get_encoder
 from mingpt.checkpoint import with_options
-from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, book_body,
-                         encode_text, fetch, read_text)
+from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
+                         fetch, read_corpus)
 from mingpt.model import GPT
 from mingpt.pretrained import load_model_and_tokenizer, tokenizer_record
 from mingpt.trainer import Trainer
@@ -42,7 +43,8 @@ def get_config():
     C.system.work_dir = './out/chargpt'
     C.system.init = None  # a model to start from (GPT-2's hub id or directory, or a model.pt); None: a new one
     C.data = CN()
-    # a text file (or one under $MINGPT_DATA_DIR or the cache); default: Tiny Shakespeare, downloaded once
+    # a text file, or a folder whose .txt files are read one after another (either here, or under $MINGPT_DATA_DIR
+    # or the cache); default: Tiny Shakespeare, downloaded once
     C.data.path = None
     # None: one token per character of the text; or a directory holding a byte-level BPE vocabulary in GPT-2's
     # format (encoder.json and vocab.bpe, e.g. one trained with mingpt.bpe); gpt2: GPT-2's, downloaded if need be
@@ -153,12 +155,8 @@ def main(argv):
         return
 
     path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
-                 local_copy='pass its path with --data.path=FILE')
-    text = read_text(path)
-    if len(body := book_body(text)) < len(text):
-        print(f"{path.name} is a Project Gutenberg book: training on its text, {len(body):,} of the file's "
-              f"{len(text):,} characters (not its header and licence)")
-        text = body
+                 local_copy='pass its path with --data.path=FILE', folder=True)
+    text = read_corpus(path)
     if not text.strip():
         raise ValueError(f"data.path={D.path} holds no text to train on")
     if config.system.init:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import data_dir, load_project
 from mingpt import data
 
 BODY = bytes(range(256)) * 1024  # 256 KiB: four chunks of download's 64 KiB
@@ -226,3 +227,99 @@ def test_the_byte_order_marks_of_files_put_one_after_another_are_not_read_as_tex
     (tmp_path / 'all.txt').write_bytes(b''.join(files))
     # each file as read alone, one after the other: second's U+FEFF inside a line too
     assert data.read_text(tmp_path / 'all.txt') == first + second
+
+
+def gutenberg_file(body):
+    """The bytes of a Project Gutenberg file holding `body`: a byte-order mark, a header, CRLF lines, a licence."""
+    return ('\ufeffThe Project Gutenberg EBook #1\n\n*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n' + body +
+            '*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n\n1.E.1. #@ licence terms\n').replace('\n', '\r\n').encode()
+
+
+def test_chargpt_trains_on_every_txt_file_of_a_folder_each_cut_to_its_book(tmp_path, monkeypatch, capsys):
+    """`--data.path=<a folder of books>` was refused ('is a folder; pass the path of a file in it'), and `cat` of
+    Gutenberg files into one kept the second book's header and licence only where book_body could not tell them
+    apart. Now the folder is the corpus: its .txt files in the order of their names, each cut to its book, a blank
+    line between them; hidden files, other files and subfolders are not read; the output names what was read."""
+    chargpt = load_project('chargpt')
+    pride, whale, notes = 'It is a truth universally acknowledged.\n' * 20, 'Call me Ishmael.\n' * 30, 'my notes.\n'
+    books = tmp_path / 'data' / 'text' / 'books'
+    (books / 'old').mkdir(parents=True)
+    (books / '2701-0.txt').write_bytes(gutenberg_file(whale))
+    (books / '1342-0.txt').write_bytes(gutenberg_file(pride))
+    (books / 'notes.txt').write_bytes(('\ufeff' + notes).encode())  # not a Gutenberg file: read whole, as Notepad's
+    (books / '._1342-0.txt').write_bytes(b'\x00\x05\x16\x07\x00\x02\xff')  # a Mac's resource fork: not text
+    (books / 'README.md').write_text('About these books #@')
+    (books / 'old' / 'draft.txt').write_text('An old draft #@')
+    seen = {}
+
+    class Spy(chargpt.Trainer):
+        def run(self):
+            seen.update(train=self.train_dataset, val=self.val_dataset)
+    monkeypatch.setattr(chargpt, 'Trainer', Spy)
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'data'))  # the folder's path is relative to it
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    monkeypatch.chdir(tmp_path)
+    chargpt.main(['--data.path=text/books', '--data.val_fraction=0.25', '--data.block_size=4', '--sample.length=0',
+                  '--system.work_dir=run', '--model.model_type=gpt-nano'])
+    corpus = pride + '\n\n' + whale + '\n\n' + notes
+    decode = data.CharTokenizer.from_text(corpus).decode  # the books' characters only: no U+FEFF, '#' nor '@'
+    assert decode(seen['train'].tokens) + decode(seen['val'].tokens) == corpus
+    assert (f"reading 3 .txt files of {books}, in this order: 1342-0.txt, 2701-0.txt, notes.txt ({len(corpus):,} "
+            "characters of text, Project Gutenberg headers and licences cut from 2)") in capsys.readouterr().out
+
+
+def test_a_folder_with_no_txt_file_is_refused_by_name(tmp_path, monkeypatch):
+    chargpt = load_project('chargpt')
+    (tmp_path / 'empty').mkdir()
+    (tmp_path / 'books' / 'sub').mkdir(parents=True)  # one with a .txt file in a subfolder, and a compressed one
+    (tmp_path / 'books' / 'sub' / 'book.txt').write_text('A book one folder down.\n')
+    (tmp_path / 'books' / 'book.txt.gz').write_bytes(b'\x1f\x8b')
+    for folder in ('empty', 'books'):
+        with pytest.raises(FileNotFoundError, match=re.escape(
+                f"{tmp_path / folder} is a folder with no .txt file in it (only those directly in it are read, not "
+                "its subfolders'); put the text files to train on there, or pass a file's path")):
+            chargpt.main([f'--data.path={tmp_path / folder}', f'--system.work_dir={tmp_path / "run"}'])
+
+
+def test_the_tokens_of_a_folder_are_read_back_only_while_its_files_are_the_same(tmp_path, monkeypatch, capsys):
+    """The token cache of a folder is keyed by its text: a file changed, added or removed is tokenized anew, and a
+    folder back as it was reads its saved tokens."""
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    books = tmp_path / 'books'
+    books.mkdir()
+    tokenizer = data.CharTokenizer(sorted(set('abc\n')))
+
+    def tokens(expected):
+        ids = data.encode_text(data.read_corpus(books), tokenizer, 'chars', books.name)
+        assert tokenizer.decode(ids) == expected  # never a stale file's tokens
+        return sorted(p.name for p in (tmp_path / 'cache' / 'tokens').iterdir())
+
+    (books / 'a.txt').write_text('aaa\n')
+    (books / 'b.txt').write_text('bbb\n')
+    first = tokens('aaa\n\n\nbbb\n')
+    assert len(first) == 1 and tokens('aaa\n\n\nbbb\n') == first  # the same folder: read back
+    (books / 'b.txt').write_text('bcb\n')  # changed, same length
+    assert len(tokens('aaa\n\n\nbcb\n')) == 2
+    (books / 'c.txt').write_text('ccc\n')  # added
+    assert len(tokens('aaa\n\n\nbcb\n\n\nccc\n')) == 3
+    (books / 'c.txt').unlink()  # removed: back as it was
+    assert len(tokens('aaa\n\n\nbcb\n')) == 3
+    (books / 'a.txt').rename(books / 'd.txt')  # renamed: the files come in another order
+    assert len(tokens('bcb\n\n\naaa\n')) == 4
+    capsys.readouterr()
+
+
+def test_the_three_gutenberg_books_read_as_a_folder_are_their_bodies_one_after_another(capsys):
+    """The real folder, against the lines between each file's START and END lines found by hand: no header, no
+    licence, no byte-order mark (each file starts with one), no carriage return."""
+    folder = data_dir('text', 'gutenberg')
+    books = []
+    for name in ('1342-0.txt', '2600-0.txt', '2701-0.txt'):
+        lines = (folder / name).read_bytes().decode('utf-8').split('\r\n')
+        start = next(i for i, line in enumerate(lines) if line.startswith('*** START OF'))
+        end = next(i for i, line in enumerate(lines) if line.startswith('*** END OF'))
+        books.append('\n'.join(lines[start + 1:end]) + '\n')
+    text = data.read_corpus(folder)
+    assert text == '\n\n'.join(books) and '\ufeff' not in text and '\r' not in text
+    assert f"reading 3 .txt files of {folder}, in this order: 1342-0.txt, 2600-0.txt, 2701-0.txt ({len(text):,} " \
+        "characters of text, Project Gutenberg headers and licences cut from 3)" in capsys.readouterr().out
