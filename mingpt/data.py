@@ -253,7 +253,7 @@ def read_corpus(path):
     text = '\n\n'.join(bodies)
     names = ', '.join(p.name for p in files[:5]) + (f' and {len(files) - 5} more' if len(files) > 5 else '')
     cut = f", Project Gutenberg headers and licences cut from {books}" if books else ''
-    print(f"reading {len(files)} .txt file{'s' * (len(files) > 1)} of {path}, in this order: {names} "
+    print(f"reading {len(files)} .txt file{'s' if len(files) > 1 else ''} of {path}, in this order: {names} "
           f"({len(text):,} characters of text{cut})")
     return text
 

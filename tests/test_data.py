@@ -268,6 +268,16 @@ def test_chargpt_trains_on_every_txt_file_of_a_folder_each_cut_to_its_book(tmp_p
             "characters of text, Project Gutenberg headers and licences cut from 2)") in capsys.readouterr().out
 
 
+@pytest.mark.parametrize('count, names', [(1, 'p0.txt'), (7, 'p0.txt, p1.txt, p2.txt, p3.txt, p4.txt and 2 more')])
+def test_a_folder_read_names_its_files_and_no_more_than_five(tmp_path, capsys, count, names):
+    for i in range(count):
+        (tmp_path / f'p{i}.txt').write_text('a line\n')
+    text = data.read_corpus(tmp_path)
+    assert text == '\n\n'.join(['a line\n'] * count)
+    assert capsys.readouterr().out == (f"reading {count} .txt file{'s' if count > 1 else ''} of {tmp_path}, in this "
+                                       f"order: {names} ({len(text):,} characters of text)\n")
+
+
 def test_a_folder_with_no_txt_file_is_refused_by_name(tmp_path, monkeypatch):
     chargpt = load_project('chargpt')
     (tmp_path / 'empty').mkdir()
