@@ -268,8 +268,9 @@ def test_unreadable_inputs_name_the_file(run_dir, text, tmp_path):
     latin1 = tmp_path / 'latin1.txt'
     latin1.write_bytes('caf\xe9 '.encode('latin-1') * 100)
     refused(run_dir, [f'--data.path={latin1}'], re.escape(f"{latin1} is not UTF-8 text (byte 3 cannot be decoded"))
-    refused(run_dir, [f'--data.path={tmp_path}'], re.escape(f"{tmp_path} is a folder; pass the path of a file in it"),
-            IsADirectoryError)
+    (tmp_path / 'no_text').mkdir()  # a folder is read as its .txt files, and this one has none
+    refused(run_dir, [f'--data.path={tmp_path / "no_text"}'], re.escape(f"{tmp_path / 'no_text'} is a folder with no "
+                                                                        ".txt file in it"), FileNotFoundError)
     with pytest.raises(IsADirectoryError, match=re.escape(f"{tmp_path} is a folder, not a text file; pass the path")):
         read_text(tmp_path)  # generate.py's prompt_file and translate.py's data.path come straight here
     evil = tmp_path / 'evil.pt'

@@ -419,7 +419,7 @@ def test_chargpt_trains_on_a_gutenberg_book_without_its_header_and_licence(tmp_p
     assert decode(seen['train'].tokens) + decode(seen['val'].tokens) == book
     out = capsys.readouterr().out
     assert f"pg.txt is a Project Gutenberg book: training on its text, {len(book):,} of the file's " in out
-    assert chargpt.book_body(book) == book and chargpt.book_body(header + licence) == ''  # a book with no text in it
+    assert data.book_body(book) == book and data.book_body(header + licence) == ''  # a book with no text in it
     (tmp_path / 'plain.txt').write_text(book)  # any other text: trained on whole, with no word of Gutenberg
     chargpt.main([f'--data.path={tmp_path / "plain.txt"}', '--data.val_fraction=0.25', '--data.block_size=4',
                   f'--system.work_dir={tmp_path / "plain"}', '--model.model_type=gpt-nano', '--sample.length=0'])
