@@ -46,7 +46,8 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.checkpoint import checked_config, load_checkpoint, refuse_non_tensors, with_options
-from mingpt.data import CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_text
+from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
+                         read_text)
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, resolve_device, run_cli,
@@ -77,8 +78,8 @@ def get_config(stage='finetune'):
     C.system.checkpoint = None
     C.data = CN()
     C.data.sst2_dir = None  # a folder with train.tsv, dev.tsv; default $MINGPT_DATA_DIR/sentiment/sst2, cache, download
-    # pretrain: a text file (e.g. a book; a path, or one under $MINGPT_DATA_DIR such as text/gutenberg/2600-0.txt);
-    # None = the SST-2 training sentences
+    # pretrain: a text file (e.g. a book; a path, or one under $MINGPT_DATA_DIR such as text/gutenberg/2600-0.txt)
+    # or a folder of .txt files (e.g. text/gutenberg, read one after another); None = the SST-2 training sentences
     C.data.text = None
     C.data.lowercase = True  # lower-case the pretraining text, as SST-2 is
     C.data.tokenizer = 'bpe'  # bpe (GPT-2 BPE, vocabulary of SST-2 train) | gpt2 (all 50,257 ids) | char
@@ -486,12 +487,12 @@ def pretrain(config):
     gpt, tokenizer = load_lm(config, sentences)
     if D.text:  # a path, or one relative to $MINGPT_DATA_DIR / the cache (e.g. text/gutenberg/2600-0.txt)
         url, sha256 = BOOKS.get(D.text, (None, None))
-        if url is None:  # not one of the README's books: a file of one's own, which must exist
-            path = fetch(D.text, path=D.text)
+        if url is None:  # not one of the README's books: a file (or a folder of .txt files) of one's own
+            path = fetch(D.text, path=D.text, folder=True)
         else:
             path = find_local(D.text) or fetch(D.text, url, sha256=sha256,
                                                local_copy='pass its path with --data.text=FILE')
-        texts = book_paragraphs(read_text(path), D.lowercase)
+        texts = book_paragraphs(read_corpus(path), D.lowercase)
         if not texts:
             raise ValueError(f"{D.text} holds no text to pretrain on")
     else:

@@ -271,7 +271,7 @@ def test_a_text_of_ones_own_that_is_missing_is_named_as_missing(tmp_path, monkey
     sst2 = data_dir('sentiment', 'sst2')
     monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
     with pytest.raises(FileNotFoundError, match=r"^missing\.txt does not exist \(nor under .*\); pass the path of an "
-                                                r"existing file$"):
+                                                r"existing file or folder$"):
         sentiment.main(['pretrain', f'--system.work_dir={tmp_path / "run"}', '--data.text=missing.txt',
                         f'--data.sst2_dir={sst2}', '--data.tokenizer=char'] + TINY)
 
@@ -449,6 +449,22 @@ def test_pretraining_tokenizes_a_text_once_and_later_runs_read_the_tokens_back(t
     seen.clear()
     sentiment.main(args + [f'--system.work_dir={tmp_path / "second"}'])
     assert f"reading the tokens of book.txt saved in {saved}" in capsys.readouterr().out
+    assert seen['train'] == [eot, space, b, space, a, space, b, unknown, eot, space, a, space, a]
+
+
+def test_pretraining_on_a_folder_reads_its_text_files_in_name_order(tmp_path, monkeypatch, capsys):
+    """--data.text=FOLDER (e.g. text/gutenberg) pretrains on its .txt files one after another, as chargpt's
+    --data.path does: each paragraph a text of its own, whatever file it came from; other files are not read."""
+    sst2, seen = spy_on_pretraining(tmp_path, monkeypatch)
+    books = tmp_path / 'books'
+    books.mkdir()
+    (books / 'b.txt').write_text('A  a\n')
+    (books / 'a.txt').write_text('B a\nb!\n')  # first by name
+    (books / 'notes.md').write_text('b b b\n')
+    sentiment.main(['pretrain', f'--data.sst2_dir={sst2}', '--data.tokenizer=char', '--data.block_size=4',
+                    f'--data.text={books}', f'--system.work_dir={tmp_path / "run"}'])
+    assert "reading 2 .txt files of " in capsys.readouterr().out
+    space, a, b, unknown, eot = 0, 1, 2, 3, 4
     assert seen['train'] == [eot, space, b, space, a, space, b, unknown, eot, space, a, space, a]
 
 
