@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.sampling import end_ids, sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, plural
+from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, other_rank, plural
 
 
 # ---- positional encoding ----
@@ -261,7 +261,8 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
+        if not other_rank():  # under torchrun every process builds the model: one line, not one per process
+            print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):

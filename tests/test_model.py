@@ -108,6 +108,20 @@ def test_minGPT_style_usage():
     assert m(idx)[1] is None
 
 
+def test_the_parameter_count_is_printed_once_under_torchrun(capsys, monkeypatch):
+    """A script of one's own, run by torchrun, builds the model in every process (before any process group):
+    the first prints minGPT's line, the others (RANK, which torchrun sets, above 0) stay quiet."""
+    expected = f"number of parameters: {GPT(config()).num_parameters() / 1e6:.2f}M\n"
+    for rank, printed in ((None, expected), ('0', expected), ('1', ''), ('3', '')):
+        if rank is None:
+            monkeypatch.delenv('RANK', raising=False)
+        else:
+            monkeypatch.setenv('RANK', rank)
+        capsys.readouterr()
+        GPT(config())
+        assert capsys.readouterr().out == printed, rank
+
+
 def test_sizes_from_numpy_or_torch_scalars_are_taken_as_minGPT_took_them():
     # e.g. vocab_size = data.max() + 1 on a numpy array or a tensor: torch's layers take them, and so did minGPT
     C = config()
