@@ -25,7 +25,7 @@ import torch
 
 from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
-from mingpt.plot import new_figure, plot, read_metrics
+from mingpt.plot import loss_figure, new_figure, read_metrics, save
 from mingpt.runs import changed_settings
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, need_work_dir, run_cli, setup_logging, started_as,
                           write_text_atomically)
@@ -207,9 +207,11 @@ def main(argv):
     # the train curve averaged over about 10 iterations, fewer in a short run, where that lag would lift its end
     smooth = min(0.9, max(0.0, 1 - 20 / config.trainer.max_iters))
     seeds = ', '.join(map(str, config.ablation.seeds))
-    plot([os.path.join(out, name, 'metrics.jsonl') for name in names], os.path.join(out, 'loss.png'), smooth=smooth,
-         labels=names, title=f'ablation: chargpt {config.model.model_type}, seeds {seeds}, same data and iterations')
-    print(f"\n{text}\nwrote {os.path.join(out, 'results.md')} and {os.path.join(out, 'loss.png')}")
+    fig = loss_figure([os.path.join(out, name, 'metrics.jsonl') for name in names], smooth=smooth, labels=names,
+                      title=f'ablation: chargpt {config.model.model_type}, seeds {seeds}, same data and iterations')
+    png = save(fig, os.path.join(out, 'loss.png'), dpi=120)
+    print(f"\n{text}\nwrote {os.path.join(out, 'results.md')} and {png}")
+    return fig  # a notebook cell that ends with ablation.main([...]) shows the loss curves
 
 
 if __name__ == '__main__':

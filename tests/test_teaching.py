@@ -573,16 +573,22 @@ def test_a_resumed_ablation_reads_its_finished_runs_and_starts_a_killed_one_agai
     assert times[:3] == ['-', '-', '-'] and times[3].isdigit()  # the runs read back were not timed; the last was
 
 
-def test_a_short_ablations_train_curve_is_not_smoothed_past_its_end(ablation_dir, tmp_path, monkeypatch):
-    """An average over 10 iterations would lift the end of a 3-iteration curve above the losses it had."""
+def test_ablation_returns_the_curves_it_wrote_a_short_one_not_smoothed_past_its_end(ablation_dir, tmp_path):
+    """main returns the figure of loss.png, so that a notebook cell shows it. An average over 10 iterations would
+    lift the end of a 3-iteration curve above the losses it had: each train curve is the raw losses, alone."""
     work = tmp_path / 'ablation'
     shutil.copytree(ablation_dir, work)
-    ablation, drawn = load_project('ablation'), {}
-    monkeypatch.setattr(ablation, 'plot', lambda paths, out, smooth, title, **kw: drawn.update(smooth=smooth,
-                                                                                                title=title))
-    ablation.main(ablation_args(work) + ['--trainer.resume=True'])  # every run finished: read back, drawn again
+    (work / 'loss.png').unlink()
+    fig = load_project('ablation').main(ablation_args(work) + ['--trainer.resume=True'])  # finished runs, read back
+    plot.save(fig, tmp_path / 'again.png', dpi=120)
+    assert (tmp_path / 'again.png').read_bytes() == (work / 'loss.png').read_bytes()  # the figure written
+    ax, = fig.axes
     # the title names the seeds: with --seeds=1,2 it said 'same seed'
-    assert drawn == {'smooth': 0.0, 'title': 'ablation: chargpt gpt-nano, seeds 3407, same data and iterations'}
+    assert ax.get_title() == 'ablation: chargpt gpt-nano, seeds 3407, same data and iterations'
+    variants = ['gpt2', 'post-norm', 'relu', 'sinusoidal']
+    assert [line.get_label() for line in ax.lines] == [f'{v} {curve}' for v in variants for curve in ('train', 'val')]
+    for variant, train in zip(variants, ax.lines[::2]):  # no faint raw curve under a smoothed one
+        assert list(train.get_ydata()) == [r['loss'] for r in plot.read_metrics(work / variant / 'metrics.jsonl')]
 
 
 def test_ablation_without_matplotlib_stops_before_training(tmp_path, monkeypatch):
