@@ -94,6 +94,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     ends = end_ids(eos_token_id)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
+    kept = [0.0]  # the live scores, best first, as the host holds them (read with the step's other choices)
     finished = []  # (score for ranking, sequence)
     caches = model.new_caches(1, min(T + max_new_tokens, model.block_size))
     end_tokens = torch.tensor(ends, dtype=torch.long, device=idx.device)  # copied to the device once, not every step
@@ -115,10 +116,10 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
         # log-probs only decrease: once num_beams finished beams score at least the best live one, no live one can
         # overtake them. A length penalty > 0 divides by a growing length, which can raise a score: search every step
         if len(finished) >= num_beams and length_penalty == 0 and \
-                sorted(f[0] for f in finished)[-num_beams] >= kept[0]:  # kept: the live scores, best first
+                sorted(f[0] for f in finished)[-num_beams] >= kept[0]:
             break
     n = seqs.size(1) - T
-    finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(scores.tolist(), seqs)]
+    finished += [(s / max(n, 1) ** length_penalty, seq) for s, seq in zip(kept, seqs)]
     finished.sort(key=lambda f: -f[0])
     best = finished[:num_beams]
     pad = ends[0] if ends else 0

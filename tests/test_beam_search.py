@@ -10,6 +10,7 @@ import torch
 from mingpt.model import GPT, KVCache
 from mingpt.sampling import beam_search, sample_next, sampling_probs
 from test_exam import Bigram  # a hand-made model: a fixed table of next-token probabilities after each token
+from test_hotpath import HostWaits  # counts where the host waits for the device, by kind and function
 
 V, STEPS = 5, 3
 
@@ -192,6 +193,16 @@ def test_no_new_tokens_is_the_prompt_with_log_prob_zero_whatever_the_length_pena
     for length_penalty in (0.0, 1.0, 2.0):
         seqs, scores = beam_search(tiny_model(), torch.tensor([PROMPT]), 0, 3, length_penalty=length_penalty)
         assert seqs.tolist() == [PROMPT] and scores.tolist() == [0.0]
+
+
+def test_the_search_ranks_its_last_beams_without_reading_the_device_again():
+    """Each step reads the live scores to the host with its other choices (in best_extensions); the end of the search
+    ranks the last live beams by those, not by a read of the same scores from the device (scores.tolist())."""
+    with HostWaits() as waits:
+        beam_search(tiny_model(), torch.tensor([PROMPT]), STEPS, num_beams=3)
+    own = {where: n for where, n in waits.items() if where.endswith(' in sampling.beam_search')}
+    assert own == {'from host in sampling.beam_search': 2}  # the end ids to the device, the scores returned
+    assert waits['tolist in sampling.best_extensions'] == STEPS
 
 
 def test_bad_arguments():
