@@ -24,7 +24,7 @@ from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.model import (GPT, Block, CausalSelfAttention, KVCache, add_and_norm, check_token_ids, kept_weights,
                           layer_stack)
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_model_config, check_range
+from mingpt.utils import ConfigError, check_model_config, check_range, other_rank
 
 
 def key_padding_mask(ids, pad_token_id):
@@ -150,7 +150,8 @@ class Transformer(nn.Module):
         if config.share_embeddings:
             self.encoder.wte.weight = self.lm_head.weight
         self.register_load_state_dict_pre_hook(refuse_untied_state_dict)  # a state dict whose tied weights differ
-        print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
+        if not other_rank():  # as GPT: one line under torchrun, not one per process
+            print("number of parameters: %.2fM" % (self.num_parameters() / 1e6,))
 
     @staticmethod
     def check_special_tokens(config):

@@ -28,6 +28,17 @@ def tiny(**overrides):
     return Transformer(C).eval()
 
 
+
+def test_the_parameter_count_is_printed_once_under_torchrun(capsys, monkeypatch):
+    """As GPT's: the first torchrun process (RANK unset or 0) prints it, the others stay quiet."""
+    monkeypatch.delenv('RANK', raising=False)
+    capsys.readouterr()
+    expected = f"number of parameters: {tiny().num_parameters() / 1e6:.2f}M\n"
+    assert capsys.readouterr().out == expected
+    monkeypatch.setenv('RANK', '1')
+    tiny()
+    assert capsys.readouterr().out == ''
+
 def sentences(lengths, seed=0):
     """Rows of random tokens 3..10, each ended by EOS and padded with PAD to the longest."""
     g = torch.Generator().manual_seed(seed)
