@@ -552,7 +552,13 @@ class Trainer:
         except RuntimeError as e:
             raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
                              f"{e}") from None
+        # Adam's moments go on from the checkpoint; its groups' settings (weight_decay, betas...) give way to this
+        # run's, as check_same_run's note promises (nanoGPT keeps the checkpoint's). The rate: below
+        settings = [{k: v for k, v in group.items() if k not in ('params', 'lr')}
+                    for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(ckpt['optimizer'])
+        for group, ours in zip(self.optimizer.param_groups, settings):
+            group.update(ours)
         # the rate saved goes on in a run without a schedule (a callback may be steering it) at the same learning_rate;
         # else this run's learning_rate (a resume may lower it; a schedule sets every step's anyway)
         saved = ckpt.get('trainer_config') or {}

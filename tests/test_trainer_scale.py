@@ -361,6 +361,24 @@ def test_tokens_per_second_leaves_padding_out(tmp_path, monkeypatch):
     assert [r['tokens_per_s'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [8 * 3, 8 * 3]
 
 
+def test_resume_trains_with_this_runs_weight_decay_and_betas_and_the_checkpoints_moments(tmp_path):
+    """A resume given other optimizer options (the note says training goes on with this run's) trained with the
+    checkpoint's: load_state_dict brought back its groups' weight_decay and betas. The reference: an unbroken run
+    whose callback sets the new options on the groups at the checkpoint's step, so Adam's moments go on unchanged."""
+    def switch(trainer):
+        if trainer.steps_done == 2:
+            for group in trainer.optimizer.param_groups:
+                group['betas'] = (0.8, 0.9)
+                group['weight_decay'] = 0.5 if group['weight_decay'] else 0.0  # the biases' group keeps none
+    whole, whole_losses = train(tmp_path / 'whole', max_iters=4, callbacks=[('on_batch_end', switch)])
+    train(tmp_path / 'resumed', max_iters=2, checkpoint_interval=2)
+    resumed, losses = train(tmp_path / 'resumed', resume=True, max_iters=4, weight_decay=0.5, betas=(0.8, 0.9))
+    assert [group['weight_decay'] for group in resumed.optimizer.param_groups] == [0.5, 0.0]
+    assert losses == whole_losses[2:]
+    for a, b in zip(whole.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(a, b)
+
+
 def test_validation_loss_by_hand_and_the_mode_kept():
     trainer, _ = train(val=True, eval_interval=100, eval_iters=2, max_iters=1)
     ix = np.random.default_rng(0).integers(len(trainer.val_dataset), size=2 * 8)  # eval_iters batches, fixed
