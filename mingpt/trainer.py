@@ -179,7 +179,7 @@ class Trainer:
         self.iter_dt = 0.0
         self.loss = None
         self.lr = None  # this step's learning rate
-        self.grad_norm = None  # this step's gradient norm before clipping (with grad_norm_clip on), a tensor
+        self.grad_norm = None  # this step's gradient norm before clipping, a tensor; None with grad_norm_clip off
         self.val_loss = None  # the last evaluation's
         self.best_val_loss = float('inf')
         self.metrics = {}  # a callback's own numbers for this step's line of metrics.jsonl (see trigger_callbacks)
@@ -401,6 +401,8 @@ class Trainer:
         if c.grad_norm_clip:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the loss-scaled ones
             self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_norm_clip)
+        else:  # clipping measures it: without, none (not an earlier step's, which metrics.jsonl would repeat)
+            self.grad_norm = None
         self.scaler.step(self.optimizer)
         self.scaler.update()
         if self.world_size > 1:  # report the loss of the whole batch, not of this rank's share

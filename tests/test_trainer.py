@@ -534,6 +534,24 @@ def test_metrics_lines_hold_the_steps_loss_and_grad_norm_to_the_bit(tmp_path):
     assert [{k: v for k, v in line.items() if k in ('loss', 'grad_norm')} for line in lines] == seen
 
 
+def test_a_run_without_clipping_writes_no_grad_norm_rather_than_an_earlier_steps(tmp_path):
+    """grad_norm is measured by clipping: a second run() without it, or a callback turning clipping off, wrote the
+    last clipped norm on every line of metrics.jsonl."""
+    trainer = make_trainer(work_dir=str(tmp_path / 'clipped'), max_iters=4, grad_norm_clip=1.0)
+
+    def clip_off_after_2(t):
+        if t.steps_done == 2:
+            t.config.grad_norm_clip = None
+    trainer.add_callback('on_batch_end', clip_off_after_2)
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'clipped' / 'metrics.jsonl').read_text().splitlines()]
+    assert ['grad_norm' in line for line in lines] == [True, True, False, False] and trainer.grad_norm is None
+    trainer.config.work_dir = str(tmp_path / 'unclipped')  # a notebook's next run(), clipping still off
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'unclipped' / 'metrics.jsonl').read_text().splitlines()]
+    assert len(lines) == 4 and not any('grad_norm' in line for line in lines)
+
+
 def test_the_line_an_early_stop_writes_counts_its_steps_time_once(monkeypatch, tmp_path):
     """tokens_per_s on a clock that advances 1 s per forward pass: every line is batch_size x block_size = 128 tokens
     per second. The line an early stop writes after an unlogged step counted that step's second twice (64)."""
