@@ -350,6 +350,8 @@ class Trainer:
         self._rng_at_end = None  # every rank's random states once this run() has ended (under DDP)
         self._stopping = False
         self.metrics.clear()  # numbers a callback left when an earlier run stopped
+        # model.pt is the best of this run (a resume's from its checkpoint on): not measured against an earlier run()'s
+        self.val_loss, self.best_val_loss = None, float('inf')
         ckpt = self._resume() if c.resume else None
         self._folder.take()
         self._train_model = self._wrap(self.model)

@@ -408,6 +408,22 @@ def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work
     assert load_checkpoint(tmp_path / 'named.pt')['iter_num'] == 6
 
 
+def test_each_run_of_one_trainer_saves_its_own_best_model(tmp_path):
+    """A notebook's sweep: one Trainer, the weights put back, a lower learning rate, run() into a new work_dir. The
+    second run never beat the first one's best val loss, so it wrote no model.pt; replacing the first run with
+    overwrite=True lost its model.pt too."""
+    start = {}
+    trainer, _ = train(tmp_path / 'first', val=True, max_iters=4, eval_interval=2, eval_iters=1,
+                       hook=lambda model: start.update({k: v.clone() for k, v in model.state_dict().items()}))
+    for work_dir, overwrite in (tmp_path / 'second', False), (tmp_path / 'first', True):
+        trainer.model.load_state_dict(start)
+        trainer.config.merge_from_dict(dict(learning_rate=1e-6, work_dir=str(work_dir), overwrite=overwrite))
+        trainer.run()
+        val_losses = [r['val_loss'] for r in read_metrics(work_dir / 'metrics.jsonl') if 'val_loss' in r]
+        assert len(val_losses) == 3 and trainer.best_val_loss == min(val_losses)
+        assert load_checkpoint(work_dir / 'model.pt')['val_loss'] == min(val_losses)
+
+
 def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     train(tmp_path, max_iters=2, checkpoint_interval=2)
     ckpt = load_checkpoint(tmp_path / 'ckpt.pt')
