@@ -187,7 +187,7 @@ class Trainer:
         self.autocast = nullcontext()  # run() sets the real one from config.dtype
         self._eval_model = self.model  # run() sets the compiled one, when compiling
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
-        self._rng_at_end = None  # run() sets every rank's random states when it ends (under DDP)
+        self._rng_at_end = None  # run() sets the random states it ended with (every rank's, under DDP)
         self._folder = None  # the work_dir of run(), locked while it trains there (see runs.RunFolder)
 
     def add_callback(self, onevent: str, callback):
@@ -347,7 +347,7 @@ class Trainer:
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
         self.lr = None  # none set by this run yet (an earlier run()'s last would read as a callback's)
         self._saved = None  # (path, iterations) of the checkpoint to go on from, which a stop's note names
-        self._rng_at_end = None  # every rank's random states once this run() has ended (under DDP)
+        self._rng_at_end = None  # the random states this run() ends with (every rank's, under DDP)
         self._stopping = False
         self.metrics.clear()  # numbers a callback left when an earlier run stopped
         # model.pt is the best of this run (a resume's from its checkpoint on): not measured against an earlier run()'s
@@ -489,10 +489,10 @@ class Trainer:
         return self.rank == 0 or not isinstance(e, KeyboardInterrupt) or isinstance(e, Terminated)
 
     def _finish(self):
+        # what a checkpoint saved after run() holds, not the states a sample drew from since; under DDP every rank's,
+        # so that rank 0 may save one alone (see save_checkpoint)
+        self._rng_at_end = self._rng_states()
         if self.world_size > 1:
-            # what a checkpoint saved after run() holds, so that rank 0 may save one alone (see save_checkpoint)
-            self._rng_at_end = [None] * self.world_size
-            dist.all_gather_object(self._rng_at_end, get_rng_state())
             dist.barrier()  # leave together: a rank tearing gloo down while another still talks to it can abort
 
     # ----------------------------------------------------------------------------------------------------------
@@ -713,10 +713,11 @@ class Trainer:
 
     def save_checkpoint(self, path=None):
         """Everything needed to continue exactly: weights, optimizer, scaler, iteration, RNG states of every rank
-        and the sampler's position; rank 0 writes, atomically. Under DDP it waits for no other rank, so after run()
-        rank 0 may call it alone (if trainer.rank == 0: ...), as every rank may: it saves the random states the ranks
-        ended run() with, as the loop's last checkpoint does. In a callback under DDP it is refused: the run is not
-        over, and the other ranks are training on without giving their random states."""
+        and the sampler's position; rank 0 writes, atomically. After run() it saves the random states run() ended
+        with, as the loop's last checkpoint does, so a sample drawn in between does not change the resumed run. Under
+        DDP it waits for no other rank, so after run() rank 0 may call it alone (if trainer.rank == 0: ...), as every
+        rank may. In a callback under DDP it is refused: the run is not over, and the other ranks are training on
+        without giving their random states."""
         if self.world_size > 1 and self._in_callbacks:  # else a checkpoint with the others' states of another step
             raise RuntimeError("trainer.save_checkpoint() was called from a callback under DDP: it saves every "
                                "rank's random state, and callbacks run on rank 0 only while the others train on. Give "
@@ -727,15 +728,19 @@ class Trainer:
             raise RuntimeError("trainer.save_checkpoint() under DDP saves the random states every rank ended run() "
                                "with, and no run() has ended here (none has run, or an error stopped it): go on from "
                                "the last checkpoint the loop saved (trainer.checkpoint_interval)")
-        self._write_checkpoint(path, self._rng_at_end if self.world_size > 1 else [get_rng_state()])
+        self._write_checkpoint(path, self._rng_at_end or [get_rng_state()])  # no run() ended (one process): now's
 
     def _checkpoint(self):
         """The loop's checkpoint, taken by all ranks together: each gives its random state to rank 0's ckpt.pt."""
-        rng = [get_rng_state()]
-        if self.world_size > 1:
-            rng = [None] * self.world_size
-            dist.all_gather_object(rng, get_rng_state())
-        self._write_checkpoint(None, rng, wait=self.world_size > 1)
+        self._write_checkpoint(None, self._rng_states(), wait=self.world_size > 1)
+
+    def _rng_states(self):
+        """Every rank's random states, gathered by all ranks together (in one process: its own)."""
+        if self.world_size == 1:
+            return [get_rng_state()]
+        states = [None] * self.world_size
+        dist.all_gather_object(states, get_rng_state())
+        return states
 
     def _write_checkpoint(self, path, rng, wait=False):
         """ckpt.pt's state with the ranks' random states rng, written by rank 0 to path (default work_dir/ckpt.pt).

@@ -408,6 +408,20 @@ def test_resume_keeps_the_best_val_loss_and_may_name_a_checkpoint_without_a_work
     assert load_checkpoint(tmp_path / 'named.pt')['iter_num'] == 6
 
 
+def test_save_checkpoint_after_run_keeps_the_random_states_run_ended_with(tmp_path):
+    """In one process save_checkpoint() saved the random states as they were at the call: a sample drawn between
+    run() and the save (a notebook looking at the model) changed the dropout of the resumed run, which then differed
+    from the unbroken one. The reference: the unbroken run of 4 iterations."""
+    whole, whole_losses = train(tmp_path / 'whole', max_iters=4, dropout=0.1)
+    first, _ = train(tmp_path / 'resumed', max_iters=2, dropout=0.1)
+    first.model.generate(torch.zeros(1, 1, dtype=torch.long), 5, do_sample=True)  # draws from torch's generator
+    first.save_checkpoint(tmp_path / 'resumed' / 'ckpt.pt')
+    resumed, losses = train(tmp_path / 'resumed', resume=True, max_iters=4, dropout=0.1)
+    assert losses == whole_losses[2:]
+    for a, b in zip(whole.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(a, b)
+
+
 def test_each_run_of_one_trainer_saves_its_own_best_model(tmp_path):
     """A notebook's sweep: one Trainer, the weights put back, a lower learning rate, run() into a new work_dir. The
     second run never beat the first one's best val loss, so it wrote no model.pt; replacing the first run with
