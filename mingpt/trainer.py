@@ -680,6 +680,9 @@ class Trainer:
         scores them all in this process, as waiting for ranks that are not calling it would hang or crash the run."""
         c = self.config
         dataset = self.val_dataset if dataset is None else dataset
+        if dataset is None:  # else "object of type 'NoneType' has no len()"
+            raise ValueError("trainer.evaluate() scores the val set, and this Trainer was given none: give the dataset "
+                             "to score, trainer.evaluate(dataset), or Trainer(..., val_dataset=...)")
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64

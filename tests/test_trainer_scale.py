@@ -361,6 +361,15 @@ def test_tokens_per_second_leaves_padding_out(tmp_path, monkeypatch):
     assert [r['tokens_per_s'] for r in read_metrics(tmp_path / 'metrics.jsonl')] == [8 * 3, 8 * 3]
 
 
+def test_evaluate_without_a_val_set_is_refused_by_name():
+    # it failed with "TypeError: object of type 'NoneType' has no len()"
+    trainer, _ = train(max_iters=1)
+    with pytest.raises(ValueError, match=r"evaluate\(\) scores the val set, and this Trainer was given none: give the "
+                                         r"dataset to score, trainer.evaluate\(dataset\), or Trainer\(\.\.\., "
+                                         r"val_dataset=\.\.\.\)"):
+        trainer.evaluate()
+
+
 def test_resume_trains_with_this_runs_weight_decay_and_betas_and_the_checkpoints_moments(tmp_path):
     """A resume given other optimizer options (the note says training goes on with this run's) trained with the
     checkpoint's: load_state_dict brought back its groups' weight_decay and betas. The reference: an unbroken run
