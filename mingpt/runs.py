@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from mingpt.checkpoint import load_checkpoint
-from mingpt.utils import (LOCK_NAME, CfgNode as CN, ConfigError, lock_folder, lock_holder, make_folder, plural,
+from mingpt.utils import (CfgNode as CN, ConfigError, lock_folder, lock_holder, make_folder, plural,
                           remove_stale_temps, setup_logging, write_failed, write_text_atomically)
 
 # keys of metrics.jsonl's lines; a callback's own numbers (trainer.metrics) may not reuse them
@@ -55,9 +55,7 @@ class RunFolder:
         """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
         if self.resume or self.overwrite:
             return
-        # an empty metrics.jsonl is a run that stopped in its first step (e.g. torch.compile found no C++ compiler)
-        name = next((n for n in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
-                     if os.path.exists(self.path(n)) and os.path.getsize(self.path(n))), None)
+        name = earlier_run(self.work_dir)
         if name is None:
             return
         # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
@@ -116,8 +114,8 @@ class RunFolder:
             raise ConfigError(f"trainer.resume=True continues the run in {self.work_dir}, but there is no such "
                               f"folder{relative}; without resume, a fresh run starts")
         if not os.path.exists(path):  # e.g. stopped before its first checkpoint
-            started = [name for name in os.listdir(self.work_dir) if name != LOCK_NAME]  # the lock is this run's
-            fresh = "start it again with --trainer.overwrite=True" if started else "start a fresh run without it"
+            fresh = ("start it again with --trainer.overwrite=True" if earlier_run(self.work_dir) else
+                     "start a fresh run without it")
             every = (f"every trainer.checkpoint_interval={self.checkpoint_interval} iterations"
                      if self.checkpoint_interval else
                      "only when trainer.checkpoint_interval is set: every that many iterations")
@@ -235,12 +233,22 @@ def how_to_go_on(steps_done, saved, work_dir, checkpoint_interval):
     if saved is None:
         kept = "no checkpoint was saved" + (f" (trainer.checkpoint_interval={checkpoint_interval})"
                                             if work_dir is not None else " (no work_dir)")
-        again = " (in this work_dir with --trainer.overwrite=True)" if work_dir is not None else ''
+        # a fresh run is refused only by the files of a run; a rank on another machine than rank 0 cannot tell
+        refused = work_dir is not None and (not os.path.isdir(work_dir) or earlier_run(work_dir) is not None)
+        again = " (in this work_dir with --trainer.overwrite=True)" if refused else ''
         return f"{stopped}; {kept}, so a new run starts over{again}"
     path, done = saved
     resume = 'True' if work_dir is not None and path == os.path.join(work_dir, 'ckpt.pt') else path
     done = f"{done} {plural(done, 'iteration')}"
     return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
+
+
+def earlier_run(work_dir):
+    """The first file of a run that work_dir holds, which a fresh run there is refused by, or None. An empty
+    metrics.jsonl is a run that stopped before its first line (e.g. torch.compile found no C++ compiler)."""
+    return next((name for name in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
+                 if os.path.exists(os.path.join(work_dir, name)) and os.path.getsize(os.path.join(work_dir, name))),
+                None)
 
 
 def unwritable(work_dir):

@@ -431,6 +431,21 @@ def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatc
         make_trainer(work_dir=str(tmp_path / 'empty'), resume=True).run()
 
 
+def test_a_run_stopped_before_its_first_metrics_line_is_not_told_to_overwrite_it(tmp_path, capsys):
+    """A dataset whose items are one tensor stops the run at its first batch, leaving an empty metrics.jsonl (and
+    args.txt in a project): the note, and a resume's refusal, said to start again with --trainer.overwrite=True,
+    which a fresh run there does not need."""
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=2)
+    trainer.train_dataset = Items(torch.zeros(9, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"a dataset's item must be \(x, y\)"):
+        trainer.run()
+    assert capsys.readouterr().err.endswith("\nstopped after 0 iterations; no checkpoint was saved (trainer."
+                                            "checkpoint_interval=None), so a new run starts over\n")
+    with pytest.raises(ConfigError, match=r"the run there saved no checkpoint .*; start a fresh run without it$"):
+        make_trainer(work_dir=str(tmp_path), resume=True).run()
+    make_trainer(work_dir=str(tmp_path), max_iters=2).run()  # as the note says, without overwrite
+
+
 def test_sys_exit_in_a_callback_says_which_checkpoint_to_go_on_from(tmp_path, capsys):
     """sys.exit() in a callback (SystemExit, which is no Exception) ended the run without the note that Ctrl-C and
     errors give. It ends the run on purpose, so the note comes where there is a checkpoint to go on from."""
