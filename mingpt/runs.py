@@ -188,7 +188,8 @@ def check_same_run(ckpt, path, model, config, extras, must_match=(), device='cpu
         if key.endswith('?'):  # 'key?': checked only where the checkpoint records it (a record added later)
             key = key[:-1]
             if key not in ckpt:
-                print(f"note: {path} does not record its {key} (it is older than that record): not checked")
+                if rank == 0:
+                    print(f"note: {path} does not record its {key} (it is older than that record): not checked")
                 continue
         if ckpt.get(key) != extras.get(key):
             raise ConfigError(f"cannot resume from {path}: its {key} is not this run's ("

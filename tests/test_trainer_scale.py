@@ -20,7 +20,7 @@ from mingpt.bpe import get_encoder, train_bpe
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
-from mingpt.runs import platform_record
+from mingpt.runs import check_same_run, platform_record
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
@@ -454,6 +454,17 @@ def test_resume_checks_only_what_the_checkpoint_records(tmp_path, capsys):
     save_checkpoint(ckpt, tmp_path / 'ckpt.pt')
     trainer, _ = train(tmp_path, resume=True, max_iters=3, must_match=('vocab', 'tokenizer?'))
     assert trainer.iter_num == 3 and 'does not record its tokenizer' in capsys.readouterr().out
+
+
+def test_a_record_the_checkpoint_lacks_is_noted_by_rank_0_alone(capsys):
+    # as check_same_run's other notes: under torchrun every rank printed it
+    model, config = tiny_gpt(), Trainer.get_default_config()
+    ckpt = {'iter_num': 1, 'model_config': model.config.to_dict(), 'vocab': [1]}
+    capsys.readouterr()  # the model's size
+    for rank, said in (1, ''), (0, "note: x/ckpt.pt does not record its tokenizer (it is older than that record): "
+                                   "not checked\n"):
+        check_same_run(ckpt, 'x/ckpt.pt', model, config, {'vocab': [1]}, must_match=('vocab', 'tokenizer?'), rank=rank)
+        assert capsys.readouterr().out == said
 
 
 def test_a_resume_names_the_trainer_options_that_changed(tmp_path, capsys):
