@@ -72,6 +72,8 @@ FILLED_WORK_DIR = weakref.WeakKeyDictionary()
 
 
 class Trainer:
+    """The training loop, with minGPT's API: Trainer(config, model, train_dataset), add_callback(event, fn), run().
+    config is get_default_config()'s; what it adds to minGPT's loop is off by default (see the module's docstring)."""
 
     @staticmethod
     def get_default_config():
@@ -102,7 +104,8 @@ class Trainer:
         C.tf32 = False  # CUDA: float32 matmuls on TF32 tensor cores while run() trains (the setting comes back after)
         C.compile = False  # torch.compile the model
         # evaluation, when a val_dataset is given: every eval_interval iterations, the mean loss over eval_iters
-        # batches of windows drawn with a fixed seed (the same at every evaluation): a sample, not the whole val set
+        # batches of windows drawn with a fixed seed (the same at every evaluation): a sample, not the whole val set.
+        # None or 0: no evaluation (model.pt is then the latest model)
         C.eval_interval = 500
         C.eval_iters = 20
         # files: metrics.jsonl, model.pt (best val loss, else latest) and ckpt.pt (all state, to resume) go here;
@@ -276,7 +279,7 @@ class Trainer:
                 self.iter_dt = tnow - self.iter_time
                 self.iter_time = tnow
         except (Exception, KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, a crash, sys.exit() in a callback
-            self._bar.close()
+            self._bar.close()  # now, so that the note below goes on a line of its own, not onto the bar's
             if self._says_how_to_go_on(e):
                 print(how_to_go_on(self.steps_done, self._saved, self.config.work_dir, self.config.checkpoint_interval),
                       file=sys.stderr)
@@ -460,7 +463,8 @@ class Trainer:
     def _measure(self, t0):
         """This step's line of metrics.jsonl: loss, learning rate, gradient norm, tokens/s since the last line, MFU on
         a GPU. Under DDP only rank 0 writes the line and shows the bar; the other ranks' record holds the iteration
-        alone: they count no tokens, and reading their numbers would make them wait for their device for nothing."""
+        alone: they count no tokens, and reading their numbers would make them wait for their device for nothing.
+        runs.METRICS_KEYS lists the keys a line may hold."""
         if self.rank != 0:
             self._since_log = [0.0, 0]
             return {'iter': self.iter_num}
