@@ -203,3 +203,20 @@ def test_a_help_text_names_the_trainer_options_its_project_refuses():
                 assert f'trainer.{name}' in module.__doc__, f"{project}'s --help does not say it refuses {name}"
                 found += 1
     assert found >= 4, found  # adder's and translate's eval_interval and eval_iters
+
+
+def test_the_readmes_redo_of_a_notebook_run_starts_it_anew_after_a_resume():
+    """The README's main(args_of(json.load(open('config.json'))) + [...]) redoes a run in another folder. A resumed
+    run's config.json holds trainer.resume=True, which in a fresh folder only finds no checkpoint: the printed
+    options turn the resume off, for a run resumed or not."""
+    import json
+    from mingpt.utils import args_of
+    recipe = re.search(r"`main\(mingpt\.utils\.args_of\(json\.load\(open\('config\.json'\)\)\) \+\s+(\[[^\]]*\])\)`",
+                       README)
+    assert recipe, "the README no longer prints the redo of a notebook run"
+    for resume in (None, True):
+        run = load_project('chargpt').get_config()
+        run.trainer.resume = resume
+        saved = json.loads(json.dumps(run.to_dict()))  # as the run's config.json reads back
+        again = parse('chargpt', args_of(saved) + ast.literal_eval(recipe.group(1)))
+        assert not again.trainer.resume and again.system.work_dir == 'out/again', (resume, again.trainer.resume)
