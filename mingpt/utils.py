@@ -573,14 +573,17 @@ def args_of(config):
     anything else as a Python literal (inf and nan as Python writes them); a value no literal holds (a tuple with an
     inf in it, an object) is refused by name. A dict-valued option is one literal where config is a CfgNode; in a
     config.json it looks like a section and is given key by key, which merge_from_args sets in the option's dict:
-    keys the run's dict lacks then keep the project's default (and JSON's keys are text). The trainer's work_dir,
-    which the trainer took from system.work_dir, is left to follow it. config.json is the latest command's config: a
-    resumed run's holds trainer.resume=True, to set back to None to train the run anew."""
+    keys the run's dict lacks then keep the project's default (and JSON's keys are text). Two trainer options are
+    left out: a work_dir the trainer took from system.work_dir, to follow it, and resume=True, which a resumed run's
+    config.json (the latest command's) holds and which would look for the run in the new work_dir: the run is redone
+    from its start (a resume from a checkpoint's path is kept: the run started there)."""
     tree = config.to_dict() if isinstance(config, CfgNode) else config
     options = set(config._leaf_paths()) if isinstance(config, CfgNode) else set()  # the dicts that are no section
     trainer, system = tree.get('trainer'), tree.get('system')
-    if isinstance(trainer, dict) and isinstance(system, dict) and trainer.get('work_dir') == system.get('work_dir'):
-        tree = {**tree, 'trainer': {k: v for k, v in trainer.items() if k != 'work_dir'}}
+    if isinstance(trainer, dict):
+        same_dir = isinstance(system, dict) and trainer.get('work_dir') == system.get('work_dir')
+        tree = {**tree, 'trainer': {k: v for k, v in trainer.items()
+                                    if not (k == 'work_dir' and same_dir or k == 'resume' and v is True)}}
     args = []
     for key, value in _settings(tree, options):
         text = value if isinstance(value, str) and _parse_value(value) == value else repr(value)

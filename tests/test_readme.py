@@ -207,8 +207,8 @@ def test_a_help_text_names_the_trainer_options_its_project_refuses():
 
 def test_the_readmes_redo_of_a_notebook_run_starts_it_anew_after_a_resume():
     """The README's main(args_of(json.load(open('config.json'))) + [...]) redoes a run in another folder. A resumed
-    run's config.json holds trainer.resume=True, which in a fresh folder only finds no checkpoint: the printed
-    options turn the resume off, for a run resumed or not."""
+    run's config.json holds trainer.resume=True, which in a fresh folder only finds no checkpoint: args_of leaves
+    it out, so the redo starts anew, for a run resumed or not."""
     import json
     from mingpt.utils import args_of
     recipe = re.search(r"`main\(mingpt\.utils\.args_of\(json\.load\(open\('config\.json'\)\)\) \+\s+(\[[^\]]*\])\)`",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import args_txt_words, full_disk_at, load_project
+from conftest import args_txt_words, data_dir, full_disk_at, load_project
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
 from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, args_of, atomic_write,
@@ -473,6 +473,25 @@ def test_args_of_a_projects_config_redoes_it_in_another_work_dir():
     assert again.system.stage == 'pretrain' and again.system.work_dir == 'out/again'
     assert again.trainer.work_dir in (None, 'out/again')
 
+
+
+def test_args_of_a_resumed_run_redoes_it_from_its_start_in_another_work_dir(tmp_path, monkeypatch):
+    """A resumed run's config.json holds trainer.resume=True: args.txt's note, main(args_of(config.json) +
+    ['--system.work_dir=DIR']), stopped with 'no such folder' in DIR. It is left out, so the redo trains anew; a
+    resume from a checkpoint's path is where the run started, and is kept."""
+    chargpt = load_project('chargpt')
+    monkeypatch.chdir(tmp_path)
+    run = ['--data.path=' + str(data_dir('tinyshakespeare', 'input.txt')), '--model.model_type=gpt-nano',
+           '--data.block_size=8', '--trainer.batch_size=2', '--sample.length=0', '--trainer.eval_interval=0',
+           '--trainer.checkpoint_interval=1', '--system.work_dir=out/run']
+    chargpt.main(run + ['--trainer.max_iters=1'])
+    chargpt.main(run + ['--trainer.max_iters=2', '--trainer.resume=True'])
+    config = json.loads((tmp_path / 'out/run/config.json').read_text())
+    assert config['trainer']['resume'] is True
+    chargpt.main(args_of(config) + ['--system.work_dir=out/again'])  # refused before: no out/again to resume
+    assert [json.loads(line)['iter'] for line in (tmp_path / 'out/again/metrics.jsonl').open()] == [0, 1]
+    config['trainer']['resume'] = 'out/run/ckpt.pt'
+    assert '--trainer.resume=out/run/ckpt.pt' in args_of(config)  # text as typed
 
 def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_had(tmp_path, monkeypatch):
     """The command was a bare `python ...`: pasted into another shell, a run whose data came from $MINGPT_DATA_DIR
