@@ -274,6 +274,22 @@ def test_callbacks_of_one_event_run_in_the_order_they_were_added():
     assert calls == list('abcabc')
 
 
+def test_on_eval_end_runs_before_on_batch_end_and_the_last_step_is_evaluated_first_too():
+    """A callback that prints or logs trainer.val_loss from on_batch_end sees the val loss of its own step wherever
+    one was taken, the last step (off the eval_interval grid) included; on_eval_end runs before it, at each
+    evaluated step. Guards the order of evaluation and callbacks, not only which steps are evaluated."""
+    trainer = make_trainer(max_iters=5, eval_interval=3, eval_iters=1)
+    trainer.val_dataset = Repeat()
+    events = []
+    trainer.add_callback('on_eval_end', lambda t: events.append(('eval', t.iter_num, t.val_loss)))
+    trainer.add_callback('on_batch_end', lambda t: events.append(('batch', t.iter_num, t.val_loss)))
+    trainer.run()
+    assert [e[:2] for e in events] == [('eval', 0), ('batch', 0), ('batch', 1), ('batch', 2), ('eval', 3),
+                                       ('batch', 3), ('eval', 4), ('batch', 4)]
+    losses = {i: loss for kind, i, loss in events if kind == 'eval'}
+    assert len(set(losses.values())) == 3  # three evaluations, three losses: the one a step saw is its own
+    assert all(loss == losses[max(j for j in losses if j <= i)] for kind, i, loss in events if kind == 'batch')
+
 def test_a_callback_that_samples_in_eval_mode_and_stays_there_leaves_training_as_it_was():
     def sample(t):  # model.eval() without the model.train() after it: the rest of the run trained without dropout
         t.model.eval()
