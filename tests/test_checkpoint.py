@@ -83,6 +83,18 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
+
+def test_a_checkpoint_of_another_format_version_is_refused_and_a_missing_one_names_the_way_on(tmp_path):
+    """A torch.save dict whose 'format' is not this code's (a later format, or another program's key of that name) is
+    refused by the marker it lacks, not read as if its layout were ours; a path with no file says to train first or
+    give a saved checkpoint's path."""
+    torch.save({'format': 'mingpt-checkpoint-2', 'model': {'w': torch.ones(3)}}, tmp_path / 'later.pt')
+    with pytest.raises(ValueError, match=r"later.pt is not a mingpt checkpoint \(no 'mingpt-checkpoint-1' marker\)"):
+        load_checkpoint(tmp_path / 'later.pt')
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt; train first or pass the path of a "
+                                                r"saved checkpoint$"):
+        load_checkpoint(tmp_path / 'missing.pt')
+
 def test_a_file_that_is_no_checkpoint_is_named_with_the_loader_it_needs(tmp_path):
     """A Hugging Face model.safetensors renamed model.pt, its config.json, a text and an older pytorch_model.bin were
     all 'not the zip archive that torch.save writes': now each is named, with the loader that reads it. The advice
