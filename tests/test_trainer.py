@@ -667,9 +667,12 @@ def test_a_learning_rate_a_callback_steers_goes_on_exactly_after_a_resume(tmp_pa
 
 @pytest.mark.parametrize('kw, refused', [
     (dict(warmup_iters=10, lr_decay_iters=5), r"trainer.lr_decay_iters \(5\) must be above warmup_iters \(10\)"),
-    (dict(min_lr=1e-2), r"trainer.min_lr \(0.01\) is above learning_rate \(0.003\): the cosine decays from")])
+    (dict(warmup_iters=10, lr_decay_iters=10), r"trainer.lr_decay_iters \(10\) must be above warmup_iters \(10\)"),
+    (dict(min_lr=1e-2), r"trainer.min_lr \(0.01\) is above learning_rate \(0.003\): the cosine decays from"),
+    (dict(min_lr=4e-3), r"trainer.min_lr \(0.004\) is above learning_rate \(0.003\): the cosine decays from")])
 def test_a_cosine_that_would_not_decay_is_refused(kw, refused):
-    """It ran: a decay ending inside the warmup dropped to min_lr at the step after it, a min_lr above the peak rose."""
+    """It ran: a decay ending inside the warmup dropped to min_lr at the step after it, a min_lr above the peak rose.
+    The edges too: a decay that ends where the warmup ends (no step to decay over), a min_lr only a little above."""
     with pytest.raises(ConfigError, match=refused):
         make_trainer(lr_schedule='cosine', **kw).run()
 
