@@ -798,6 +798,17 @@ def test_a_callbacks_own_numbers_go_on_its_steps_line_of_metrics_jsonl(tmp_path)
         trainer.run()
 
 
+def test_an_evaluation_off_the_log_interval_grid_gets_its_own_line_of_metrics_jsonl(tmp_path):
+    """With eval_interval and log_interval that do not divide each other, each evaluated step still writes its line,
+    val_loss on it (the loss curves plot it from there); the logged steps in between keep theirs, without one."""
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=7, log_interval=4, eval_interval=3, eval_iters=1)
+    trainer.val_dataset = Repeat()
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [line['iter'] for line in lines] == [0, 3, 4, 6]
+    assert [line['iter'] for line in lines if 'val_loss' in line] == [0, 3, 6]
+    assert lines[-1]['val_loss'] == trainer.val_loss
+
 @pytest.mark.parametrize('value', ['text', None, [1.0, 2.0], torch.ones(2)])
 def test_a_callbacks_metric_that_is_not_one_number_is_refused_by_name(tmp_path, value):
     """Text and None went into metrics.jsonl, where the plots and the readers expect a number; a pair too (as a
