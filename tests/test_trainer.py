@@ -403,6 +403,26 @@ def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from
             f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'}\n") in capsys.readouterr().err
 
 
+
+class Unreadable(Repeat):
+    """Repeat's sequences on a disk that went away: every item read fails."""
+
+    def __getitem__(self, i):
+        raise OSError('the disk holding the data went away')
+
+
+def test_a_resumed_run_that_fails_before_its_first_step_counts_the_iterations_its_checkpoint_holds(tmp_path, capsys):
+    """A resume whose first batch cannot be read stops before training a step: it says it stopped after the
+    checkpoint's iterations (not after 0), so the way on it names matches what ckpt.pt holds."""
+    make_trainer(work_dir=str(tmp_path), checkpoint_interval=2, max_iters=2).run()
+    trainer = make_trainer(work_dir=str(tmp_path), resume=True, max_iters=4)
+    trainer.train_dataset = Unreadable()
+    with pytest.raises(OSError, match='the disk holding the data went away'):
+        trainer.run()
+    assert (f"stopped after 2 iterations; {tmp_path / 'ckpt.pt'} was saved after 2 iterations: go on from there with "
+            "--trainer.resume=True\n") in capsys.readouterr().err
+    assert trainer.steps_done == trainer.iter_num == 2
+
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatch):
     """Counted as the checkpoint counts, in iterations done: a Ctrl-C in the callbacks of iteration 3 (a sample)
     comes after 4 (it said 'stopped at iteration 3', and after the checkpoint of 2 that read as one lost, not two)."""
