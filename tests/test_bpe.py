@@ -174,6 +174,17 @@ def test_the_cache_is_cleared_when_a_call_would_overflow_it():
     assert set(enc.cache) == {'d', ' e'}  # 3 cached + 2 new words exceed cache_size=3: cleared, then this call's
 
 
+
+def test_a_call_that_overflows_the_cache_encodes_its_words_cached_before_too():
+    """A text read line by line with a small cache: a line that repeats a cached word and brings enough new ones to
+    overflow the cache still encodes every word (the cleared cache is refilled with all of this call's words, not
+    only the new ones), whether the cache is cleared or the call has more words than it holds."""
+    enc = bytes_only_encoder(cache_size=3)
+    enc.encode('a b c')
+    assert enc.encode('a d e') == [97, 32, 100, 32, 101]  # 'a' cached, ' d' ' e' new: 3 + 2 > 3
+    assert set(enc.cache) == {'a', ' d', ' e'}
+    assert enc.encode('a f g h') == [97, 32, 102, 32, 103, 32, 104]  # 4 words: more than the cache holds
+
 def test_the_cache_never_holds_more_than_cache_size_words():
     """Encoder(cache_size=0) kept every call's words (a call that overflowed the cache filled it with all of its own
     words, however many): it remembers none now, and a call with more words than the cache holds leaves it alone."""
