@@ -14,6 +14,12 @@ import torch
 
 from mingpt.utils import RECORDED_VARIABLES
 
+# The suite compares numbers computed on the CPU in float32, as CI does: with a GPU in sight, the trainer's and the
+# projects' device 'auto' would move their models there and change them. So the tests, and the processes they start,
+# see no GPU unless MINGPT_TEST_GPU=1, which runs the tests of GPU code (python -m pytest -q tests -k cuda).
+if os.environ.get('MINGPT_TEST_GPU') != '1':
+    os.environ['CUDA_VISIBLE_DEVICES'] = ''
+
 
 def data_dir(*parts):
     """Path of $MINGPT_DATA_DIR (joined with `parts`, e.g. data_dir('gpt2', 'vocab.bpe')); skips the calling test

@@ -1273,7 +1273,7 @@ def test_tf32_on_a_torch_without_per_backend_settings_uses_the_process_wide_one(
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='tf32 applies on CUDA only')
-def test_tf32_is_on_while_the_trainer_runs_and_off_after():
+def test_tf32_is_on_while_the_trainer_runs_on_cuda_and_off_after():
     """trainer.tf32 on a GPU: TF32 matmuls in the steps and callbacks, the full float32 precision of before once
     run() returns (a Trainer made with tf32 set it at construction, and nothing set it back)."""
     cuda = torch.backends.cuda.matmul
