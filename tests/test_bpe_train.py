@@ -362,7 +362,7 @@ def test_a_vocabulary_with_its_own_pattern_is_refused_by_save(tmp_path, hugging_
 
 
 def test_a_vocabulary_with_its_own_pattern_is_refused_by_a_checkpoints_record():
-    """A checkpoint records a BPE vocabulary's tokens and merges, not its pattern: a model trained with
+    r"""A checkpoint records a BPE vocabulary's tokens and merges, not its pattern: a model trained with
     Encoder(pattern=r'\S+|\s+') came back from its checkpoint splitting 'cat sat' as GPT-2 does, other ids."""
     trained = train_bpe('the cat sat on the mat ' * 20, 265)
     own = bpe.Encoder(trained.encoder, trained.bpe_merges, pattern=r'\S+|\s+')
