@@ -926,11 +926,12 @@ def set_rng_state(state):
 
 
 def strip_prefixes(state_dict):
-    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP)."""
+    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP), in either
+    order and nesting (DDP of a compiled model saves 'module._orig_mod.')."""
     out = {}
     for k, v in state_dict.items():
-        for prefix in ('_orig_mod.', 'module.'):
-            k = k.removeprefix(prefix)
+        while k.startswith(('_orig_mod.', 'module.')):
+            k = k.split('.', 1)[1]
         out[k] = v
     return out
 

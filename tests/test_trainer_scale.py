@@ -828,8 +828,10 @@ def test_step_sampler_splits_the_batch_across_ranks_and_micro_steps():
 
 
 def test_checkpoint_names_lose_the_ddp_and_compile_prefixes():
-    state = {'module.lm_head.weight': 1, '_orig_mod.transformer.wte.weight': 2, '_orig_mod.module.ln_f.bias': 3}
-    assert strip_prefixes(state) == {'lm_head.weight': 1, 'transformer.wte.weight': 2, 'ln_f.bias': 3}
+    state = {'module.lm_head.weight': 1, '_orig_mod.transformer.wte.weight': 2, '_orig_mod.module.ln_f.bias': 3,
+             'module._orig_mod.ln_f.weight': 4}  # DDP(torch.compile(model)).state_dict(), as nanoGPT-style code saves
+    assert strip_prefixes(state) == {'lm_head.weight': 1, 'transformer.wte.weight': 2, 'ln_f.bias': 3,
+                                     'ln_f.weight': 4}
 
 
 def test_token_dataset_memmap(tmp_path):
