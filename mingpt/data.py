@@ -231,8 +231,8 @@ def book_body(text):
 
 def read_corpus(path):
     """The text to train a language model on, cut to the books of any Project Gutenberg file (book_body): a text
-    file's, or every .txt file's of a folder (not of its subfolders), in the order of their names, a blank line
-    between one file's text and the next's. Says what it read: which files, and how much of them is text."""
+    file's, or every .txt file's of a folder (not of its subfolders), in the order of their names, at least one
+    blank line between one file's text and the next's. Says what it read: which files, and how much of them is text."""
     path = Path(path)
     if not path.is_dir():
         text = read_text(path)
@@ -240,8 +240,10 @@ def read_corpus(path):
             print(f"{path.name} is a Project Gutenberg book: training on its text, {len(body):,} of the file's "
                   f"{len(text):,} characters (not its header and licence)")
         return body
-    # as the shell's *.txt: no hidden files, such as the ._ files of a Mac's copy to a USB stick (not text)
-    files = sorted(p for p in path.glob('*.txt') if p.is_file() and not p.name.startswith('.'))
+    # as the shell's *.txt, in upper case too (BOOK.TXT from Windows): no hidden files, such as the ._ files of a Mac's
+    # copy to a USB stick (not text)
+    files = sorted(p for p in path.iterdir()
+                   if p.suffix.lower() == '.txt' and p.is_file() and not p.name.startswith('.'))
     if not files:
         raise FileNotFoundError(f"{path} is a folder with no .txt file in it (only those directly in it are read, "
                                 "not its subfolders'); put the text files to train on there, or pass a file's path")

@@ -246,7 +246,8 @@ def how_to_go_on(steps_done, saved, work_dir, checkpoint_interval):
 
 def earlier_run(work_dir):
     """The first file of a run that work_dir holds, which a fresh run there is refused by, or None. An empty
-    metrics.jsonl is a run that stopped before its first line (e.g. torch.compile found no C++ compiler)."""
+    metrics.jsonl (a run that stopped before its first line, e.g. torch.compile found no C++ compiler) is not one:
+    a fresh run may start there."""
     return next((name for name in ('ckpt.pt', 'model.pt', 'metrics.jsonl')
                  if os.path.exists(os.path.join(work_dir, name)) and os.path.getsize(os.path.join(work_dir, name))),
                 None)

@@ -278,6 +278,15 @@ def test_a_folder_read_names_its_files_and_no_more_than_five(tmp_path, capsys, c
                                        f"order: {names} ({len(text):,} characters of text)\n")
 
 
+def test_a_folder_reads_its_text_files_whatever_the_case_of_their_extension(tmp_path, capsys):
+    # Windows and old DOS tools write BOOK.TXT: it was skipped, and a folder of them refused with 'no .txt file'
+    (tmp_path / 'B.TXT').write_text('upper\n')
+    (tmp_path / 'a.txt').write_text('lower\n')
+    (tmp_path / 'c.Txt').write_text('mixed\n')
+    assert data.read_corpus(tmp_path) == 'upper\n\n\nlower\n\n\nmixed\n'  # in name order: capitals sort first
+    assert 'in this order: B.TXT, a.txt, c.Txt (' in capsys.readouterr().out
+
+
 def test_a_folder_with_no_txt_file_is_refused_by_name(tmp_path, monkeypatch):
     chargpt = load_project('chargpt')
     (tmp_path / 'empty').mkdir()
