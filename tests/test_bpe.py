@@ -174,7 +174,6 @@ def test_the_cache_is_cleared_when_a_call_would_overflow_it():
     assert set(enc.cache) == {'d', ' e'}  # 3 cached + 2 new words exceed cache_size=3: cleared, then this call's
 
 
-
 def test_a_call_that_overflows_the_cache_encodes_its_words_cached_before_too():
     """A text read line by line with a small cache: a line that repeats a cached word and brings enough new ones to
     overflow the cache still encodes every word (the cleared cache is refilled with all of this call's words, not
@@ -184,6 +183,7 @@ def test_a_call_that_overflows_the_cache_encodes_its_words_cached_before_too():
     assert enc.encode('a d e') == [97, 32, 100, 32, 101]  # 'a' cached, ' d' ' e' new: 3 + 2 > 3
     assert set(enc.cache) == {'a', ' d', ' e'}
     assert enc.encode('a f g h') == [97, 32, 102, 32, 103, 32, 104]  # 4 words: more than the cache holds
+
 
 def test_the_cache_never_holds_more_than_cache_size_words():
     """Encoder(cache_size=0) kept every call's words (a call that overflowed the cache filled it with all of its own
@@ -570,7 +570,6 @@ def test_a_416_to_a_fresh_download_is_the_servers_error(tmp_path, monkeypatch):
     assert files_in(tmp_path) == []
 
 
-
 def serve(monkeypatch, routes):
     """A network for requests' own redirect handling: routes maps a URL to its answer, (status, headers, body)."""
     def send(adapter, request, **kw):
@@ -601,7 +600,6 @@ def test_an_https_download_redirected_to_plain_http_is_refused_and_leaves_nothin
     assert data.download('http://example.org/g.bin', tmp_path / 'g.bin', quiet=True).read_bytes() == b'plain'
 
 
-
 def test_a_hugging_face_download_is_checked_against_the_sha256_the_hub_publishes(tmp_path, monkeypatch):
     """The hub answers a large (LFS) file's address with a redirect to its storage whose X-Linked-Etag is the file's
     sha256: a download changed or damaged on the way was kept as the weights. A small file's is git's sha1 of it,
@@ -620,7 +618,6 @@ def test_a_hugging_face_download_is_checked_against_the_sha256_the_hub_publishes
                                                    "deleted"):
                 data.download('https://example.org/f.bin', tmp_path / 'g.bin', quiet=True)
     assert files_in(tmp_path) == ['f.bin']
-
 
 
 def test_a_content_length_that_is_not_a_number_only_leaves_the_bar_without_a_total(tmp_path, monkeypatch):

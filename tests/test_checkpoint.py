@@ -83,7 +83,6 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'missing.pt')
 
 
-
 def test_a_checkpoint_of_another_format_version_is_refused_and_a_missing_one_names_the_way_on(tmp_path):
     """A torch.save dict whose 'format' is not this code's (a later format, or another program's key of that name) is
     refused by the marker it lacks, not read as if its layout were ours; a path with no file says to train first or
@@ -94,6 +93,7 @@ def test_a_checkpoint_of_another_format_version_is_refused_and_a_missing_one_nam
     with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt; train first or pass the path of a "
                                                 r"saved checkpoint$"):
         load_checkpoint(tmp_path / 'missing.pt')
+
 
 def test_a_file_that_is_no_checkpoint_is_named_with_the_loader_it_needs(tmp_path):
     """A Hugging Face model.safetensors renamed model.pt, its config.json, a text and an older pytorch_model.bin were
@@ -323,7 +323,6 @@ def test_a_zipped_run_folder_given_as_the_checkpoint_is_named_as_such(tmp_path):
             load_checkpoint(tmp_path / 'run.zip')
 
 
-
 def small_model(cls):
     """A tiny GPT or seq2seq Transformer with learned positions, so that every size is in its weights."""
     C = cls.get_default_config()
@@ -431,7 +430,6 @@ def test_a_checkpoint_with_plain_data_for_a_weight_names_it(tmp_path, name, valu
     save_checkpoint({**state, 'model': [1, 2]}, tmp_path / 'bad.pt')
     with pytest.raises(ValueError, match=r"bad.pt's 'model' holds a list, not a state dict of a model's weights"):
         GPT.from_checkpoint(tmp_path / 'bad.pt')
-
 
 
 @pytest.mark.parametrize('model_config', [[1, 2], {1: 2}])

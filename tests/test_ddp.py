@@ -88,6 +88,7 @@ def torchrun_ok(script, env, timeout):
     assert p.returncode == 0, out
     return out
 
+
 def test_a_second_run_under_torchrun_joins_the_same_group(tmp_path):
     """The ablation trains one Trainer after another: the group is kept between them (one made again over torchrun's
     store hung, now and then, in DDP's first collective)."""
@@ -150,6 +151,7 @@ def test_only_rank_0_counts_the_tokens_of_the_throughput_it_alone_reports(tmp_pa
     script.write_text(COUNTED)
     out = torchrun_ok(script, {**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=120)
     assert "rank 0 counted [64, 128, 64]" in out and "rank 1 counted [0, 0, 0]" in out, out
+
 
 KILLED = textwrap.dedent("""
     import os, signal, sys

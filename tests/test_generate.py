@@ -720,7 +720,6 @@ def test_prompt_file_errors(content, message, tmp_path, capsys):
     assert exit.value.code == 2 and message in err and 'prompts.txt' in err, err
 
 
-
 def test_a_prompt_file_character_the_model_lacks_is_named_with_its_line(tmp_path, capsys):
     chars = sorted(set('abc \n\f'))
     C = GPT.get_default_config()
@@ -884,7 +883,6 @@ def test_samples_of_a_prompt_are_batched_and_printed_together_prompt_by_prompt(t
     assert out.out.splitlines() == ['aaa', 'aaa', 'bcaa', 'bcaa']  # the model writes 'a'
 
 
-
 class Interrupted(Clocked):
     """A model whose stream writes 'a' twice and is then stopped by Ctrl-C (or by SIGTERM, mingpt.utils.Terminated,
     a KeyboardInterrupt too)."""
@@ -914,7 +912,6 @@ def test_ctrl_c_prints_the_text_its_batch_has_written_so_far(rows, tmp_path, cap
     # each row's prompt and the two tokens written, and its newline: a lone row's streamed text is ended too
     assert out.out == ['abaa\n', 'abaa\ncaa\n'][rows - 1]
     assert out.err.count('(interrupted) ---') == (2 if rows == 2 else 0)  # a lone row streams, with no header
-
 
 
 @pytest.mark.parametrize('samples, batch, says', [(1, 1, 'prompt 2 of 3'), (2, 1, 'prompt 1 of 3, sample 2 of 2'),

@@ -467,7 +467,6 @@ def test_weights_added_to_the_model_are_named_not_blamed_on_the_file(small_dir):
     assert torch.equal(probed.probe.weight, fresh.probe.weight) and torch.equal(probed.probe.bias, fresh.probe.bias)
 
 
-
 @pytest.mark.parametrize('layout', ['safetensors', 'hub'])
 def test_gpt2_weights_the_model_lost_are_named_not_blamed_on_the_file(tmp_path, layout):
     class RMSNormGPT(GPT):  # a student's RMSNorm for layer norm: a gain, no bias
@@ -480,6 +479,7 @@ def test_gpt2_weights_the_model_lost_are_named_not_blamed_on_the_file(tmp_path, 
     with pytest.raises(ValueError, match=r"holds GPT-2's '(transformer\.)?h.0.ln_1.bias', which this model has not "
                                          r"\(changed in model.py\?\)"):
         RMSNormGPT.from_pretrained(folder)
+
 
 @pytest.mark.parametrize('layout', ['safetensors', 'bin'])
 def test_truncated_file(tmp_path, layout):

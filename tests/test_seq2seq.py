@@ -28,7 +28,6 @@ def tiny(**overrides):
     return Transformer(C).eval()
 
 
-
 def test_the_parameter_count_is_printed_once_under_torchrun(capsys, monkeypatch):
     """As GPT's: the first torchrun process (RANK unset or 0) prints it, the others stay quiet."""
     monkeypatch.delenv('RANK', raising=False)
@@ -38,6 +37,7 @@ def test_the_parameter_count_is_printed_once_under_torchrun(capsys, monkeypatch)
     monkeypatch.setenv('RANK', '1')
     tiny()
     assert capsys.readouterr().out == ''
+
 
 def sentences(lengths, seed=0):
     """Rows of random tokens 3..10, each ended by EOS and padded with PAD to the longest."""

@@ -364,6 +364,7 @@ def test_a_non_finite_loss_blanks_only_its_own_point_of_the_smoothed_curve():
 
 # ---- positions ----
 
+
 def test_cosine_similarity_of_the_sinusoidal_table_by_hand():
     n, d = 40, 16
     sim = plot.cosine_similarity(sinusoidal_positions(n, d))

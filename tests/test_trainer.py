@@ -290,6 +290,7 @@ def test_on_eval_end_runs_before_on_batch_end_and_the_last_step_is_evaluated_fir
     assert len(set(losses.values())) == 3  # three evaluations, three losses: the one a step saw is its own
     assert all(loss == losses[max(j for j in losses if j <= i)] for kind, i, loss in events if kind == 'batch')
 
+
 def test_a_callback_that_samples_in_eval_mode_and_stays_there_leaves_training_as_it_was():
     def sample(t):  # model.eval() without the model.train() after it: the rest of the run trained without dropout
         t.model.eval()
@@ -403,7 +404,6 @@ def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from
             f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'}\n") in capsys.readouterr().err
 
 
-
 class Unreadable(Repeat):
     """Repeat's sequences on a disk that went away: every item read fails."""
 
@@ -422,6 +422,7 @@ def test_a_resumed_run_that_fails_before_its_first_step_counts_the_iterations_it
     assert (f"stopped after 2 iterations; {tmp_path / 'ckpt.pt'} was saved after 2 iterations: go on from there with "
             "--trainer.resume=True\n") in capsys.readouterr().err
     assert trainer.steps_done == trainer.iter_num == 2
+
 
 def test_ctrl_c_says_what_is_saved_and_how_to_go_on(tmp_path, capsys, monkeypatch):
     """Counted as the checkpoint counts, in iterations done: a Ctrl-C in the callbacks of iteration 3 (a sample)
@@ -829,6 +830,7 @@ def test_an_evaluation_off_the_log_interval_grid_gets_its_own_line_of_metrics_js
     assert [line['iter'] for line in lines if 'val_loss' in line] == [0, 3, 6]
     assert lines[-1]['val_loss'] == trainer.val_loss
 
+
 @pytest.mark.parametrize('value', ['text', None, [1.0, 2.0], torch.ones(2)])
 def test_a_callbacks_metric_that_is_not_one_number_is_refused_by_name(tmp_path, value):
     """Text and None went into metrics.jsonl, where the plots and the readers expect a number; a pair too (as a
@@ -860,7 +862,6 @@ def test_a_run_stopped_after_one_step_says_1_iteration(tmp_path, capsys):
         trainer.run()
     assert "stopped after 2 iterations; " + str(tmp_path / 'ckpt.pt') + " was saved after 1 iteration: go on" in (
         capsys.readouterr().err)
-
 
 
 def test_a_callback_that_calls_stop_under_ddp_is_refused_instead_of_hanging_the_other_ranks():
@@ -935,6 +936,7 @@ def test_float16_weights_under_the_float16_gradient_scaler_are_refused_before_tr
     trainer.model.float()  # the fix the message gives: float32 weights, float16 autocast
     trainer.run()
     assert trainer.scaler.is_enabled() and trainer.steps_done == 2
+
 
 def test_a_dataset_spawned_workers_cannot_import_is_refused_before_training(monkeypatch, tmp_path):
     """On macOS and Windows DataLoader workers start as a new Python and import the dataset's class: one defined
@@ -1163,7 +1165,6 @@ def test_a_work_dir_set_in_python_under_the_home_folder_is_there_not_in_a_folder
     trainer.run()
     assert trainer.config.work_dir == str(tmp_path / 'home' / 'runs' / 'x')
     assert (tmp_path / 'home' / 'runs' / 'x' / 'model.pt').exists() and not (tmp_path / '~').exists()
-
 
 
 def test_a_disk_too_full_for_the_locks_note_is_named_by_the_first_file_the_run_writes(tmp_path):
