@@ -305,46 +305,9 @@ class Trainer:
         self._folder = RunFolder(c.work_dir, work_dir_option(c.work_dir, self.run_config), self.rank, resume=c.resume,
                                  overwrite=c.overwrite, checkpoint_interval=c.checkpoint_interval)
         self._folder.check()
-        for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
-            if dataset is not None and len(dataset) == 0:
-                raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
-        check_dataset_for_workers(self.train_dataset, c.num_workers)  # else a spawned worker dies without a reason
-        if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
-            raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
-                             "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
-        if not callable(getattr(self.model, 'configure_optimizers', None)):
-            raise TypeError(f"{type(self.model).__name__} has no configure_optimizers(train_config), which the trainer "
-                            "calls for its optimizer: add one, e.g. configure_optimizers = GPT.configure_optimizers "
-                            "in the class (AdamW, weight decay on the 2-D weights)")
+        self._check_data_and_model()
         self._init_distributed()
-        low = {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
-        if torch.float16 in low and c.dtype == 'float16':  # else torch's 'Attempting to unscale FP16 gradients.'
-            raise ValueError("the model's trainable parameters are float16, and trainer.dtype='float16' adds a "
-                             "gradient scaler, which refuses float16 gradients (mixed precision trains float32 "
-                             "weights): keep the weights in float32 and let autocast compute in float16, e.g. "
-                             "GPT.from_pretrained(name) without a dtype, or model.float() before training")
-        if low and self.rank == 0:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16), which is for sampling
-            name = str(min(low, key=str)).removeprefix('torch.')
-            warnings.warn(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
-                          "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change "
-                          f"little or nothing: keep the weights in float32 and compute in {name} with "
-                          f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype",
-                          stacklevel=3)
-        self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
-        self.optimizer = self.model.configure_optimizers(c)
-        left = parameters_left_out(self.model, self.optimizer)
-        if left and self.rank == 0:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
-            warnings.warn(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
-                          f"trainable {first_names(left)}, so they never change (their gradients add up and "
-                          "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
-                          "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
-                          "requires_grad_(False)", stacklevel=3)
-        if c.dtype == 'bfloat16' and self.rank == 0 and bfloat16_emulated(self.device):
-            warnings.warn(f"trainer.dtype='bfloat16' on {torch.cuda.get_device_name(self.device)}, a GPU older than "
-                          "Ampere (compute capability below 8.0), is emulated and slower than float32: use "
-                          "trainer.dtype='float16' there (with a gradient scaler)", stacklevel=3)
-        self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
-        self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
+        self._make_optimizer()
         # the seed of the batch sampler comes from torch's RNG, so set_seed fixes it, the same on every rank
         self.sampler_seed = int(torch.randint(2 ** 31 - 1, (1,)))
         self.iter_num = self.steps_done = 0  # as minGPT's run(): run() again trains max_iters more (resume: its own)
@@ -372,18 +335,72 @@ class Trainer:
         escape_what_stdout_cannot_encode()  # a script's own, as run_cli does: a callback's sample must not stop the run
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
+        self._train_mode()
+        self.iter_time = time.time()
+        self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
+        return batches
+
+    def _check_data_and_model(self):
+        """Refuse what would fail later with torch's riddle, or train nothing: an empty dataset, one DataLoader's
+        workers cannot take, a model with nothing to train or no optimizer, float16 weights under a gradient scaler."""
+        for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
+            if dataset is not None and len(dataset) == 0:
+                raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
+        check_dataset_for_workers(self.train_dataset, self.config.num_workers)  # else a worker dies without a reason
+        if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
+            raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
+                             "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
+        if not callable(getattr(self.model, 'configure_optimizers', None)):
+            raise TypeError(f"{type(self.model).__name__} has no configure_optimizers(train_config), which the trainer "
+                            "calls for its optimizer: add one, e.g. configure_optimizers = GPT.configure_optimizers "
+                            "in the class (AdamW, weight decay on the 2-D weights)")
+        if torch.float16 in self._low_precision() and self.config.dtype == 'float16':
+            # else torch's 'Attempting to unscale FP16 gradients.'
+            raise ValueError("the model's trainable parameters are float16, and trainer.dtype='float16' adds a "
+                             "gradient scaler, which refuses float16 gradients (mixed precision trains float32 "
+                             "weights): keep the weights in float32 and let autocast compute in float16, e.g. "
+                             "GPT.from_pretrained(name) without a dtype, or model.float() before training")
+
+    def _low_precision(self):
+        return {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
+
+    def _make_optimizer(self):
+        """The model's optimizer, the gradient scaler (float16) and autocast; warns (on rank 0) where they would
+        train less than the user thinks."""
+        c, main = self.config, self.rank == 0
+        if (low := self._low_precision()) and main:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16)
+            name = str(min(low, key=str)).removeprefix('torch.')
+            warn_caller(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
+                        "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change "
+                        f"little or nothing: keep the weights in float32 and compute in {name} with "
+                        f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype")
+        self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
+        self.optimizer = self.model.configure_optimizers(c)
+        left = parameters_left_out(self.model, self.optimizer)
+        if left and main:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
+            warn_caller(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
+                        f"trainable {first_names(left)}, so they never change (their gradients add up and "
+                        "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
+                        "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
+                        "requires_grad_(False)")
+        if c.dtype == 'bfloat16' and main and bfloat16_emulated(self.device):
+            warn_caller(f"trainer.dtype='bfloat16' on {torch.cuda.get_device_name(self.device)}, a GPU older than "
+                        "Ampere (compute capability below 8.0), is emulated and slower than float32: use "
+                        "trainer.dtype='float16' there (with a gradient scaler)")
+        self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
+        self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
+
+    def _train_mode(self):
+        """The model in train mode, as minGPT's run() puts it; a part kept in eval with trainable weights is named."""
         if not self.model.training:  # e.g. loaded for sampling; a submodule kept in eval() in a training model stays
             self.model.train()
         left = trainable_in_eval(self.model)
         if left and self.rank == 0:
-            warnings.warn(f"{first_names(left)} hold trainable parameters but are in eval mode, so they "
-                          "train without their dropout: a GPT from from_pretrained or from_checkpoint comes in eval "
-                          "mode (for sampling), and run() switches only a model given in eval mode as a whole. Call "
-                          "model.train() on your whole module before run(), then put only frozen parts back in eval: "
-                          "part.requires_grad_(False).eval()", stacklevel=3)
-        self.iter_time = time.time()
-        self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
-        return batches
+            warn_caller(f"{first_names(left)} hold trainable parameters but are in eval mode, so they "
+                        "train without their dropout: a GPT from from_pretrained or from_checkpoint comes in eval "
+                        "mode (for sampling), and run() switches only a model given in eval mode as a whole. Call "
+                        "model.train() on your whole module before run(), then put only frozen parts back in eval: "
+                        "part.requires_grad_(False).eval()")
 
     def _optimization_step(self, x, y, batches):
         """One optimizer step over grad_accum_steps micro-batches, starting with (x, y); sets self.loss and returns
@@ -658,9 +675,9 @@ class Trainer:
         c = self.config
         if c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
             if self.lr is not None and any(group['lr'] != self.lr for group in self.optimizer.param_groups):
-                warnings.warn(f"a callback set the learning rate, which lr_schedule={c.lr_schedule!r} with "
-                              f"warmup_iters={c.warmup_iters} sets at every step: to steer it from a callback, give "
-                              "lr_schedule='constant' and warmup_iters=0")
+                warn_caller(f"a callback set the learning rate, which lr_schedule={c.lr_schedule!r} with "
+                            f"warmup_iters={c.warmup_iters} sets at every step: to steer it from a callback, give "
+                            "lr_schedule='constant' and warmup_iters=0")
             for group in self.optimizer.param_groups:
                 group['lr'] = self.get_lr(it)
         return self.optimizer.param_groups[0]['lr']
@@ -831,6 +848,15 @@ def leave_group():
         dist.destroy_process_group()
 
 
+def warn_caller(message):
+    """warnings.warn at the line of the user's code that called into the trainer (run(), add_callback...): the first
+    frame outside this file, which the user can change, not a line of the loop however deep the warning is."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
+
+
 def check_callback(onevent, callback):
     """A callback that cannot be called is refused now, not at the end of the first step. One for an event the loop
     never triggers would never run: say so (a subclass may trigger its own)."""
@@ -839,8 +865,8 @@ def check_callback(onevent, callback):
                         f"{callback!r:.60} cannot be called: give the event's name, then the function itself (not "
                         "what calling it returns)")
     if onevent not in EVENTS:
-        warnings.warn(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
-                      f"only if your own code calls trigger_callbacks({onevent!r})", stacklevel=3)
+        warn_caller(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
+                    f"only if your own code calls trigger_callbacks({onevent!r})")
 
 
 class StepSampler:

@@ -309,8 +309,9 @@ def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept()
     trainer = make_trainer(max_iters=2)
     calls = []
     with pytest.warns(UserWarning, match=r"Trainer triggers 'on_batch_end' and 'on_eval_end', not 'on_batch_ends': "
-                                         r"this callback runs only if your own code calls trigger_callbacks"):
+                                         r"this callback runs only if your own code calls trigger_callbacks") as caught:
         trainer.add_callback('on_batch_ends', lambda t: calls.append(t.iter_num))
+    assert caught[0].filename == __file__
     trainer.run()
     assert calls == []
     trainer.trigger_callbacks('on_batch_ends')  # a subclass may trigger events of its own
@@ -711,8 +712,9 @@ def test_a_callback_setting_the_learning_rate_under_a_built_in_schedule_is_warne
     trainer.add_callback('on_batch_end', lower)
     with pytest.warns(UserWarning, match=r"a callback set the learning rate, which lr_schedule='cosine' with "
                                          r"warmup_iters=0 sets at every step: to steer it from a callback, give "
-                                         r"lr_schedule='constant' and warmup_iters=0"):
+                                         r"lr_schedule='constant' and warmup_iters=0") as caught:
         trainer.run()
+    assert caught[0].filename == __file__
     assert seen[3:] == seen[:3] == [trainer.get_lr(i) for i in range(3)]
 
 
@@ -892,8 +894,9 @@ def test_training_weights_held_in_bfloat16_is_warned_of():
     trainer = make_trainer(max_iters=2, learning_rate=3e-4)
     trainer.model.to(torch.bfloat16)
     with pytest.warns(UserWarning, match=r"trainable parameters are bfloat16, which rounds away .* keep the weights in "
-                                         r"float32 and compute in bfloat16 with trainer.dtype='bfloat16'"):
+                                         r"float32 and compute in bfloat16 with trainer.dtype='bfloat16'") as caught:
         trainer.run()
+    assert caught[0].filename == __file__  # at the user's trainer.run(), not a line of the loop in trainer.py
     gains = [m.weight for m in trainer.model.modules() if isinstance(m, torch.nn.LayerNorm)]
     assert all(bool((g == 1).all()) for g in gains)  # what the warning is about: these did not move
     trainer = make_trainer(max_iters=1)
@@ -961,8 +964,9 @@ def test_a_trainable_gpt_left_in_eval_mode_inside_a_module_of_ones_own_is_warned
     gpt = trainer.model.gpt
     with pytest.warns(UserWarning, match=r"gpt.transformer.wte, gpt.transformer.wpe, .* and \d+ more hold trainable "
                                          r"parameters but are in eval mode, so they train without their dropout.* "
-                                         r"Call model.train\(\) on your whole module before run\(\)"):
+                                         r"Call model.train\(\) on your whole module before run\(\)") as caught:
         trainer.run()
+    assert caught[0].filename == __file__
     assert not gpt.training  # what the warning is about: the run kept it so
     gpt.requires_grad_(False).eval()
     gpt.transformer.h[-1].requires_grad_(True).train()
