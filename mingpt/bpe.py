@@ -37,7 +37,6 @@ import json
 import numbers
 import operator
 import os
-import warnings
 from collections import Counter, defaultdict
 from itertools import chain, repeat
 from pathlib import Path
@@ -48,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch, find_local, not_utf8
-from mingpt.utils import json_object, run_cli, write_text_atomically
+from mingpt.utils import json_object, run_cli, warn_caller, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -890,8 +889,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
         while len(trainer.vocab) < n_tokens:
             step = trainer.merge()
             if step is None:
-                warnings.warn(f"no pair of symbols is left after {len(merges)} merges: the vocabulary has "
-                              f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
+                warn_caller(f"no pair of symbols is left after {len(merges)} merges: the vocabulary has "
+                            f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
                 break
             merges.append(step[:2])
             bar.update()

@@ -10,7 +10,6 @@ import io
 import os
 import pickle
 import re
-import warnings
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from mingpt.utils import CfgNode, ConfigError, atomic_write, plural, write_failed
+from mingpt.utils import CfgNode, ConfigError, atomic_write, plural, warn_caller, write_failed
 
 CHECKPOINT_FORMAT = 'mingpt-checkpoint-1'
 
@@ -299,8 +298,8 @@ def rebuild_model(cls, path, map_location='cpu'):
     saved = checkpoint.get('model_class')
     # a subclass's checkpoint read as GPT, whose forward or blocks may be its own (GPT's read by a subclass is meant)
     if saved is not None and saved not in {c.__name__ for c in cls.__mro__}:
-        warnings.warn(f"{path} holds a {saved}, rebuilt here from its weights as a {cls.__name__}, which runs none of "
-                      f"{saved}'s own code: {saved}.from_checkpoint(path) rebuilds the {saved}", stacklevel=3)
+        warn_caller(f"{path} holds a {saved}, rebuilt here from its weights as a {cls.__name__}, which runs none of "
+                    f"{saved}'s own code: {saved}.from_checkpoint(path) rebuilds the {saved}")
     return model.eval(), checkpoint
 
 

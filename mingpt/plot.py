@@ -26,12 +26,11 @@ import os
 import re
 import sys
 import unicodedata
-import warnings
 
 import numpy as np
 import regex
 
-from mingpt.utils import atomic_write, run_cli
+from mingpt.utils import atomic_write, run_cli, warn_caller
 
 
 def new_figure(width, height):
@@ -162,10 +161,9 @@ def drawable(texts):
         families.append(name)
         need -= has
     if need:
-        warnings.warn(f"no installed font draws {' '.join(map(chr, sorted(need)))}, so the picture writes them as "
-                      "code points ('\\u5409'): install a font that has them (e.g. Noto Sans CJK, Noto Sans "
-                      "Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found",
-                      stacklevel=3)
+        warn_caller(f"no installed font draws {' '.join(map(chr, sorted(need)))}, so the picture writes them as "
+                    "code points ('\\u5409'): install a font that has them (e.g. Noto Sans CJK, Noto Sans "
+                    "Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found")
     return [escaped(text, need) for text in texts], families
 
 

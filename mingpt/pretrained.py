@@ -10,7 +10,6 @@ import math
 import numbers
 import os
 import re
-import warnings
 from pathlib import Path
 
 import torch
@@ -20,7 +19,8 @@ from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get
 from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, numbered_blocks,
                                parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
-from mingpt.utils import atomic_write, eval_mode, json_object, matmul_precision, plural, write_text_atomically
+from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
+                          write_text_atomically)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -248,8 +248,8 @@ def _load_hf_weights(model, weights, path):
     missing = sorted(set(ours) - set(state))
     added = [k for k in missing if k not in gpt2]  # e.g. a probe or a layer a student put in model.py
     if added:  # as in Hugging Face: GPT-2's weights load, the new ones keep their initialisation, for training
-        warnings.warn(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
-                      f"model.py?): {path} has nothing for them, so they keep their initial values", stacklevel=3)
+        warn_caller(f"the model has {len(added)} weights that GPT-2 has not, e.g. {added[:3]} (added to "
+                    f"model.py?): {path} has nothing for them, so they keep their initial values")
         missing = [k for k in missing if k not in added]
     if missing:
         raise ValueError(f"{path} lacks {len(missing)} of the model's weights, e.g. {missing[:3]}; the file is "

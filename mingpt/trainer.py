@@ -22,7 +22,6 @@ import random
 import sys
 import time
 import traceback
-import warnings
 import weakref
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
@@ -38,7 +37,7 @@ from mingpt.checkpoint import check_loads_back, load_checkpoint, model_state, sa
 from mingpt.runs import RunFolder, check_same_run, how_to_go_on, platform_record, trainable_names, work_dir_option
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
                           check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home, matmul_precision,
-                          modes_kept, resolve_device)
+                          modes_kept, resolve_device, warn_caller)
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
@@ -846,15 +845,6 @@ def leave_group():
     """At exit: the process group the trainer joined, unless the script has left it already."""
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def warn_caller(message):
-    """warnings.warn at the line of the user's code that called into the trainer (run(), add_callback...): the first
-    frame outside this file, which the user can change, not a line of the loop however deep the warning is."""
-    frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
-    while frame.f_back is not None and frame.f_code.co_filename == __file__:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, stacklevel=level)
 
 
 def check_callback(onevent, callback):

@@ -242,6 +242,18 @@ def check_dataset_for_workers(dataset, num_workers):
                          f"there, {fix}")
 
 
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn_caller(message):
+    """warnings.warn at the line of the user's code that called into mingpt (trainer.run(), GPT.from_pretrained,
+    plot.plot...): the first frame outside this package, which the user can change, however deep the warning is."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
+
+
 def other_rank():
     """True in a torchrun process other than the first (RANK > 0): one process prints and writes, the others
     would only repeat it."""
@@ -513,8 +525,8 @@ def lock_folder(folder):
             f.close()
             return None
         # a file system without locks (some network shares): the run goes on, unguarded
-        warnings.warn(f"{folder} cannot be locked ({e.strerror}), so a second run started in it at the same time "
-                      "would not be refused: start one run per folder")
+        warn_caller(f"{folder} cannot be locked ({e.strerror}), so a second run started in it at the same time "
+                    "would not be refused: start one run per folder")
     if f.writable():  # who holds it now: a killed holder's note is replaced
         try:
             f.truncate(0)

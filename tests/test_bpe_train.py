@@ -260,8 +260,9 @@ def test_vocab_size_accounting():
         train_bpe(text.encode('utf-8'), 300)  # it was 'cannot use a string pattern on a bytes-like object'
     with pytest.raises(ValueError, match='distinct non-empty'):
         train_bpe(text, 300, special_tokens=(EOT, EOT))
-    with pytest.warns(UserWarning, match='no pair of symbols is left after 3 merges'):
+    with pytest.warns(UserWarning, match='no pair of symbols is left after 3 merges') as caught:
         small = train_bpe('abcd', 400)
+    assert caught.pop(UserWarning).filename == __file__  # the caller's line, not bpe.py's
     assert len(small.encoder) == 256 + 3 + 1
 
 

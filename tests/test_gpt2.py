@@ -460,8 +460,9 @@ def test_weights_added_to_the_model_are_named_not_blamed_on_the_file(small_dir):
     fresh = Probed(plain.config)
     torch.manual_seed(0)
     with pytest.warns(UserWarning, match=r"2 weights that GPT-2 has not, e.g. \['probe.bias', 'probe.weight'\] "
-                                         r"\(added to model.py\?\): .* so they keep their initial values"):
+                                         r"\(added to model.py\?\): .* so they keep their initial values") as caught:
         probed = Probed.from_pretrained(small_dir)
+    assert caught.pop(UserWarning).filename == __file__  # the caller's line, not model.py's
     # GPT-2's own weights load as without the probe, and the probe stays as built, untouched by the file
     assert all(torch.equal(w, probed.state_dict()[k]) for k, w in plain.state_dict().items())
     assert torch.equal(probed.probe.weight, fresh.probe.weight) and torch.equal(probed.probe.bias, fresh.probe.bias)

@@ -294,6 +294,9 @@ def test_a_run_name_beyond_the_default_font_is_drawn_or_named_by_code_point(tmp_
     without_a_font_for(monkeypatch, 0x543e)
     (tmp_path / '\u543e').mkdir()
     (tmp_path / '\u543e' / 'metrics.jsonl').write_text(json.dumps({'iter': 0, 'loss': 1.0}) + '\n')
+    with pytest.warns(UserWarning, match="no installed font draws \u543e,") as caught:
+        plot.plot([tmp_path / '\u543e' / 'metrics.jsonl'], tmp_path / 'loss.png')  # three calls deep in plot.py
+    assert caught.pop(UserWarning).filename == __file__
     with pytest.warns(UserWarning, match="no installed font draws \u543e,"):
         fig = plot.loss_figure([tmp_path / '\u543e' / 'metrics.jsonl'], title='\u1d81')
     assert glyphs_missing_when_drawn(fig) == []
