@@ -335,8 +335,8 @@ def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):
         pass  # code (a parallel block, say) does not run; it ran silently
     save_checkpoint(model_state(MyGPT(C)), tmp_path / 'mine.pt')
     with pytest.warns(UserWarning, match=r"mine.pt holds a MyGPT, rebuilt here from its weights as a GPT, which runs "
-                                         r"none of MyGPT's own code: MyGPT.from_checkpoint\(path\) rebuilds the MyGPT") \
-            as caught:
+                                         r"none of MyGPT's own code: MyGPT.from_checkpoint\(path\) rebuilds the "
+                                         r"MyGPT") as caught:
         assert type(GPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is GPT
     assert caught.pop(UserWarning).filename == __file__  # the caller's line, not model.py's
     assert type(MyGPT.from_checkpoint(tmp_path / 'mine.pt')[0]) is MyGPT
