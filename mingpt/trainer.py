@@ -150,27 +150,7 @@ class Trainer:
         if clash:
             raise ValueError(f"checkpoint_extras may not use the trainer's own keys {clash}; rename them")
         check_loads_back(self.checkpoint_extras)
-        # torchrun tells each process its place through the environment
-        self.world_size = int(os.environ.get('WORLD_SIZE', 1))
-        self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0
-        self.local_rank = int(os.environ.get('LOCAL_RANK', 0)) if self.world_size > 1 else 0
-        self.device = resolve_device(config.device)
-        if self.world_size > 1 and self.device == 'cuda':
-            self.device = f'cuda:{self.local_rank}'  # one GPU per process
-        self.device_type = torch.device(self.device).type
-        local_size = int(os.environ.get('LOCAL_WORLD_SIZE', 1))  # torchrun's processes on this machine
-        if self.device_type == 'cuda' and local_size > 1 and torch.device(self.device).index != self.local_rank:
-            raise ConfigError(f"under torchrun each process takes the GPU of its LOCAL_RANK, but device "
-                              f"{self.device!r} puts them all on one: give --trainer.device=cuda (or auto)")
-        if self.device_type == 'cuda' and local_size > torch.cuda.device_count():
-            raise ConfigError(f"torchrun started {local_size} processes on this machine, one per GPU, but it has "
-                              f"only {torch.cuda.device_count()}: give torchrun --nproc_per_node="
-                              f"{torch.cuda.device_count()} (or fewer), or train on the CPUs with --trainer.device=cpu")
-        if self.world_size > 1 and self.device_type == 'mps':
-            raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
-                              "one process, or on the CPUs with --trainer.device=cpu")
-        if self.world_size > 1 and self.device_type == 'cuda':
-            torch.cuda.set_device(self.device)  # under torchrun the process is its GPU's for good (one process: run())
+        self._place(config.device)
         self.model = self.model.to(self.device)
         if self.rank == 0:
             print("running on device", self.device)
@@ -191,6 +171,30 @@ class Trainer:
         self._in_callbacks = False  # within trigger_callbacks: under DDP, on rank 0 alone
         self._rng_at_end = None  # run() sets the random states it ended with (every rank's, under DDP)
         self._folder = None  # the work_dir of run(), locked while it trains there (see runs.RunFolder)
+
+    def _place(self, device):
+        """This process's rank (torchrun tells each process its place through the environment) and its device;
+        refuses a placement torchrun cannot run."""
+        self.world_size = int(os.environ.get('WORLD_SIZE', 1))
+        self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0
+        self.local_rank = int(os.environ.get('LOCAL_RANK', 0)) if self.world_size > 1 else 0
+        self.device = resolve_device(device)
+        if self.world_size > 1 and self.device == 'cuda':
+            self.device = f'cuda:{self.local_rank}'  # one GPU per process
+        self.device_type = torch.device(self.device).type
+        local_size = int(os.environ.get('LOCAL_WORLD_SIZE', 1))  # torchrun's processes on this machine
+        if self.device_type == 'cuda' and local_size > 1 and torch.device(self.device).index != self.local_rank:
+            raise ConfigError(f"under torchrun each process takes the GPU of its LOCAL_RANK, but device "
+                              f"{self.device!r} puts them all on one: give --trainer.device=cuda (or auto)")
+        if self.device_type == 'cuda' and local_size > torch.cuda.device_count():
+            raise ConfigError(f"torchrun started {local_size} processes on this machine, one per GPU, but it has "
+                              f"only {torch.cuda.device_count()}: give torchrun --nproc_per_node="
+                              f"{torch.cuda.device_count()} (or fewer), or train on the CPUs with --trainer.device=cpu")
+        if self.world_size > 1 and self.device_type == 'mps':
+            raise ConfigError("torchrun on 'mps': gloo, the backend off CUDA, cannot exchange MPS tensors; train in "
+                              "one process, or on the CPUs with --trainer.device=cpu")
+        if self.world_size > 1 and self.device_type == 'cuda':
+            torch.cuda.set_device(self.device)  # under torchrun the process is its GPU's for good (one process: run())
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
