@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shlex
+import sys
 import zipfile
 from pathlib import Path
 
@@ -132,3 +133,10 @@ def args_txt_words(line):
         settings[name] = value
     assert settings == {name: os.environ[name] for name in RECORDED_VARIABLES if name in os.environ}, line
     return folder, settings, words
+
+
+def started_as_script(monkeypatch, argv):
+    """sys.argv and __main__ as `python SCRIPT ARGS` leaves them: setup_logging records a command only where __main__
+    is a file. Under pytest-xdist __main__ is the worker's, which has none (pytest's own has one)."""
+    monkeypatch.setattr('sys.argv', argv)
+    monkeypatch.setattr(sys.modules['__main__'], '__file__', __file__, raising=False)

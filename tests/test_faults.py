@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import args_txt_words, load_project
+from conftest import args_txt_words, load_project, started_as_script
 from mingpt.data import read_text
 from mingpt.utils import ConfigError, run_cli
 
@@ -146,7 +146,7 @@ def test_args_txt_of_a_resumed_run_replays_the_whole_run(tmp_path, text, monkeyp
     common = [f'--data.path={text}', '--system.work_dir=run', *TINY, '--trainer.checkpoint_interval=3']
     for args in ([*common, '--system.seed=5', '--trainer.max_iters=3'],
                  [*common, '--trainer.batch_size=8', '--trainer.resume=True', '--trainer.max_iters=6']):
-        monkeypatch.setattr('sys.argv', ['chargpt.py', *args])
+        started_as_script(monkeypatch, ['chargpt.py', *args])
         chargpt.main(args)
     lines = (tmp_path / 'run' / 'args.txt').read_text().splitlines()
     assert lines[1] == '# resumed at iteration 3:'

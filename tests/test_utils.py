@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import args_txt_words, data_dir, full_disk_at, load_project
+from conftest import args_txt_words, data_dir, full_disk_at, load_project, started_as_script
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset
 from mingpt.utils import (RECORDED_VARIABLES, CfgNode as CN, ConfigError, args_of, atomic_write,
@@ -278,7 +278,7 @@ def test_setup_logging(tmp_path, monkeypatch):
     setup_logging(C)
     assert not (tmp_path / 'run').exists()
     monkeypatch.delenv('RANK')
-    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--system.work_dir=my runs/é', "--sample.prompt=it's"])
+    started_as_script(monkeypatch, ['projects/chargpt.py', '--system.work_dir=my runs/é', "--sample.prompt=it's"])
     monkeypatch.chdir(tmp_path)
     setup_logging(C)
     assert json.load(open(tmp_path / 'run' / 'config.json'))['x'] == {'a': 1}
@@ -302,7 +302,7 @@ def test_setup_logging_called_by_a_script_over_a_held_run_keeps_its_commands(tmp
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'args.txt').write_text('cd /there && python chargpt.py\n# resumed at iteration 500:\ncd /there && x\n')
     save_checkpoint({'iter_num': 1000}, tmp_path / 'ckpt.pt')
-    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.resume=True'])
+    started_as_script(monkeypatch, ['chargpt.py', '--trainer.resume=True'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
     assert (tmp_path / 'args.txt').read_text() == (
         'cd /there && python chargpt.py\n# resumed at iteration 500:\ncd /there && x\n# then, with the run above held '
@@ -318,7 +318,7 @@ def test_a_resume_over_an_args_txt_of_older_mingpt_puts_its_note_on_a_line_of_it
     today's code glued '# resumed at iteration 6:' onto the old command, which a shell then read as more options."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'args.txt').write_text('projects/chargpt.py --trainer.max_iters=6')  # as 4b47e87's chargpt wrote it
-    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.resume=True'])
+    started_as_script(monkeypatch, ['chargpt.py', '--trainer.resume=True'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path))), resumed_at=6)
     assert (tmp_path / 'args.txt').read_text().splitlines() == [
         'projects/chargpt.py --trainer.max_iters=6', '# resumed at iteration 6:',
@@ -332,7 +332,7 @@ def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'args.txt').write_text('cd /there && python chargpt.py\n')
     save_checkpoint({'iter_num': 1000}, tmp_path / 'ckpt.pt')
-    monkeypatch.setattr('sys.argv', ['chargpt.py', '--trainer.overwrite=True'])
+    started_as_script(monkeypatch, ['chargpt.py', '--trainer.overwrite=True'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path)), trainer=CN(overwrite=True)))
     assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.overwrite=True\n'
 
@@ -356,7 +356,7 @@ def test_a_resume_never_copies_what_a_linked_args_txt_points_to_into_the_run(tmp
     secret.write_text('PRIVATE KEY\n')
     run.mkdir()
     (run / 'args.txt').symlink_to(secret)
-    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--trainer.resume=True'])
+    started_as_script(monkeypatch, ['projects/chargpt.py', '--trainer.resume=True'])
     setup_logging(CN(system=CN(work_dir=str(run))), resumed_at=500)
     assert 'PRIVATE' not in (run / 'args.txt').read_text() and secret.read_text() == 'PRIVATE KEY\n'
     assert not (run / 'args.txt').is_symlink()
@@ -500,7 +500,7 @@ def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_h
                                       "print([os.environ.get('MINGPT_DATA_DIR'), os.environ.get('OMP_NUM_THREADS')])\n"
                                       "print(sys.argv[1:])\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr('sys.argv', ['show.py', "--data.path=it's.txt"])
+    started_as_script(monkeypatch, ['show.py', "--data.path=it's.txt"])
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / "my data's folder"))
     monkeypatch.setenv('OMP_NUM_THREADS', '3')
     setup_logging(CN(system=CN(work_dir=str(tmp_path / 'run'))))
@@ -538,7 +538,7 @@ def test_args_txt_of_a_torchrun_run_is_a_torchrun_command(tmp_path, monkeypatch,
     for key, value in {'RANK': '0', 'WORLD_SIZE': str(int(nodes) * int(procs)), 'LOCAL_WORLD_SIZE': procs,
                        'GROUP_WORLD_SIZE': nodes}.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr('sys.argv', ['projects/chargpt.py', '--trainer.max_iters=9'])
+    started_as_script(monkeypatch, ['projects/chargpt.py', '--trainer.max_iters=9'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path))))
     command, *rest = (tmp_path / 'args.txt').read_text().splitlines()
     assert args_txt_words(command)[2] == [*launch, *sys.argv]
