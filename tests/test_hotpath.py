@@ -47,18 +47,28 @@ MINGPT_FUNCTION = re.compile(r'mingpt/(\w+)\.py\(\d+\): (\w+)')  # a Python fram
 def kind(event):
     if event.name in READS:
         return READS[event.name]
-    if event.name == FROM_HOST and event.cpu_parent is not None and FROM_HOST_CALL.match(event.cpu_parent.name):
+    if event.name == FROM_HOST and event.parent is not None and FROM_HOST_CALL.match(event.parent.name):
         return 'from host'
-    if event.name == FROM_HOST and event.input_shapes and event.input_shapes[0]:
+    inputs = getattr(event.extra_fields, 'inputs', [])  # a torch op's arguments (tensors with their sizes)
+    if event.name == FROM_HOST and inputs and getattr(inputs[0], 'sizes', None):
         return 'list index'
     match = PYTHON_READS.match(event.name)
     return match and match[1]
 
 
 def ancestors(event):
-    while event.cpu_parent is not None:
-        event = event.cpu_parent
+    while event.parent is not None:
+        event = event.parent
         yield event
+
+
+def tree(events):
+    """Every event of the profiler's tree, where the Python frames (calls of functions, and of built-ins such as
+    tolist) are the parents of the ops they run. profile.events() holds those frames in torch 2.13, not in 2.11 (which
+    keeps them in its chrome trace alone); the tree has them in both."""
+    for event in events:
+        yield event
+        yield from tree(event.children)
 
 
 def where(event):
@@ -80,7 +90,7 @@ class HostWaits(Counter):
 
     def __exit__(self, *exc):
         self.profiler.__exit__(*exc)
-        for event in self.profiler.events():
+        for event in tree(self.profiler.profiler.kineto_results.experimental_event_tree()):
             if not kind(event) or any(kind(a) for a in ancestors(event)):  # an item() inside nonzero() is one wait
                 continue
             if any(a.name in CPU_KERNEL_ONLY or HOST_SIDE in a.name for a in ancestors(event)):
