@@ -10,16 +10,17 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-import torch
-
-from mingpt.utils import RECORDED_VARIABLES
-
 # The suite compares numbers computed on the CPU in float32, as CI does: with a GPU in sight, the trainer's and the
 # projects' device 'auto' would move their models there and change them. So the tests, and the processes they start,
-# see no GPU unless MINGPT_TEST_GPU=1, which runs the tests of GPU code (python -m pytest -q tests -k cuda).
+# see no GPU unless MINGPT_TEST_GPU=1, which runs the tests of GPU code (python -m pytest -q tests -k cuda). Set
+# before torch is imported, which may look for GPUs then.
 if os.environ.get('MINGPT_TEST_GPU') != '1':
     os.environ['CUDA_VISIBLE_DEVICES'] = ''
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mingpt.utils import RECORDED_VARIABLES  # noqa: E402
 
 
 def data_dir(*parts):
