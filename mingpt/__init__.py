@@ -3,14 +3,14 @@ import re
 
 import torch
 
-# the oldest torch with every API mingpt calls (AdamW(fused=True) on CPU came last, in 2.4); on an older one a run
-# would fail deep inside, so it is refused here, before anything else is imported
-TORCH_NEEDED = (2, 4)
+# the oldest torch with every API mingpt calls (nn.Module.register_load_state_dict_pre_hook, which GPT() calls, came
+# last, in 2.5); on an older one a run would fail deep inside, so it is refused here, before anything else is imported
+TORCH_NEEDED = (2, 5)
 
 
 def check_torch(version):
     """Raise an ImportError naming the installed and the needed version if torch `version` is older than
-    TORCH_NEEDED. Read as numbers: '2.10.0' is newer than '2.4', and a build of 2.4 ('2.4.0a0+git...') is 2.4."""
+    TORCH_NEEDED. Read as numbers: '2.10.0' is newer than '2.5', and a build of 2.5 ('2.5.0a0+git...') is 2.5."""
     if tuple(int(n) for n in re.match(r'(\d+)\.(\d+)', version).groups()) < TORCH_NEEDED:
         needed = '.'.join(map(str, TORCH_NEEDED))
         raise ImportError(f"mingpt needs torch >= {needed}, but torch {version} is installed: upgrade it with "

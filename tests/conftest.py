@@ -22,6 +22,10 @@ import torch  # noqa: E402
 
 from mingpt.utils import RECORDED_VARIABLES  # noqa: E402
 
+# torch 2.9 and newer set the float32 matmul precision per backend (torch.backends.cuda.matmul.fp32_precision); the
+# tests of that API skip on an older torch
+PER_BACKEND = hasattr(getattr(torch.backends.mkldnn, 'matmul', None), 'fp32_precision')
+
 
 def data_dir(*parts):
     """Path of $MINGPT_DATA_DIR (joined with `parts`, e.g. data_dir('gpt2', 'vocab.bpe')); skips the calling test

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import full_disk_at
+from conftest import PER_BACKEND, full_disk_at
 from mingpt import runs, trainer as trainer_module
 from mingpt.checkpoint import load_checkpoint
 from mingpt.model import GPT
@@ -1242,6 +1242,7 @@ def test_a_resume_path_set_in_python_under_the_home_folder_is_read_there(tmp_pat
     assert load_checkpoint(tmp_path / 'y' / 'model.pt')['iter_num'] == 4
 
 
+@pytest.mark.skipif(not PER_BACKEND, reason='torch before 2.9 has no per-backend float32 matmul settings')
 def test_tf32_gives_each_backend_its_precision_back_however_the_run_ends(tmp_path):
     """The trainer's tf32 set torch's float32 matmul precision to 'high' for good: in a notebook every later float32
     computation (a comparison with Hugging Face's logits) was rounded to TF32 after one training cell. And a user of
@@ -1263,18 +1264,20 @@ def test_tf32_gives_each_backend_its_precision_back_however_the_run_ends(tmp_pat
 
 
 def test_tf32_on_a_torch_without_per_backend_settings_uses_the_process_wide_one(monkeypatch):
-    """torch before 2.9 (mingpt runs on 2.4) has no torch.backends.*.matmul.fp32_precision: the one setting there is
+    """torch before 2.9 (mingpt runs on 2.5) has no torch.backends.*.matmul.fp32_precision: the one setting there is
     set and given back."""
-    cuda, cpu = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
-    before = cuda.fp32_precision, cpu.fp32_precision
-    monkeypatch.setattr(torch.backends.mkldnn, 'matmul', None)  # as on such a torch
+    if PER_BACKEND:
+        cuda, cpu = torch.backends.cuda.matmul, torch.backends.mkldnn.matmul
+        before = cuda.fp32_precision, cpu.fp32_precision
+        monkeypatch.setattr(torch.backends.mkldnn, 'matmul', None)  # as on such a torch
     try:
         torch.set_float32_matmul_precision('highest')
         with matmul_precision('tf32'):
             assert torch.get_float32_matmul_precision() == 'high'
         assert torch.get_float32_matmul_precision() == 'highest'
     finally:
-        cuda.fp32_precision, cpu.fp32_precision = before
+        if PER_BACKEND:
+            cuda.fp32_precision, cpu.fp32_precision = before
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='tf32 applies on CUDA only')
