@@ -976,4 +976,3 @@ def peak_flops(device):
     """Dense bf16 peak FLOP/s of a GPU we know, else None."""
     name = torch.cuda.get_device_name(device)
     return next((flops for key, flops in PEAK_FLOPS.items() if key in name), None)
-

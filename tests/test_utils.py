@@ -474,7 +474,6 @@ def test_args_of_a_projects_config_redoes_it_in_another_work_dir():
     assert again.trainer.work_dir in (None, 'out/again')
 
 
-
 def test_args_of_a_resumed_run_redoes_it_from_its_start_in_another_work_dir(tmp_path, monkeypatch):
     """A resumed run's config.json holds trainer.resume=True: args.txt's note, main(args_of(config.json) +
     ['--system.work_dir=DIR']), stopped with 'no such folder' in DIR. It is left out, so the redo trains anew; a
@@ -492,6 +491,7 @@ def test_args_of_a_resumed_run_redoes_it_from_its_start_in_another_work_dir(tmp_
     assert [json.loads(line)['iter'] for line in (tmp_path / 'out/again/metrics.jsonl').open()] == [0, 1]
     config['trainer']['resume'] = 'out/run/ckpt.pt'
     assert '--trainer.resume=out/run/ckpt.pt' in args_of(config)  # text as typed
+
 
 def test_args_txt_pasted_into_a_shell_sets_the_data_folder_and_threads_the_run_had(tmp_path, monkeypatch):
     """The command was a bare `python ...`: pasted into another shell, a run whose data came from $MINGPT_DATA_DIR
@@ -1004,7 +1004,8 @@ def test_a_full_disk_while_a_tokenizer_or_gpt2s_config_is_saved_names_the_file(t
     def full(path, text, **kw):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(Path, 'write_text', full)
-    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'generation_config.json')):  # config.json last
+    # the first file each writes (save_pretrained writes config.json last)
+    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'generation_config.json')):
         with pytest.raises(OSError, match=rf"could not write {re.escape(str(tmp_path / name))} \(\[Errno 28\] No "
                                           r"space left on device; [\d,]+ bytes are free there\); no file was left"):
             save(tmp_path)
