@@ -27,6 +27,12 @@ from mingpt.utils import RECORDED_VARIABLES  # noqa: E402
 PER_BACKEND = hasattr(getattr(torch.backends.mkldnn, 'matmul', None), 'fp32_precision')
 
 
+def pytest_configure(config):
+    # torch's own: its first torch.compile imports torch.utils.mkldnn, which uses torch.jit.script_method (14 lines of
+    # noise under whichever test compiles first)
+    config.addinivalue_line('filterwarnings', 'ignore:`torch.jit.script_method` is deprecated:DeprecationWarning')
+
+
 def data_dir(*parts):
     """Path of $MINGPT_DATA_DIR (joined with `parts`, e.g. data_dir('gpt2', 'vocab.bpe')); skips the calling test
     when the variable is unset or the file is missing, or fails it when the environment has CI=true."""

@@ -103,7 +103,8 @@ def test_minGPT_style_usage():
     C.vocab_size, C.block_size = 10, 6
     m = GPT(C)
     idx = torch.randint(0, 10, (2, 6))
-    logits, loss = m(idx, idx)
+    with pytest.warns(UserWarning, match='targets is idx itself'):  # runs, and says what targets are
+        logits, loss = m(idx, idx)
     assert logits.shape == (2, 6, 10) and loss.ndim == 0
     assert m(idx)[1] is None
 
