@@ -575,8 +575,13 @@ class Trainer:
                              "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
         check_same_run(ckpt, path, self.model, c, self.checkpoint_extras, self.must_match, self.device, self.rank)
         self._keep_seed_of(ckpt, path)
+        state = ckpt['model']
+        # the prefixes a wrapper adds (DDP's 'module.', torch.compile's '_orig_mod.'), in a checkpoint other code wrote;
+        # only where the names do not match as saved, since a model of one's own may hold its GPT as self.module
+        if state.keys() != self.model.state_dict().keys():
+            state = strip_prefixes(state)
         try:
-            self.model.load_state_dict(strip_prefixes(ckpt['model']))
+            self.model.load_state_dict(state)
         except RuntimeError as e:
             raise ValueError(f"the model in {path} does not match this model (trained with other model settings?): "
                              f"{e}") from None

@@ -70,6 +70,19 @@ class Classifier(torch.nn.Module):
     configure_optimizers = GPT.configure_optimizers
 
 
+class Holder(torch.nn.Module):
+    """A module of one's own that holds its GPT as self.module, the name DDP gives the model it wraps."""
+
+    def __init__(self, gpt):
+        super().__init__()
+        self.module = gpt
+
+    def forward(self, x, y=None):
+        return self.module(x, y)
+
+    configure_optimizers = GPT.configure_optimizers
+
+
 def make_classifier_trainer(**kw):
     """make_trainer's GPT inside a Classifier, in eval mode as GPT.from_checkpoint and from_pretrained return it."""
     trainer = make_trainer(**kw)
@@ -1296,3 +1309,16 @@ def test_tf32_is_on_while_the_trainer_runs_on_cuda_and_off_after():
         assert seen == ['tf32', 'tf32'] and cuda.fp32_precision == 'ieee'
     finally:
         cuda.fp32_precision = before
+
+
+def test_a_model_whose_own_submodule_is_named_module_resumes_its_checkpoint(tmp_path):
+    """The trainer saves the names of the model it was given, but a resume stripped 'module.' (DDP's prefix) from
+    every name: a model holding its GPT as self.module could not resume its own ckpt.pt ('does not match this model
+    (trained with other model settings?)')."""
+    first = make_trainer(work_dir=str(tmp_path), max_iters=2, checkpoint_interval=2)
+    first.model = Holder(first.model)
+    first.run()
+    again = make_trainer(work_dir=str(tmp_path), max_iters=4, resume=True)
+    again.model = Holder(again.model)
+    again.run()
+    assert again.iter_num == 4
