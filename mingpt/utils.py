@@ -242,14 +242,12 @@ def check_dataset_for_workers(dataset, num_workers):
                          f"there, {fix}")
 
 
-PACKAGE = os.path.dirname(os.path.abspath(__file__))
-
-
 def warn_caller(message):
     """warnings.warn at the line of the user's code that called into mingpt (trainer.run(), GPT.from_pretrained,
-    plot.plot...): the first frame outside this package, which the user can change, however deep the warning is."""
+    plot.plot...): the first frame outside this package, which the user can change, however deep the warning is.
+    Frames are told by their module's name, so a module run as the script (python -m mingpt.bpe) is the caller."""
     frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(PACKAGE + os.sep):
+    while frame.f_back is not None and frame.f_globals.get('__name__', '').partition('.')[0] == 'mingpt':
         frame, level = frame.f_back, level + 1
     warnings.warn(message, stacklevel=level)
 

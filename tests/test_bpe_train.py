@@ -3,6 +3,7 @@ reference, the lecture's woodchuck walk-through, round trips, save/load, special
 import hashlib
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -441,6 +442,12 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '100', '--out',
                           str(tmp_path / 'small')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith('error: ') and 'Traceback' not in out.stderr
+    # a warning names the line of the module run as the script, not runpy's (warn_caller stopped at the first frame
+    # outside mingpt: '<frozen runpy>:88: UserWarning: no pair...')
+    (tmp_path / 'ab.txt').write_text('ab')
+    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', 'ab.txt', '--vocab-size', '300', '--out',
+                          str(tmp_path / 'ab')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0 and re.search(r'bpe\.py:\d+: UserWarning: no pair of symbols is left', out.stderr)
 
 
 def test_the_readmes_python_trains_what_the_command_trains(tmp_path, monkeypatch):

@@ -1048,7 +1048,8 @@ def test_a_folder_on_a_file_system_without_locks_is_used_with_a_warning(tmp_path
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
     monkeypatch.setattr(fcntl, 'flock', no_locks)
     with pytest.warns(UserWarning, match=rf"{re.escape(str(tmp_path))} cannot be locked \(No locks available\), so a "
-                                         "second run started in it at the same time would not be refused"):
+                                         "second run started in it at the same time would not be refused") as caught:
         lock = lock_folder(tmp_path)
+    assert caught.pop(UserWarning).filename == __file__  # the caller's line, not utils.py's
     assert lock is not None and lock.writable()
     lock.close()
