@@ -365,6 +365,7 @@ class Trainer:
                              "GPT.from_pretrained(name) without a dtype, or model.float() before training")
 
     def _low_precision(self):
+        """The 16-bit dtypes among the trainable parameters (bfloat16, float16), if any."""
         return {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
 
     def _make_optimizer(self):
