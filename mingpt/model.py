@@ -7,7 +7,6 @@ so that its checkpoints map one to one (see pretrained.py), and "Attention is al
 for the switchable parts: sinusoidal positions, post-norm ("Add & Norm") and ReLU.
 """
 import math
-import warnings
 
 import torch
 import torch.nn as nn
@@ -15,7 +14,8 @@ from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.sampling import end_ids, sample_next
-from mingpt.utils import CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, other_rank, plural
+from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, other_rank, plural,
+                          warn_caller)
 
 
 # ---- positional encoding ----
@@ -445,9 +445,8 @@ class GPT(nn.Module):
     def check_targets(self, idx, targets):
         """Refuse targets that are not one next token per position of idx; warn of idx itself as its targets."""
         if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
-            warnings.warn("targets is idx itself: targets are the next token at each position, the ids shifted by "
-                          "one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels",
-                          stacklevel=5)  # the caller's line, past forward and nn.Module's __call__ (two frames)
+            warn_caller("targets is idx itself: targets are the next token at each position, the ids shifted by "
+                        "one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels")
         if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
             raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                              f"got {tuple(targets.shape)}")

@@ -14,7 +14,6 @@ Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of 
 computes the encoder's keys and values once per source sentence.
 """
 import math
-import warnings
 
 import torch
 import torch.nn as nn
@@ -24,7 +23,7 @@ from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.model import (GPT, Block, CausalSelfAttention, KVCache, add_and_norm, check_token_ids, kept_weights,
                           layer_stack)
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_model_config, check_range, other_rank
+from mingpt.utils import ConfigError, check_model_config, check_range, other_rank, warn_caller
 
 
 def key_padding_mask(ids, pad_token_id):
@@ -308,9 +307,8 @@ class Transformer(nn.Module):
         num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4
         check_range('length_penalty', length_penalty)
         if num_beams == 1 and length_penalty != 0:  # a warning, as Hugging Face's: a grid search may pass both
-            warnings.warn(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
-                          "decodes greedily, which has none to rank: it is ignored (give num_beams > 1 for it to "
-                          "count)", stacklevel=3)  # the caller's line, past torch.no_grad's wrapper
+            warn_caller(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
+                        "decodes greedily, which has none to rank: it is ignored (give num_beams > 1 for it to count)")
         self.check_ids('src', src, values=False)  # the shape; the values below
         pad = c.pad_token_id
         # as in forward, what the host needs in one read: the ids outside the vocabulary (before the embedding meets

@@ -242,12 +242,14 @@ def check_dataset_for_workers(dataset, num_workers):
                          f"there, {fix}")
 
 
+@torch.compiler.disable  # under torch.compile, run as plain Python: dynamo cannot trace a walk of the frames
 def warn_caller(message):
-    """warnings.warn at the line of the user's code that called into mingpt (trainer.run(), GPT.from_pretrained,
-    plot.plot...): the first frame outside this package, which the user can change, however deep the warning is.
-    Frames are told by their module's name, so a module run as the script (python -m mingpt.bpe) is the caller."""
+    """warnings.warn at the line of the user's code that called into mingpt (trainer.run(), model(idx, targets),
+    plot.plot...): the first frame outside mingpt and torch (whose nn.Module call, no_grad and torch.compile lie
+    between), which the user can change, however deep the warning is. Frames are told by their module's name, so a
+    module run as the script (python -m mingpt.bpe) is the caller."""
     frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
-    while frame.f_back is not None and frame.f_globals.get('__name__', '').partition('.')[0] == 'mingpt':
+    while frame.f_back is not None and frame.f_globals.get('__name__', '').partition('.')[0] in ('mingpt', 'torch'):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, stacklevel=level)
 

@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -107,6 +108,18 @@ def test_minGPT_style_usage():
         logits, loss = m(idx, idx)
     assert logits.shape == (2, 6, 10) and loss.ndim == 0
     assert m(idx)[1] is None
+
+
+def test_the_targets_is_idx_warning_names_the_callers_line_under_torch_compile():
+    """A fixed stacklevel counted forward's frames: under torch.compile it named torch/_dynamo/eval_frame.py."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=6))
+    idx = torch.randint(0, 10, (2, 6))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        torch.compile(GPT(C), backend='eager')(idx, idx)
+    # one warning (none of dynamo's about tracing the frame walk), at this file's line
+    assert [(str(w.message)[:26], w.filename) for w in caught] == [('targets is idx itself: tar', __file__)]
 
 
 def test_the_parameter_count_is_printed_once_under_torchrun(capsys, monkeypatch):
