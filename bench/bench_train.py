@@ -2,19 +2,27 @@
 
 On a GPU the defaults are GPT-2 124M at block 1024 with bf16 autocast, torch.compile and flash attention (SDPA):
 
-    python bench/bench_train.py
+    python bench/bench_train.py                                    # 3 rounds
     python bench/bench_train.py --batch 24 --vocab 50304           # nanoGPT's padded vocabulary
 
 On a CPU they shrink to gpt-mini at block 128, float32, no compile (tokens/s only; MFU needs a GPU's peak):
 
-    python bench/bench_train.py --model gpt-micro --block 64 --batch 8 --vocab 65 --steps 5
+    python bench/bench_train.py --model gpt-micro --block 64 --batch 8 --vocab 65 --steps 5 --rounds 1
 
 Rows: 'mingpt' and 'hf' run the identical train step (autocast forward, cross-entropy, backward, clip, fused
 AdamW) on random tokens; 'mingpt Trainer' is mingpt.Trainer itself (its loop, data sampling from a TokenDataset,
 pinned copies, one loss read per step), so its distance from 'mingpt' is the trainer's overhead. MFU uses PaLM's
 FLOPs per token (6N + 12 L H Q T) and the GPU's dense bf16 peak (H100/H200 989 TFLOP/s, A100 312).
+
+Each measurement runs in a fresh process of its own (so no contender inherits another's compiled graphs, allocator
+or memory), the contenders in turns (each round starts with the next one), for several rounds; it prints each one's
+median with its spread (min-max over rounds) and the ratio of the medians to HF's, as a Markdown table.
 """
 import argparse
+import datetime
+import json
+import statistics
+import sys
 import time
 
 import numpy as np
@@ -25,7 +33,11 @@ from mingpt.data import TokenDataset
 from mingpt.model import GPT
 from mingpt.trainer import Trainer, flops_per_token, peak_flops
 
+from bench_model import cpu_name, spread
+from workers import run_worker
+
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+ROWS = {'mingpt': 'mingpt', 'hf': 'hf', 'trainer': 'mingpt Trainer'}  # --impls name: row name
 
 
 def parse_args(argv=None):
@@ -41,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument('--steps', type=int, default=20, help='timed steps per model')
     p.add_argument('--warmup', type=int, default=5, help='untimed steps first (compilation, allocator, autotune)')
     p.add_argument('--impls', default='mingpt,hf,trainer', help='which rows, comma-separated')
+    p.add_argument('--rounds', type=int, default=3, help='processes per contender, in turns')
+    p.add_argument('--worker', choices=ROWS, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     cuda = a.device.startswith('cuda')
     a.model = a.model or ('gpt2' if cuda else 'gpt-mini')
@@ -56,6 +70,12 @@ def mingpt_model(a):
     c.model_type, c.vocab_size, c.block_size = a.model, a.vocab, a.block
     c.embd_pdrop = c.resid_pdrop = c.attn_pdrop = a.dropout
     return GPT(c)
+
+
+def shape_only(a):
+    """mingpt's model for these options on the meta device: its config and parameter count, and no memory."""
+    with torch.device('meta'):
+        return mingpt_model(a)
 
 
 def hf_model(a, ref):
@@ -132,44 +152,63 @@ def bench_trainer(model, a, device):
     return (marks[a.warmup + a.steps] - marks[a.warmup]) / a.steps
 
 
-def main(argv=None):
-    a = parse_args(argv)
+def worker(impl, a):
+    """Runs in its own process: build, warm up, time; prints seconds per step and what the device is as JSON."""
     device = torch.device(a.device)
     torch.manual_seed(0)
     if device.type == 'cuda':
         torch.set_float32_matmul_precision('high')  # TF32 for what stays in float32
-    ref = mingpt_model(a)
-    tokens_per_step = a.batch * a.block
+    if impl == 'trainer':
+        dt = bench_trainer(mingpt_model(a), a, device)
+    else:
+        model = mingpt_model(a) if impl == 'mingpt' else hf_model(a, shape_only(a))
+        dt = bench_loop(impl, model, a, device)
+    cuda = device.type == 'cuda'
+    where = torch.cuda.get_device_name(device) if cuda else f"{cpu_name()}, {torch.get_num_threads()} threads"
+    print(json.dumps(dict(seconds=dt, device=where, peak=peak_flops(device) if cuda else None)))
+
+
+def table(runs, tokens_per_step, per_token, peak):
+    """The Markdown table of the workers' results: each row's median and spread, MFU and ratio of medians to HF."""
+    base = statistics.median(r['seconds'] for r in runs['hf']) if 'hf' in runs else None
+    lines = ["| implementation | ms/step (median, spread) | tokens/s (median, spread) | MFU | vs HF |",
+             "|---|---:|---:|---:|---:|"]
+    for impl, results in runs.items():
+        seconds = [r['seconds'] for r in results]
+        dt = statistics.median(seconds)
+        tok_s = [tokens_per_step / s for s in seconds]
+        mfu = f"{per_token * tokens_per_step / dt / peak:.1%}" if peak else '-'
+        ratio = f"{base / dt:.2f}x" if base else '-'
+        lines.append(f"| {ROWS[impl]} | {dt * 1e3:,.1f}{spread([s * 1e3 for s in seconds], ',.1f')} | "
+                     f"{tokens_per_step / dt:,.0f}{spread(tok_s)} | {mfu} | {ratio} |")
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    a = parse_args(argv)
+    if a.worker:
+        return worker(a.worker, a)
+    impls = a.impls.split(',')
+    unknown = [impl for impl in impls if impl not in ROWS]
+    if unknown:
+        raise SystemExit(f"unknown impl {unknown[0]!r}: choose from {', '.join(ROWS)}")
+    ref = shape_only(a)  # the parent never touches the device: that is the workers'
     per_token = flops_per_token(ref, a.block)
-    peak = peak_flops(device) if device.type == 'cuda' else None
-    where = torch.cuda.get_device_name(device) if device.type == 'cuda' else f'cpu, {torch.get_num_threads()} threads'
-    print(f"device: {where}; torch {torch.__version__}")
     print(f"model {a.model} ({ref.num_parameters() / 1e6:.1f}M params), batch {a.batch} x block {a.block}, vocab "
           f"{a.vocab}, {a.dtype}, compile={a.compile}, dropout {a.dropout}; {a.warmup} warm-up + {a.steps} timed "
-          f"steps; {per_token / 1e6:.1f} MFLOP/token (PaLM: 6N + 12LHQT)")
-    rows = {}
-    for impl in a.impls.split(','):
-        torch.manual_seed(0)
-        if impl == 'mingpt':
-            dt = bench_loop('mingpt', mingpt_model(a), a, device)
-        elif impl == 'hf':
-            dt = bench_loop('hf', hf_model(a, ref), a, device)
-        elif impl == 'trainer':
-            dt = bench_trainer(mingpt_model(a), a, device)
-            impl = 'mingpt Trainer'
-        else:
-            raise SystemExit(f"unknown impl {impl!r}: choose from mingpt, hf, trainer")
-        rows[impl] = dt
-        if device.type == 'cuda':
-            torch.cuda.empty_cache()
-    base = rows.get('hf')
-    print(f"\n| {'implementation':<15} | {'ms/step':>8} | {'tokens/s':>10} | {'MFU':>6} | {'vs HF':>6} |")
-    print(f"|{'-' * 17}|{'-' * 9}:|{'-' * 11}:|{'-' * 7}:|{'-' * 7}:|")
-    for impl, dt in rows.items():
-        tok_s = tokens_per_step / dt
-        mfu = f"{per_token * tok_s / peak:.1%}" if peak else '-'
-        ratio = f"{base / dt:.2f}x" if base else '-'
-        print(f"| {impl:<15} | {dt * 1e3:8.1f} | {tok_s:10,.0f} | {mfu:>6} | {ratio:>6} |")
+          f"steps; {per_token / 1e6:.1f} MFLOP/token (PaLM: 6N + 12LHQT); {a.rounds} rounds, each contender in its "
+          "own process, in turns", flush=True)
+    runs = {impl: [] for impl in impls}
+    for r in range(a.rounds):
+        for impl in impls[r % len(impls):] + impls[:r % len(impls)]:
+            cmd = [sys.executable, __file__, *argv, '--worker', impl]
+            runs[impl].append(run_worker(cmd, ROWS[impl]))
+            print(f"round {r + 1}/{a.rounds}: {ROWS[impl]}, {1e3 * runs[impl][-1]['seconds']:.1f} ms/step",
+                  file=sys.stderr, flush=True)
+    first = next(iter(runs.values()))[0]
+    print(f"\n{datetime.date.today()}, {first['device']}, torch {torch.__version__}\n")
+    print(table(runs, a.batch * a.block, per_token, first['peak']))
 
 
 if __name__ == '__main__':

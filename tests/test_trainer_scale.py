@@ -11,11 +11,13 @@ import sys
 import textwrap
 import time
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import load_project
 from mingpt.bpe import get_encoder, train_bpe
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
@@ -157,6 +159,35 @@ def test_torchrun_refuses_more_processes_than_gpus(monkeypatch):
 def test_peak_flops_of_the_gpus_we_know(monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, 'get_device_name', lambda device=None: name)
     assert peak_flops('cuda:0') == peak
+
+
+def test_bench_train_times_each_contender_in_its_own_process(monkeypatch, tmp_path, capsys):
+    """The worker (what each process runs) times a real step and reports its device; the table takes medians over
+    the rounds, here by hand: mingpt 0.2 s, HF 0.3 s a step at 1,000 tokens a step, so 5,000 and 3,333 tokens/s,
+    1.50x; at 1e9 FLOPs a token on a 1e13 FLOP/s peak, MFU 1e12 / 0.2 / 1e13 = 50%."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / 'bench'))  # for its own imports
+    bench = load_project('bench_train', folder='bench')
+    monkeypatch.chdir(tmp_path)
+    bench.main(['--device=cpu', '--model=gpt-nano', '--block=16', '--batch=2', '--vocab=11', '--warmup=1',
+                '--steps=2', '--worker=trainer'])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result['seconds'] > 0 and result['device'].endswith(f'{torch.get_num_threads()} threads')
+    assert result['peak'] is None
+    runs = {'mingpt': [{'seconds': s} for s in (0.2, 0.1, 0.4)], 'hf': [{'seconds': s} for s in (0.3, 0.2, 0.3)]}
+    assert bench.table(runs, 1000, 1e9, 1e13).splitlines()[2:] == [
+        '| mingpt | 200.0 (100.0-400.0) | 5,000 (2,500-10,000) | 50.0% | 1.50x |',
+        '| hf | 300.0 (200.0-300.0) | 3,333 (3,333-5,000) | 33.3% | 1.00x |']
+    started = []
+
+    def run_worker(cmd, what):  # what main starts: this interpreter on the script, one contender a process
+        assert cmd[:2] == [sys.executable, bench.__file__]
+        started.append(cmd[cmd.index('--worker') + 1])
+        return dict(seconds=0.1, device='cpu', peak=None)
+    monkeypatch.setattr(bench, 'run_worker', run_worker)
+    bench.main(['--device=cpu', '--model=gpt-nano', '--block=16', '--rounds=3', '--impls=mingpt,hf'])
+    assert started == ['mingpt', 'hf', 'hf', 'mingpt', 'mingpt', 'hf']  # in turns, each round led by the next
+    with pytest.raises(SystemExit, match="unknown impl 'deepspeed': choose from mingpt, hf, trainer"):
+        bench.main(['--impls=mingpt,deepspeed'])
 
 
 def test_mps_gets_float32_evaluation_and_no_torchrun(monkeypatch, tmp_path):
