@@ -138,9 +138,12 @@ def best_extensions(scores, logprobs, num_beams, end_tokens):
     with (the lists)."""
     vocab_size = logprobs.size(-1)
     candidates = (scores[:, None] + logprobs).view(-1)
-    # the best 2 * num_beams (enough to refill after eos) and any equal to the last of them, best first; equal
-    # scores by row then token, as greedy's argmax takes the lowest id (topk leaves the order of equals unspecified)
-    kth = candidates.topk(min(2 * num_beams, candidates.numel())).values[-1]
+    # enough to refill num_beams after eos: each of num_beams rows may end in every end id, so (1 + ids) * num_beams,
+    # at least 2 * num_beams, as Hugging Face's
+    width = (1 + max(len(end_tokens), 1)) * num_beams
+    # the best width and any equal to the last of them, best first; equal scores by row then token, as greedy's
+    # argmax takes the lowest id (topk leaves the order of equals unspecified)
+    kth = candidates.topk(min(width, candidates.numel())).values[-1]
     top = (candidates >= kth).nonzero()[:, 0]
     top_scores, order = candidates[top].sort(descending=True, stable=True)
     top = top[order]

@@ -304,6 +304,20 @@ def test_of_equal_scores_eos_finishes_by_its_rank_and_the_next_ids_go_on():
     assert seqs.tolist() == [[0, 45, 45], [0, 46, 45], [0, 47, 45], [0, 46, 46]]
 
 
+def test_a_list_of_end_ids_leaves_enough_candidates_to_go_on():
+    """eos = 3, 4 or 5, two beams, two new tokens. Step 1 after 0: 1 (0.3), then the end ids (0.2 each), then 2 (0.1).
+    0 3 ranks second and finishes; 0 4 and 0 5 rank below the best two and are dropped; 1 and 2 go on. Of the best
+    2 * num_beams candidates only 1 would go on (the other three end): each row may end in every end id, so
+    Hugging Face's keep (1 + 3) * num_beams. Step 2: 0 2 2 (0.1 x 0.9 = 0.09) beats every 0 1 x (0.3 / 6 = 0.05)."""
+    model = Bigram([[0.0, 0.3, 0.1, 0.2, 0.2, 0.2],  # after token 0 (the prompt)
+                    [1 / 6] * 6,  # after 1
+                    [0.02, 0.02, 0.9, 0.02, 0.02, 0.02],  # after 2
+                    *[[1 / 6] * 6] * 3])  # after the end ids: never read
+    seqs, scores = beam_search(model, torch.tensor([[0]]), 2, num_beams=2, eos_token_id=[3, 4, 5])
+    assert seqs.tolist() == [[0, 3, 3], [0, 2, 2]]
+    assert scores.tolist() == pytest.approx([math.log(0.2), math.log(0.09)], abs=1e-6)
+
+
 def test_two_beams_with_a_length_penalty_by_hand():
     """Bigram probabilities, eos = 3, two beams, two new tokens. Step 1 after 0: 1 (0.5), eos (0.4), 2 (0.1); eos
     ranks among the best two, so 0 3 finishes (1 new token); 1 and 2 go on. Step 2: 0 1 2 (0.5 x 0.7 = 0.35) and
