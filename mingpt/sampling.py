@@ -1,5 +1,7 @@
 """Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy;
 and beam search, which keeps the most probable whole sequences instead of choosing one token at a time."""
+import math
+
 import torch
 
 from mingpt.utils import ConfigError, check_range
@@ -92,7 +94,8 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4
     prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
-    check_range('length_penalty', length_penalty)
+    # finite: a length ** inf is inf (every score -0) or 0 (a division by zero)
+    check_range('length_penalty', length_penalty, low=-math.inf, high=math.inf, low_open=True, high_open=True)
     ends = end_ids(eos_token_id)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)

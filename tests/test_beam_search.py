@@ -221,6 +221,9 @@ def test_bad_arguments():
         beam_search(model, torch.tensor([PROMPT]), -2, 2)
     with pytest.raises(ValueError, match=r"length_penalty='x' is a string, not a number"):
         beam_search(model, torch.tensor([PROMPT]), 2, 2, length_penalty='x')
+    for inf in (math.inf, -math.inf):  # every longer beam's score -0, or a ZeroDivisionError
+        with pytest.raises(ValueError, match=rf"length_penalty={inf} is out of range: it must be a number > -inf and"):
+            beam_search(model, torch.tensor([PROMPT]), 2, 2, length_penalty=inf)
     # whole numbers as floats or numpy integers are the counts they hold, as in generate
     want = beam_search(model, torch.tensor([PROMPT]), 2, 2)
     for max_new_tokens, num_beams in ((2.0, 2), (2, 2.0), (np.int64(2), np.int64(2))):
