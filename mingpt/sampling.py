@@ -80,7 +80,9 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     total log-prob are kept, the rest dropped. A candidate that ends in eos_token_id (or in any of a list of ids)
     is finished and stops growing (it still competes for the final ranking). Finished sequences are ranked by
     sum / (new tokens ** length_penalty): 0 (the default) is the plain sum, larger values favour longer outputs
-    (Hugging Face's default is 1).
+    (Hugging Face's default is 1). It stops as Hugging Face's early_stopping='never' does, once no live sequence can
+    overtake the finished ones (with a length_penalty, at max_new_tokens); Hugging Face's default,
+    early_stopping=False, stops by an estimate, so with a length_penalty it can return lower-scoring beams.
     attention_mask (1, T) marks a padded prompt's real tokens (1) and padding (0), as in generate.
 
     Returns (sequences, scores): (n, T + max_new_tokens) int64 ids (as generate returns, whatever the prompt's integer
