@@ -33,7 +33,8 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
         raise ConfigError(f"{prefix}temperature={temperature!r} is out of range: it must be a number > 0 (it divides "
                           "the logits); for greedy decoding, the limit of temperature -> 0, use do_sample=False "
                           "(generate.py: --greedy)")
-    check_range(f'{prefix}temperature', temperature, low=0, low_open=True)
+    # finite: logits / inf are all 0 (a -inf one NaN), uniform sampling that no one asks for by that name
+    check_range(f'{prefix}temperature', temperature, low=0, high=math.inf, low_open=True, high_open=True)
     try:
         check_range(f'{prefix}top_k', top_k, low=1, integer=True, none_ok=True)
     except ConfigError as e:  # e.g. top_k=0, which Hugging Face reads as 'off'

@@ -105,6 +105,9 @@ def check(config):
     if config.system.compile and S.num_beams > 1:
         raise ConfigError(f"system.compile=True compiles sampling and greedy decoding, not beam search "
                           f"(sample.num_beams={S.num_beams}): drop one of the two")
+    if config.system.compile and S.show_next:
+        raise ConfigError("system.compile=True compiles the decoding loop, and sample.show_next shows one step of it "
+                          "without generating: drop one of the two")
 
 
 def load(name, device, dtype):

@@ -693,6 +693,8 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     ('--show_next=5 --num_beams=3', 'sample.show_next shows one step of sampling or greedy decoding, not of beam '
                                     'search (sample.num_beams=3): drop one of the two'),
     ('--show_next=-1', 'sample.show_next=-1 is out of range'),
+    ('--show_next=5 --compile', 'system.compile=True compiles the decoding loop, and sample.show_next shows one '
+                                'step of it without generating: drop one of the two'),
     # options that would be ignored: decoding without sampling has no use for the sampler's settings
     ('--greedy --num_beams=3', '--greedy and --num_beams > 1 are two ways of decoding: give one'),
     ('--greedy --top_k=5', '--greedy decodes without sampling, so --top_k would be ignored: drop it, or drop --greedy'),

@@ -650,6 +650,7 @@ def test_among_equal_logits_a_tiny_top_p_takes_the_greedy_token_and_top_k_keeps_
 
 @pytest.mark.parametrize('bad, says', [(dict(temperature=0), 'temperature=0 .* > 0'),
                                        (dict(top_k=0), r"top_k=0 .* >= 1; None keeps every token \(Hugging"),
+                                       (dict(temperature=float('inf')), 'temperature=inf .* > 0 and < inf'),
                                        (dict(top_k=-1), 'top_k=-1 .* integer >= 1'),
                                        (dict(top_p=0), 'top_p=0 .* > 0 and <= 1'),
                                        (dict(top_p=1.5), 'top_p=1.5 .* > 0 and <= 1')])
@@ -666,7 +667,8 @@ def test_temperature_zero_is_refused_with_the_way_to_greedy_decoding():
                                          r"logits\); for greedy decoding, the limit of temperature -> 0, use "
                                          r"do_sample=False \(generate.py: --greedy\)$"):
         model().generate(torch.zeros(1, 1, dtype=torch.long), 2, do_sample=True, temperature=0)
-    with pytest.raises(ValueError, match=r"temperature=-1 is out of range: it must be a number > 0$"):  # no hint
+    # no hint: -1 is no way to ask for greedy
+    with pytest.raises(ValueError, match=r"temperature=-1 is out of range: it must be a number > 0 and < inf$"):
         sample_next(torch.randn(1, 5), do_sample=True, temperature=-1)
 
 
