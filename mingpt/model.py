@@ -401,6 +401,11 @@ class GPT(nn.Module):
         of different lengths share a batch (left or right padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
+        ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
+                                                 ('top_p', top_p, None)) if value != off]
+        if ignored and not do_sample:  # else temperature=2.0 gives greedy's text, as if it did nothing (as HF warns)
+            warn_caller(f"{', '.join(ignored)} only shape sampling, but do_sample=False decodes greedily (the most "
+                        "likely token each step), so they are ignored: pass do_sample=True to sample with them")
         if eos_token_id is not None:  # the end ids (k,), as ints: 20.0 as 20
             ends = torch.as_tensor(end_ids(eos_token_id), dtype=torch.long, device=idx.device)
         # the KV cache: after the prompt, each step sends only the token just chosen through the model
@@ -428,8 +433,9 @@ class GPT(nn.Module):
         model.eval() first: in training mode dropout makes the choices random.
 
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
-        top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws. A row that has emitted
-        eos_token_id (or any of a list of ids) is padded with it, and generation stops early once every row has."""
+        top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws (without do_sample those
+        three are ignored, with a warning). A row that has emitted eos_token_id (or any of a list of ids) is padded
+        with it, and generation stops early once every row has."""
         steps = self.generate_stream(idx, max_new_tokens, temperature=temperature, do_sample=do_sample, top_k=top_k,
                                      top_p=top_p, eos_token_id=eos_token_id, generator=generator,
                                      attention_mask=attention_mask)

@@ -1,5 +1,7 @@
 """Generation from Python: model.generate, generate_stream, the Engine's generate and beam_search, and the checks
 they share on the prompt (GPT.check_prompt)."""
+import warnings
+
 import pytest
 import torch
 
@@ -95,3 +97,23 @@ def test_a_list_of_end_ids_is_checked_id_by_id_and_an_empty_one_is_refused(model
         generate(model, [3, 11])
     with pytest.raises(ValueError, match=r"eos_token_id=None is not a number: it must be an integer"):
         generate(model, [3, None])  # None in a list ends nothing: refused, not failed deep inside generate_stream
+
+
+@pytest.mark.parametrize('options, named', [
+    (dict(temperature=0.5), 'temperature'),
+    (dict(top_k=2, top_p=0.9), 'top_k, top_p'),
+])
+def test_sampling_options_without_do_sample_are_warned_of_as_ignored(model, options, named):
+    """Greedy decoding takes the argmax, which temperature, top-k and top-p leave where it is: a student comparing
+    temperatures without do_sample=True got the same text each time, without a word."""
+    warned = rf"^{named} only shape sampling, but do_sample=False decodes greedily"
+    with pytest.warns(UserWarning, match=warned) as caught:
+        out = model.generate(PROMPT[:1], 4, **options)
+    assert caught.pop(UserWarning).filename == __file__  # the caller's line, not model.py's
+    assert torch.equal(out, model.generate(PROMPT[:1], 4))  # greedy's tokens all the same
+    with pytest.warns(UserWarning, match=named):
+        next(Engine(model).generate_stream(PROMPT[:1], 4, **options))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # the defaults, or sampling with them: no warning
+        model.generate(PROMPT[:1], 4, temperature=1.0, top_k=None, top_p=None)
+        model.generate(PROMPT[:1], 4, do_sample=True, **options)
