@@ -193,7 +193,8 @@ def predict_proba(model, dataset, device, batch_size=256):
 
 
 def evaluate(model, dataset, device, work_dir, **extra):
-    """Dev accuracy, per-class precision, recall and F1 and the confusion matrix: printed, and written to eval.json."""
+    """Dev accuracy (printed with the loss), per-class precision, recall and F1 and the confusion matrix (rows: the
+    true label, columns: the prediction), all written to eval.json."""
     probs = predict_proba(model, dataset, device)
     pred = probs.argmax(dim=-1)
     loss = -probs[torch.arange(len(pred)), dataset.y].clamp(min=1e-12).log().mean().item()
