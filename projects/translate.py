@@ -278,8 +278,10 @@ def draw_cross_attention(model, vocab, source, path):
     source: one row per target token, one column per source token."""
     device = next(model.parameters()).device
     src = vocab.batch([source]).to(device)
+    n = max(1, model.config.block_size - 1)  # translate's longest output: one that long never wrote EOS
     with eval_mode(model):
-        tgt = torch.tensor([model.translate(src)[0] + [model.config.eos_token_id]], device=device)
+        written = model.translate(src, n)[0]
+    tgt = torch.tensor([written + [model.config.eos_token_id] * (len(written) < n)], device=device)
     weights = model.cross_attention_maps(src, tgt)[-1][0].mean(0).cpu().numpy()  # (T, S)
     src_labels, tgt_labels = ([token_label(vocab, i) for i in ids[0].tolist()] for ids in (src, tgt))
     try:  # at least 6 x 3 inches: a short sentence's cells leave no room for the title and the axis labels

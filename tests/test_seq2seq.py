@@ -842,9 +842,30 @@ def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tm
     vocab, model = opinionated_translator(translate)
     seen, real = [], model.cross_attention_maps
     monkeypatch.setattr(model, 'cross_attention_maps', lambda src, tgt: seen.append(tgt) or real(src, tgt))
+    translate.draw_cross_attention(model, vocab, 'adcb', tmp_path / 'a.png')
+    written = model.translate(vocab.batch(['adcb']))[0]  # two tokens, then EOS
+    assert 0 < len(written) < model.config.block_size - 1
+    assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
+
+
+def test_the_cross_attention_picture_has_no_eos_row_where_the_translation_wrote_none(tmp_path, monkeypatch):
+    """A model that never writes EOS (early in training) runs to the longest translation; the picture gave it an
+    EOS row all the same, labelled as a token it wrote."""
+    pytest.importorskip('matplotlib')
+    translate = load_project('translate')
+    vocab, model = opinionated_translator(translate)
+    eos, real_logits = vocab.special_ids['<eos>'], model.next_token_logits
+
+    def never_eos(seq, caches):
+        logits = real_logits(seq, caches)
+        logits[:, eos] = float('-inf')
+        return logits
+    monkeypatch.setattr(model, 'next_token_logits', never_eos)
+    seen, real = [], model.cross_attention_maps
+    monkeypatch.setattr(model, 'cross_attention_maps', lambda src, tgt: seen.append(tgt) or real(src, tgt))
     translate.draw_cross_attention(model, vocab, 'abc', tmp_path / 'a.png')
     written = model.translate(vocab.batch(['abc']))[0]
-    assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
+    assert len(written) == model.config.block_size - 1 and seen[0].tolist() == [written]
 
 
 def test_without_a_working_matplotlib_the_run_goes_on_without_its_picture(tmp_path, monkeypatch, capsys):
