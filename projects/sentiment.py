@@ -451,6 +451,11 @@ def load_classifier(config, device):
     was fine-tuned with (--classifier.* options, model sizes and a data.tokenizer that differ are refused);
     config.data.block_size and tokenizer become the ones it was fine-tuned with."""
     path = config.system.checkpoint
+    if not os.path.exists(path):  # load_checkpoint's message knows neither this project's command nor its options
+        here = '' if os.path.isabs(path) else f" (a path from this folder, {os.getcwd()})"
+        raise FileNotFoundError(f"no classifier at {path}{here}: fine-tune one first (python projects/sentiment.py "
+                                "finetune writes out/sentiment/finetune/model.pt), or name another run with "
+                                "--system.work_dir=DIR or a checkpoint file with --system.checkpoint=PATH")
     ckpt = load_checkpoint(path, map_location='cpu')
     if not isinstance(ckpt.get('classifier'), dict):  # the options it was fine-tuned with
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "

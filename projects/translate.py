@@ -323,7 +323,13 @@ def translate_from_checkpoint(config):
     if not all(sources):
         raise ConfigError(f"sample.text={config.sample.text!r} holds an empty sentence: give text to translate, "
                           "several separated by '|'")
-    model, ckpt = Transformer.from_checkpoint(config.sample.checkpoint)
+    path = config.sample.checkpoint
+    if not os.path.exists(path):  # from_checkpoint's message knows neither this project's command nor its options
+        here = '' if os.path.isabs(path) else f" (a path from this folder, {os.getcwd()})"
+        raise FileNotFoundError(f"no checkpoint at {path}{here}: train one first (python projects/translate.py "
+                                "writes out/translate/model.pt, or model.pt in its --system.work_dir), and give its "
+                                "path with --sample.checkpoint=PATH")
+    model, ckpt = Transformer.from_checkpoint(path)
     vocab = saved_vocabulary(ckpt, config.sample.checkpoint, model.config.vocab_size)
     n, longest = max((len(vocab.encode(s)), s) for s in sources)
     if n > model.config.block_size:  # the data set it: no option makes it larger

@@ -803,6 +803,20 @@ def test_prediction_says_when_a_sentence_was_cut_to_the_classifiers_context(tmp_
     assert 'note: 1 sentences are longer than block_size 16 and were cut' in capsys.readouterr().out
 
 
+def test_evaluate_and_predict_without_a_classifier_say_how_to_make_or_name_one(tmp_path, monkeypatch):
+    """It said 'train first or pass the path of a saved checkpoint', naming neither the stage that trains one nor
+    the options that pass one."""
+    monkeypatch.chdir(tmp_path)
+    how = (r": fine-tune one first \(python projects/sentiment.py finetune writes out/sentiment/finetune/model.pt\), "
+           r"or name another run with --system.work_dir=DIR or a checkpoint file with --system.checkpoint=PATH$")
+    for argv in (['evaluate'], ['predict', 'a fine film .']):
+        with pytest.raises(FileNotFoundError, match=rf"^no classifier at out/sentiment/finetune/model.pt \(a path "
+                                                     rf"from this folder, {re.escape(str(tmp_path))}\){how}"):
+            sentiment.main(argv)
+    with pytest.raises(FileNotFoundError, match=rf"^no classifier at {re.escape(str(tmp_path / 'run'))}/model.pt{how}"):
+        sentiment.main(['evaluate', f'--system.work_dir={tmp_path / "run"}'])
+
+
 def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(tmp_path):
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=16))

@@ -2,6 +2,7 @@
 
 import csv
 import math
+import re
 
 import numpy as np
 import pytest
@@ -846,6 +847,18 @@ def test_the_cross_attention_picture_has_a_row_for_each_token_written_and_eos(tm
     written = model.translate(vocab.batch(['adcb']))[0]  # two tokens, then EOS
     assert 0 < len(written) < model.config.block_size - 1
     assert seen[0].tolist() == [written + [vocab.special_ids['<eos>']]] and (tmp_path / 'a.png').stat().st_size
+
+
+def test_translating_from_a_missing_checkpoint_says_how_to_train_and_name_one(tmp_path, monkeypatch):
+    """It said 'train first or pass the path of a saved checkpoint', naming neither the command nor the option."""
+    translate = load_project('translate')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"^no checkpoint at out/translate/model.pt \(a path from this "
+                                                 rf"folder, {re.escape(str(tmp_path))}\): train one first \(python "
+                                                 r"projects/translate.py writes out/translate/model.pt, or model.pt "
+                                                 r"in its --system.work_dir\), and give its path with "
+                                                 r"--sample.checkpoint=PATH$"):
+        translate.main(['--sample.checkpoint=out/translate/model.pt', '--sample.text=1/2/2000'])
 
 
 def test_the_cross_attention_picture_has_no_eos_row_where_the_translation_wrote_none(tmp_path, monkeypatch):
