@@ -360,6 +360,11 @@ def load_lm(config, tokenizer_texts):
               f"{shape.n_embd} wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind
         return gpt, tokenizer
+    if init and str(init).endswith(('.pt', '.pth')):  # a checkpoint's path, not a hub id: it does not exist
+        here = '' if os.path.isabs(init) else f" (a path from this folder, {os.getcwd()})"
+        raise FileNotFoundError(f"no checkpoint at {init}{here}: run the stage that writes it first (python "
+                                "projects/sentiment.py pretrain writes out/sentiment/pretrain/model.pt, or model.pt in "
+                                "its --system.work_dir), or give GPT-2: a hub id or a Hugging Face directory")
     if init:  # a GPT-2 hub id or a Hugging Face directory
         check_tokenizer_asked(config.data, 'gpt2', init)  # before the weights are read (or downloaded)
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')

@@ -817,6 +817,22 @@ def test_evaluate_and_predict_without_a_classifier_say_how_to_make_or_name_one(t
         sentiment.main(['evaluate', f'--system.work_dir={tmp_path / "run"}'])
 
 
+def test_a_missing_init_checkpoint_is_named_as_one_not_as_an_unknown_gpt2(tmp_path, monkeypatch):
+    """finetune --system.init=out/sentiment/pretrain/model.pt before pretraining said "unknown pretrained model
+    'out/sentiment/pretrain/model.pt': give one of gpt2, gpt2-medium, ...", as if it were a hub id."""
+    monkeypatch.chdir(tmp_path)
+    for stage, init in (('finetune', 'out/sentiment/pretrain/model.pt'), ('pretrain', 'out/x/model.pth')):
+        config = sentiment.get_config(stage)
+        config.system.init = init
+        with pytest.raises(FileNotFoundError, match=rf"^no checkpoint at {init} \(a path from this folder, "
+                                                     rf"{re.escape(str(tmp_path))}\): run the stage that writes it "
+                                                     r"first \(python projects/sentiment.py pretrain writes "
+                                                     r"out/sentiment/pretrain/model.pt, or model.pt in its "
+                                                     r"--system.work_dir\), or give GPT-2: a hub id or a Hugging "
+                                                     r"Face directory$"):
+            sentiment.load_lm(config, [])
+
+
 def test_evaluate_needs_a_classifier_and_finetune_a_checkpoint_of_this_project(tmp_path):
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=10, block_size=16))
