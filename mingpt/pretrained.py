@@ -80,6 +80,8 @@ def _hf_files(name_or_path):
         return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f),
                            local_copy=local_copy) for f in ('config.json', 'model.safetensors'))
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
+    if folder.is_file() and folder.suffix in ('.pt', '.pth'):  # the directory would be refused too: a run's folder
+        there = f"{folder} is a mingpt checkpoint, not Hugging Face weights: GPT.from_checkpoint(path) reads it"
     raise ValueError(f"unknown pretrained model {name_or_path!r}: give one of {', '.join(HF_MODELS)} or a directory "
                      f"holding config.json and model.safetensors (or pytorch_model.bin); {there}")
 
@@ -91,7 +93,8 @@ def _not_a_hf_directory(folder):
     has = sorted(name for name in os.listdir(folder) if not name.startswith('.'))  # not .lock, .git, .DS_Store
     has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
     ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
-    ours = f"; a mingpt checkpoint is a file: pass {' or '.join(ours)}" if ours else ''
+    ours = (f"; a mingpt checkpoint is a file: pass {' or '.join(ours)} (to GPT.from_checkpoint, or a project's "
+            "--model or --system.init)") if ours else ''
     inner = sorted(str(p.parent) for p in folder.glob('*/config.json'))  # a zip file unpacked into its own folder
     inner = f"; {inner[0]} holds a config.json: pass that folder" if inner else ''
     names = [folder / name for name in ('config.json', 'model.safetensors', 'pytorch_model.bin')]

@@ -379,6 +379,23 @@ def test_unknown_name(small_dir):
         GPT.from_pretrained(str(small_dir / 'config.json'))
 
 
+def test_a_mingpt_checkpoint_given_to_from_pretrained_is_sent_to_from_checkpoint(tmp_path):
+    """GPT.from_pretrained('out/chargpt/model.pt') said 'is a file: give the directory that holds it', and the
+    directory was refused in turn with 'a mingpt checkpoint is a file: pass out/chargpt/model.pt': round in a circle."""
+    from mingpt.checkpoint import model_state, save_checkpoint
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
+    save_checkpoint(model_state(GPT(C)), tmp_path / 'model.pt')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(tmp_path / 'model.pt'))} is a mingpt checkpoint, not "
+                                         r"Hugging Face weights: GPT.from_checkpoint\(path\) reads it$"):
+        GPT.from_pretrained(str(tmp_path / 'model.pt'))
+    with pytest.raises(FileNotFoundError, match=rf"a mingpt checkpoint is a file: pass "
+                                                rf"{re.escape(str(tmp_path / 'model.pt'))} \(to GPT.from_checkpoint, "
+                                                r"or a project's --model or --system.init\)$"):
+        GPT.from_pretrained(str(tmp_path))
+    assert GPT.from_checkpoint(tmp_path / 'model.pt')[0].config.vocab_size == 11
+
+
 def test_directory_without_weights(small_dir):
     (small_dir / 'model.safetensors').unlink()
     for hidden in ('.lock', '.gitattributes'):  # a run's lock, a clone's git files: not what the user looks for
