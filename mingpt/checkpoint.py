@@ -83,7 +83,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
         raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
     if os.path.isdir(path):  # a run's folder: its checkpoints are files in it
         inside = ' or '.join(sorted(str(p) for p in Path(path).glob('*.pt'))) or 'it holds none'
-        raise IsADirectoryError(f"{path} is a folder, not a checkpoint: pass a checkpoint file ({inside})")
+        hf = (f"; it holds config.json: for Hugging Face weights, GPT.from_pretrained({str(path)!r}) reads the folder"
+              if (Path(path) / 'config.json').is_file() and inside == 'it holds none' else '')  # save_pretrained's
+        raise IsADirectoryError(f"{path} is a folder, not a checkpoint: pass a checkpoint file ({inside}){hf}")
     hf = (f"for Hugging Face GPT-2 weights give their folder, {Path(path).absolute().parent}, with their "
           "config.json in it (GPT.from_pretrained(folder), a project's --model or --system.init)")
     kind, what = file_kind(path)

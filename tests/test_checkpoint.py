@@ -237,6 +237,14 @@ def test_a_folder_given_for_a_checkpoint_names_the_checkpoints_in_it(tmp_path):
     with pytest.raises(IsADirectoryError, match=r"is a folder, not a checkpoint: pass a checkpoint file \(it holds "
                                                 r"none\)$"):
         load_checkpoint(tmp_path / 'run' / 'empty')
+    C = GPT.get_default_config()  # save_pretrained's folder given to from_checkpoint: the way to read it is named
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
+    GPT(C).save_pretrained(tmp_path / 'hf')
+    with pytest.raises(IsADirectoryError, match=r"is a folder, not a checkpoint: pass a checkpoint file \(it holds "
+                                                rf"none\); it holds config.json: for Hugging Face weights, "
+                                                rf"GPT.from_pretrained\({re.escape(repr(str(tmp_path / 'hf')))}\) "
+                                                r"reads the folder$"):
+        GPT.from_checkpoint(tmp_path / 'hf')
 
 
 class RunsCode:
