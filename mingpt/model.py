@@ -535,6 +535,9 @@ class KVCache:
 
 def check_token_ids(idx, name='idx'):
     """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
+    if not isinstance(idx, torch.Tensor):  # else "'list' object has no attribute 'dim'"
+        raise TypeError(f"{name} must be a tensor of token ids, (batch, tokens), got a {type(idx).__name__}: "
+                        f"torch.tensor({name}) converts a list of lists of ids (or a numpy array)")
     if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
         hint = ''
         if idx.dim() == 1:

@@ -247,6 +247,16 @@ def test_forward_of_a_sequence_without_its_batch_dimension_is_a_clear_error():
         model()(torch.tensor([[0.0, 3.0, 4.0]]))
 
 
+def test_ids_as_a_list_are_refused_naming_the_conversion():
+    """A list of ids (tok.encode's) failed deep inside with "'list' object has no attribute 'dim'"."""
+    for call in (lambda m: m([[0, 3, 4]]), lambda m: m.eval().generate([[0, 3, 4]], 2),
+                 lambda m: m.attention_maps([[0, 3, 4]])):
+        with pytest.raises(TypeError, match=r"^idx must be a tensor of token ids, \(batch, tokens\), got a list: "
+                                            r"torch.tensor\(idx\) converts a list of lists of ids \(or a numpy "
+                                            r"array\)$"):
+            call(model())
+
+
 @pytest.mark.parametrize('dtype', [torch.uint8, torch.int16, torch.uint16])
 def test_ids_of_a_small_integer_type_are_refused_naming_the_conversion(dtype):
     """nn.Embedding takes only int64 and int32 indices; uint16 is how token files (nanoGPT's .bin) store ids, and
