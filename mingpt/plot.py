@@ -287,8 +287,10 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     maps = np.stack([as_array(m) for m in maps])  # (n_layer, n_head, T, T)
     n_layer, n_head, T = maps.shape[0], maps.shape[1], maps.shape[-1]
     if maps.shape[2:] != (T, T) or len(tokens) != T:
+        batch = (": GPT.attention_maps(idx) gives each layer's (batch, n_head, T, T), so pass one prompt's maps, "
+                 "[m[0] for m in maps]") if maps.ndim == 5 else ''
         raise ValueError(f"attention maps of shape {maps.shape} do not fit {len(tokens)} tokens: give maps "
-                         "(n_layer, n_head, T, T) and T tokens")
+                         f"(n_layer, n_head, T, T) and T tokens{batch}")
     layers, heads = layers or range(n_layer), heads or range(n_head)
     one = n_layer * n_head == 1
     panel = min(10.0, max(4.0, 0.16 * T)) if one else min(2.6, max(1.4, 10.0 / max(n_layer, n_head)))

@@ -267,8 +267,20 @@ def test_the_plot_command_reads_only_the_arguments_it_is_given(monkeypatch):
 
 
 def test_maps_and_tokens_must_agree():
-    with pytest.raises(ValueError, match='do not fit 3 tokens'):
+    with pytest.raises(ValueError, match='do not fit 3 tokens: give maps \\(n_layer, n_head, T, T\\) and T tokens$'):
         plot.attention_figure(torch.rand(1, 1, 4, 4), ['a', 'b', 'c'])
+
+
+def test_the_models_own_maps_of_a_batch_are_refused_naming_the_row_to_pass():
+    """attention_figure(model.attention_maps(idx), tokens), a student's first try, said only 'give maps (n_layer,
+    n_head, T, T)': the model's maps carry a batch dimension, which the message now names with the fix."""
+    maps = [torch.rand(1, 2, 3, 3) for _ in range(2)]  # 2 layers of (B=1, n_head=2, T, T)
+    with pytest.raises(ValueError, match=r"do not fit 3 tokens: give maps \(n_layer, n_head, T, T\) and T tokens: "
+                                         r"GPT.attention_maps\(idx\) gives each layer's \(batch, n_head, T, T\), so "
+                                         r"pass one prompt's maps, \[m\[0\] for m in maps\]$"):
+        plot.attention_figure(maps, ['a', 'b', 'c'])
+    pytest.importorskip('matplotlib')
+    assert plot.attention_figure([m[0] for m in maps], ['a', 'b', 'c']) is not None
 
 
 # ---- loss curves ----
