@@ -363,3 +363,13 @@ def test_temperature_comes_before_top_p():
                           (dict(temperature=2.0), [0.2265, 0.3204, 0.2265, 0.2265]),
                           (dict(temperature=0.5, top_p=0.5), [0, 1, 0, 0])]:
         assert sampling_probs(logits, **options)[0].tolist() == pytest.approx(hand, abs=1e-4), options
+
+
+def test_a_prompt_that_is_no_tensor_or_not_one_row_is_refused_by_name():
+    """A list of ids failed with "'list' object has no attribute 'dim'"; it is named as generate names it."""
+    with pytest.raises(TypeError, match=r"^idx must be a tensor of token ids, \(batch, tokens\), got a list: "
+                                        r"torch.tensor\(idx\) converts"):
+        beam_search(tiny_model(), [PROMPT], 3, 2)
+    with pytest.raises(ValueError, match=r"^beam_search takes one prompt, shape \(1, T\); got \(2, 2\) \(loop over "
+                                         r"prompts\)$"):
+        beam_search(tiny_model(), torch.tensor([PROMPT, PROMPT]), 3, 2)
