@@ -90,11 +90,10 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     dtype), the prompt as given and then each beam's new tokens, best first, shorter ones padded with eos_token_id
     (the first of a list), and their (n,) scores; n = num_beams, or fewer if fewer exist.
     """
-    prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)  # first: it names an idx that is no tensor
-    if idx.dim() != 2 or idx.size(0) != 1:
-        several = idx.dim() == 2 and idx.size(0) > 1
-        fix = 'a single sequence is idx[None]' if idx.dim() == 1 else 'loop over prompts' if several else 'give one row'
-        raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} ({fix})")
+    # check_prompt first: it names an idx that is no tensor, a 1-D one (idx[None]) and a batch of no rows
+    prompt, mask = model.check_prompt(idx, attention_mask, eos_token_id)
+    if idx.size(0) != 1:
+        raise ValueError(f"beam_search takes one prompt, shape (1, T); got {tuple(idx.shape)} (loop over prompts)")
     num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     # finite: a length ** inf is inf (every score -0) or 0 (a division by zero)
