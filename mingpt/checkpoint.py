@@ -76,11 +76,18 @@ def file_kind(path):
     return None, f"of another kind (it begins {start[:16]!r})"
 
 
+def no_checkpoint(path, fix='train first or pass the path of a saved checkpoint'):
+    """The FileNotFoundError for a checkpoint path that holds none: a relative path also names the folder it was
+    looked for from (run from another one?), and fix says what writes one."""
+    here = '' if os.path.isabs(path) else f" (a path from this folder, {os.getcwd()})"
+    return FileNotFoundError(f"no checkpoint at {path}{here}: {fix}")
+
+
 def load_checkpoint(path, map_location='cpu', mmap=False):
     """Read a checkpoint written by save_checkpoint; a truncated or foreign file raises a ValueError saying so.
     mmap=True maps the tensors instead of reading them (to look at a large checkpoint's iteration cheaply)."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no checkpoint at {path}; train first or pass the path of a saved checkpoint")
+        raise no_checkpoint(path)
     if os.path.isdir(path):  # a run's folder: its checkpoints are files in it
         inside = ' or '.join(sorted(str(p) for p in Path(path).glob('*.pt'))) or 'it holds none'
         hf = (f"; it holds config.json: for Hugging Face weights, GPT.from_pretrained({str(path)!r}) reads the folder"

@@ -16,7 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
-from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, numbered_blocks,
+from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, no_checkpoint, numbered_blocks,
                                parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
@@ -519,9 +519,8 @@ def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     from mingpt.model import GPT
     name = os.path.expanduser(name)  # as from_pretrained does: '~/my-gpt2' found its weights but not its tokenizer
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
-        here = '' if os.path.isabs(name) else f" (a path from this folder, {os.getcwd()})"  # run from another one?
-        raise FileNotFoundError(f"no checkpoint at {name}{here}: train one first (e.g. python projects/chargpt.py "
-                                "writes out/chargpt/model.pt), or give a GPT-2 hub id or a Hugging Face directory")
+        raise no_checkpoint(name, "train one first (e.g. python projects/chargpt.py writes out/chargpt/model.pt), or "
+                                  "give a GPT-2 hub id or a Hugging Face directory")
     if Path(name).is_file():
         model, checkpoint = GPT.from_checkpoint(name)
         model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)

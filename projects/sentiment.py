@@ -45,7 +45,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
-from mingpt.checkpoint import checked_config, load_checkpoint, refuse_non_tensors, with_options
+from mingpt.checkpoint import checked_config, load_checkpoint, no_checkpoint, refuse_non_tensors, with_options
 from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
                          read_text)
 from mingpt.model import GPT
@@ -361,10 +361,9 @@ def load_lm(config, tokenizer_texts):
         config.data.tokenizer = tokenizer.kind
         return gpt, tokenizer
     if init and str(init).endswith(('.pt', '.pth')):  # a checkpoint's path, not a hub id: it does not exist
-        here = '' if os.path.isabs(init) else f" (a path from this folder, {os.getcwd()})"
-        raise FileNotFoundError(f"no checkpoint at {init}{here}: run the stage that writes it first (python "
-                                "projects/sentiment.py pretrain writes out/sentiment/pretrain/model.pt, or model.pt in "
-                                "its --system.work_dir), or give GPT-2: a hub id or a Hugging Face directory")
+        raise no_checkpoint(init, "run the stage that writes it first (python projects/sentiment.py pretrain writes "
+                                  "out/sentiment/pretrain/model.pt, or model.pt in its --system.work_dir), or give "
+                                  "GPT-2: a hub id or a Hugging Face directory")
     if init:  # a GPT-2 hub id or a Hugging Face directory
         check_tokenizer_asked(config.data, 'gpt2', init)  # before the weights are read (or downloaded)
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
@@ -457,10 +456,9 @@ def load_classifier(config, device):
     config.data.block_size and tokenizer become the ones it was fine-tuned with."""
     path = config.system.checkpoint
     if not os.path.exists(path):  # load_checkpoint's message knows neither this project's command nor its options
-        here = '' if os.path.isabs(path) else f" (a path from this folder, {os.getcwd()})"
-        raise FileNotFoundError(f"no classifier at {path}{here}: fine-tune one first (python projects/sentiment.py "
-                                "finetune writes out/sentiment/finetune/model.pt), or name another run with "
-                                "--system.work_dir=DIR or a checkpoint file with --system.checkpoint=PATH")
+        raise no_checkpoint(path, "fine-tune a classifier first (python projects/sentiment.py finetune writes "
+                                  "out/sentiment/finetune/model.pt), or name another run with --system.work_dir=DIR "
+                                  "or a checkpoint file with --system.checkpoint=PATH")
     ckpt = load_checkpoint(path, map_location='cpu')
     if not isinstance(ckpt.get('classifier'), dict):  # the options it was fine-tuned with
         raise ValueError(f"{path} is not a sentiment classifier; fine-tune one first "

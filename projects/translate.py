@@ -28,7 +28,7 @@ import sys
 import torch
 
 from mingpt.bpe import Encoder, train_bpe
-from mingpt.checkpoint import model_state, save_checkpoint
+from mingpt.checkpoint import model_state, no_checkpoint, save_checkpoint
 from mingpt.data import CharTokenizer, read_text
 from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
@@ -325,10 +325,8 @@ def translate_from_checkpoint(config):
                           "several separated by '|'")
     path = config.sample.checkpoint
     if not os.path.exists(path):  # from_checkpoint's message knows neither this project's command nor its options
-        here = '' if os.path.isabs(path) else f" (a path from this folder, {os.getcwd()})"
-        raise FileNotFoundError(f"no checkpoint at {path}{here}: train one first (python projects/translate.py "
-                                "writes out/translate/model.pt, or model.pt in its --system.work_dir), and give its "
-                                "path with --sample.checkpoint=PATH")
+        raise no_checkpoint(path, "train one first (python projects/translate.py writes out/translate/model.pt, or "
+                                  "model.pt in its --system.work_dir), and give its path with --sample.checkpoint=PATH")
     model, ckpt = Transformer.from_checkpoint(path)
     vocab = saved_vocabulary(ckpt, config.sample.checkpoint, model.config.vocab_size)
     n, longest = max((len(vocab.encode(s)), s) for s in sources)

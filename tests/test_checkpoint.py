@@ -90,7 +90,7 @@ def test_a_checkpoint_of_another_format_version_is_refused_and_a_missing_one_nam
     torch.save({'format': 'mingpt-checkpoint-2', 'model': {'w': torch.ones(3)}}, tmp_path / 'later.pt')
     with pytest.raises(ValueError, match=r"later.pt is not a mingpt checkpoint \(no 'mingpt-checkpoint-1' marker\)"):
         load_checkpoint(tmp_path / 'later.pt')
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt; train first or pass the path of a "
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint at .*missing.pt: train first or pass the path of a "
                                                 r"saved checkpoint$"):
         load_checkpoint(tmp_path / 'missing.pt')
 

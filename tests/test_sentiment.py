@@ -807,13 +807,14 @@ def test_evaluate_and_predict_without_a_classifier_say_how_to_make_or_name_one(t
     """It said 'train first or pass the path of a saved checkpoint', naming neither the stage that trains one nor
     the options that pass one."""
     monkeypatch.chdir(tmp_path)
-    how = (r": fine-tune one first \(python projects/sentiment.py finetune writes out/sentiment/finetune/model.pt\), "
-           r"or name another run with --system.work_dir=DIR or a checkpoint file with --system.checkpoint=PATH$")
+    how = (r": fine-tune a classifier first \(python projects/sentiment.py finetune writes "
+           r"out/sentiment/finetune/model.pt\), or name another run with --system.work_dir=DIR or a checkpoint file "
+           r"with --system.checkpoint=PATH$")
     for argv in (['evaluate'], ['predict', 'a fine film .']):
-        with pytest.raises(FileNotFoundError, match=rf"^no classifier at out/sentiment/finetune/model.pt \(a path "
+        with pytest.raises(FileNotFoundError, match=rf"^no checkpoint at out/sentiment/finetune/model.pt \(a path "
                                                      rf"from this folder, {re.escape(str(tmp_path))}\){how}"):
             sentiment.main(argv)
-    with pytest.raises(FileNotFoundError, match=rf"^no classifier at {re.escape(str(tmp_path / 'run'))}/model.pt{how}"):
+    with pytest.raises(FileNotFoundError, match=rf"^no checkpoint at {re.escape(str(tmp_path / 'run'))}/model.pt{how}"):
         sentiment.main(['evaluate', f'--system.work_dir={tmp_path / "run"}'])
 
 
