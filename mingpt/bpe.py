@@ -47,7 +47,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mingpt.data import fetch, find_local, not_utf8
-from mingpt.utils import json_object, run_cli, warn_caller, write_text_atomically
+from mingpt.utils import json_object, plural, run_cli, warn_caller, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
 ENCODER_JSON_URL = 'https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json'
@@ -962,7 +962,7 @@ def _report_bytes_per_token(text, encoder):
     nbytes = len(text.encode('utf-8'))
     for name, enc in contenders:
         n = len(enc.encode(text, allowed_special='all'))
-        print(f"{name} ({len(enc)} tokens): {n:,} tokens for {nbytes:,} bytes, "
+        print(f"{name} ({len(enc)} tokens): {n:,} {plural(n, 'token')} for {nbytes:,} bytes, "
               f"{nbytes / max(n, 1):.2f} bytes per token")
 
 
@@ -1012,7 +1012,7 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
 def _show_encoding(encoder, text):
     """Print how encode turns text into ids, step by step: the pre-tokens, each one's merges in order, its ids."""
     words = encoder.pre_tokens(text)
-    print(f"{len(words)} pre-tokens, in the byte alphabet of vocab.bpe (a space is {encoder.byte_encoder[32]}); "
+    print(f"{len(words)} {plural(len(words), 'pre-token')}, in the byte alphabet of vocab.bpe (a space is {encoder.byte_encoder[32]}); "
           "merge N is vocab.bpe's N-th, the N-th learned: in a word, the lowest N present goes first")
     for word in words:
         steps = encoder.merge_steps(word)
@@ -1020,7 +1020,9 @@ def _show_encoding(encoder, text):
         for pair, symbols in steps[1:]:
             print(f"  merge {encoder.bpe_ranks[pair] + 1:>6} {pair[0] + '+' + pair[1]:<16} {' '.join(symbols)}")
         print(f"  ids {[encoder.ordinary[s] for s in steps[-1][1]]}")
-    print(f"\n{len(encoder.encode_ordinary(text))} tokens for {len(''.join(words).encode('utf-8'))} bytes")
+    n = len(encoder.encode_ordinary(text))
+    nbytes = len(''.join(words).encode('utf-8'))
+    print(f"\n{n} {plural(n, 'token')} for {nbytes} {plural(nbytes, 'byte')}")
 
 
 TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE: start from the 256 bytes, count adjacent pairs, merge

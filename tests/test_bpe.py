@@ -132,6 +132,13 @@ def test_endoftext(encoder, tiktoken_gpt2):
         encoder.encode(text, allowed_special='yes')
 
 
+def test_the_encode_command_counts_one_in_the_singular(encoder, capsys):
+    """It printed '1 pre-tokens' and '1 tokens for 1 bytes'."""
+    bpe.main(['encode', 'a'])
+    out = capsys.readouterr().out
+    assert out.startswith('1 pre-token, in the byte alphabet') and out.endswith('\n1 token for 1 byte\n'), out
+
+
 def test_lone_surrogates_are_encoded_as_tiktoken_encodes_them(encoder, tiktoken_gpt2, capsys):
     """A str may hold half of a UTF-16 pair (read with errors='surrogateescape', as the shell's argv is; JSON's
     "\\udcff"), which UTF-8 cannot encode: encode failed with UnicodeEncodeError. tiktoken makes it U+FFFD before
