@@ -69,7 +69,10 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config, causal=True):
         super().__init__()
         if config.n_embd % config.n_head != 0:
-            raise ConfigError(f"n_embd ({config.n_embd}) must be a multiple of n_head ({config.n_head})")
+            lower = config.n_embd - config.n_embd % config.n_head
+            near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
+            raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
+                              f"head takes n_embd / n_head of the channels): e.g. {near}")
         self.n_head, self.n_embd, self.causal = config.n_head, config.n_embd, causal
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, stacked
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual

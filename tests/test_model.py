@@ -73,8 +73,11 @@ def test_config_errors_are_clear():
         GPT(config(n_layer=None))
     with pytest.raises(ConfigError, match="vocab_size and block_size"):
         GPT(config(vocab_size=None))
-    with pytest.raises(ConfigError, match="multiple of n_head"):
+    with pytest.raises(ConfigError, match=r"^model.n_embd=16 must be a multiple of model.n_head=3 \(each head takes "
+                                          r"n_embd / n_head of the channels\): e.g. 15 or 18$"):
         GPT(config(n_head=3))
+    with pytest.raises(ConfigError, match=r"model.n_head=32 .*: e.g. 32$"):  # no multiple below
+        GPT(config(n_head=32))
     C = config()
     C.n_layers = 4  # a typo, which would otherwise leave n_layer as it was
     with pytest.raises(ConfigError, match=r"unknown config key 'model.n_layers'; valid keys here are: .*n_layer, "):
