@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.sampling import end_ids, sample_next
+from mingpt.sampling import end_ids, sample_next, warn_if_ignored
 from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, other_rank, plural,
                           warn_caller)
 
@@ -404,11 +404,8 @@ class GPT(nn.Module):
         of different lengths share a batch (left or right padded): each row then continues as it would alone."""
         idx, attention_mask = self.check_prompt(idx, attention_mask, eos_token_id)
         max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)  # 20.0 as 20
-        ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
-                                                 ('top_p', top_p, None)) if value != off]
-        if ignored and not do_sample:  # else temperature=2.0 gives greedy's text, as if it did nothing (as HF warns)
-            warn_caller(f"{', '.join(ignored)} only shape sampling, but do_sample=False decodes greedily (the most "
-                        "likely token each step), so they are ignored: pass do_sample=True to sample with them")
+        if not do_sample:
+            warn_if_ignored(temperature, top_k, top_p)
         if eos_token_id is not None:  # the end ids (k,), as ints: 20.0 as 20
             ends = torch.as_tensor(end_ids(eos_token_id), dtype=torch.long, device=idx.device)
         # the KV cache: after the prompt, each step sends only the token just chosen through the model

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from mingpt.utils import ConfigError, check_range
+from mingpt.utils import ConfigError, check_range, warn_caller
 
 
 def top_k_filter(logits, k):
@@ -40,6 +40,16 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
     except ConfigError as e:  # e.g. top_k=0, which Hugging Face reads as 'off'
         raise ConfigError(f"{e}; None keeps every token (Hugging Face's top_k=0)") from None
     check_range(f'{prefix}top_p', top_p, low=0, high=1, low_open=True, none_ok=True)
+
+
+def warn_if_ignored(temperature=1.0, top_k=None, top_p=None):
+    """Warn of sampling options given to greedy decoding, which has no use for them (as Hugging Face warns): else
+    generate(idx, n, temperature=2.0) gives greedy's text as if the temperature did nothing."""
+    ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
+                                             ('top_p', top_p, None)) if value != off]
+    if ignored:
+        warn_caller(f"{', '.join(ignored)} only shape sampling, but do_sample=False decodes greedily (the most likely "
+                    "token each step), so they are ignored: pass do_sample=True to sample with them")
 
 
 def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
