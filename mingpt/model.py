@@ -552,10 +552,10 @@ def check_token_ids(idx, name='idx'):
 
 class Dropout(nn.Dropout):
     """nn.Dropout (zero each element with probability p, scale the rest by 1/(1-p)) with its mask drawn by
-    torch.rand on CPU, faster there than the Bernoulli sampler nn.Dropout uses (the README's benchmarks say how
-    much). Elsewhere it is nn.Dropout itself."""
+    torch.rand on CPU (kept where rand >= p), faster there than nn.Dropout's Bernoulli sampler (the README's benchmarks
+    say how much). Drawn in float32: bfloat16's coarse draws dropped 1.2% for p=0.01. Elsewhere it is nn.Dropout."""
 
     def forward(self, x):
         if not (self.training and 0 < self.p < 1 and x.is_cpu):
             return super().forward(x)
-        return x * torch.rand_like(x).ge_(self.p).div_(1 - self.p)  # kept where rand >= p: probability 1 - p
+        return x * torch.rand_like(x, dtype=torch.float32).ge_(self.p).to(x.dtype).div_(1 - self.p)

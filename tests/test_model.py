@@ -782,6 +782,16 @@ def test_dropout_zeroes_a_fraction_p_and_scales_the_rest():
     assert torch.equal(Dropout(1.0)(x), torch.nn.Dropout(1.0)(x)) and not Dropout(1.0)(x).any()
 
 
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_dropout_in_16_bits_drops_a_fraction_p(dtype):
+    """CPU autocast (trainer.dtype='bfloat16') gives Dropout bfloat16 inputs, whose torch.rand draws are coarse:
+    p=0.01 dropped 1.2% of the elements (p=0.1: 10.2%). nn.Dropout's fraction, within 5 standard deviations."""
+    torch.manual_seed(0)
+    y = Dropout(0.01)(torch.ones(1000, 1000, dtype=dtype))
+    assert y.dtype == dtype
+    assert abs((y == 0).double().mean().item() - 0.01) < 5e-4  # one standard deviation: 1e-4
+
+
 def test_a_changed_model_names_the_weights_an_old_checkpoint_lacks_or_has_and_how_to_load_them(tmp_path, monkeypatch):
     """A student's model.py with a gate on each residual branch (a new parameter per block) and RMSNorm for the first
     layer norm (no bias) cannot load a checkpoint saved before: torch's message, cut at 200 characters, named a few
