@@ -85,8 +85,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, context=None, mask=None, cache=None):
         """x (B, T, C) -> (B, T, C). `context` (B, S, C): what keys and values are read from (default x itself),
         or their pair (key, value) from context_keys_values, computed once and reused at every decoding step.
-        `mask` (B or 1, 1, T, S), True where a query may look at a key: padding and the causal mask together;
-        None means the causal mask (or no mask, if not causal). `cache` (a KVCache, at the end of this file) holds
+        `mask` (B or 1, 1, T or 1, S), True where a query may look at a key: padding and the causal mask together;
+        None means the causal mask (or no mask, if not causal). `cache` (a KVCache, defined after GPT) holds
         the keys and values of earlier tokens; x is then only the new ones."""
         B, T, C = x.size()
         if context is None:
@@ -128,7 +128,7 @@ class CausalSelfAttention(nn.Module):
         att = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, nh, T, S): how well each query matches each key
         if mask is not None:
             att.masked_fill_(~mask, float('-inf'))  # in place, no copy of the scores; softmax gives these exactly 0
-        att = F.softmax(att, dim=-1)  # each query's weights are positive and sum to 1
+        att = F.softmax(att, dim=-1)  # each query's weights are >= 0 (0 on masked keys) and sum to 1
         if self.keep_weights:
             self.weights = att.detach()
         att = self.attn_dropout(att)
@@ -213,7 +213,7 @@ class GPT(nn.Module):
         # names and sizes as in minGPT; n_layer, n_head, n_embd
         'openai-gpt': dict(n_layer=12, n_head=12, n_embd=768),  # 117M params
         'gpt2': dict(n_layer=12, n_head=12, n_embd=768),  # 124M params
-        'gpt2-medium': dict(n_layer=24, n_head=16, n_embd=1024),  # 350M params
+        'gpt2-medium': dict(n_layer=24, n_head=16, n_embd=1024),  # 355M params
         'gpt2-large': dict(n_layer=36, n_head=20, n_embd=1280),  # 774M params
         'gpt2-xl': dict(n_layer=48, n_head=25, n_embd=1600),  # 1558M params
         'gopher-44m': dict(n_layer=8, n_head=16, n_embd=512),
