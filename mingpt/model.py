@@ -88,13 +88,13 @@ class CausalSelfAttention(nn.Module):
         `mask` (B or 1, 1, T or 1, S), True where a query may look at a key: padding and the causal mask together;
         None means the causal mask (or no mask, if not causal). `cache` (a KVCache, defined after GPT) holds
         the keys and values of earlier tokens; x is then only the new ones."""
-        B, T, C = x.size()
+        B, T, C = x.size()  # batch, tokens, channels (C = n_embd, the paper's d_model)
         if context is None:
             q, k, v = self.c_attn(x).split(C, dim=2)
         else:  # cross-attention: the same stacked weights, the query read from x, key and value from context
             q = F.linear(x, self.c_attn.weight[:C], self.c_attn.bias[:C])
             k, v = context if isinstance(context, tuple) else self.context_keys_values(context)
-        # heads: split the channels into n_head independent attention problems of head_dim channels each,
+        # heads: split the channels into nh = n_head independent attention problems of hd = C / nh channels each,
         # q (B, nh, T, hd) and k, v (B, nh, S, hd), S the length of what is attended to
         q, k, v = (t.view(B, -1, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if cache is not None:
