@@ -111,8 +111,8 @@ class CausalSelfAttention(nn.Module):
 
     def attention(self, q, k, v, mask):
         """Scaled dot-product attention, by the formula or by PyTorch's fused kernels (the same numbers). The formula
-        runs when asked for (attn_impl='explicit'), for attention maps, and in CPU training with dropout, where
-        SDPA falls back to the same math unfused and is slower; SDPA (flash attention on a GPU) everywhere else."""
+        runs when asked for (attn_impl='explicit'), for attention maps, and in CPU training with dropout, where SDPA
+        falls back to the same math unfused and is slower; SDPA elsewhere (flash attention on a GPU in 16 bits)."""
         Tq, Tk = q.size(2), k.size(2)
         causal = self.causal and mask is None  # a mask the caller gives already holds the causal part
         dropout_p = self.attn_dropout.p if self.training else 0.0
