@@ -553,7 +553,7 @@ def check_token_ids(idx, name='idx'):
 class Dropout(nn.Dropout):
     """nn.Dropout (zero each element with probability p, scale the rest by 1/(1-p)) with its mask drawn by
     torch.rand on CPU (kept where rand >= p), faster there than nn.Dropout's Bernoulli sampler (the README's benchmarks
-    say how much). Drawn in float32: bfloat16's coarse draws dropped 1.2% for p=0.01. Elsewhere it is nn.Dropout."""
+    say how much), in float32, as bfloat16's coarse draws would drop another fraction. Elsewhere it is nn.Dropout."""
 
     def forward(self, x):
         if not (self.training and 0 < self.p < 1 and x.is_cpu):
