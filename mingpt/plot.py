@@ -210,8 +210,22 @@ def smoothed(values, alpha):
     return ema(ema(values, alpha)[::-1], alpha)[::-1]
 
 
+def metrics_paths(paths):
+    """paths as a list of metrics.jsonl files: one path alone (a string, in a notebook's cell) is a list of one, where
+    it was read as a list of one-letter paths, and a run's work_dir stands for the metrics.jsonl in it."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    return [os.path.join(path, 'metrics.jsonl') if os.path.isdir(path) else path for path in paths]
+
+
 def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
-    """Train and val loss against iteration, one colour per metrics.jsonl in paths."""
+    """Train and val loss against iteration, one colour per metrics.jsonl in paths (or per run folder holding one);
+    smooth: the train loss's moving-average factor, 0 (none) to below 1; labels: one name per path."""
+    paths = metrics_paths(paths)
+    labels = [labels] if isinstance(labels, str) else labels  # one run's name, as its one path
+    if labels is not None and len(labels) != len(paths):  # zip would drop the runs without one, or the extra names
+        raise ValueError(f"labels gives {len(labels)} names for {len(paths)} metrics files: give one per file")
+    if not 0 <= smooth < 1:  # 1 never leaves the first loss; above it the average grows without bound
+        raise ValueError(f"smooth={smooth} must be at least 0 and below 1 (0.9 keeps 90% of the average each step)")
     fig = new_figure(7, 4.2)
     ax = fig.subplots()
     names = [str(label) for label in labels] if labels else [
@@ -253,8 +267,8 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
 
 
 def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
-    """Draw the loss curves of the metrics.jsonl files in paths into the image out, in the format its suffix names
-    (.png, .pdf, .svg...; see save); returns out."""
+    """Draw the loss curves of the metrics.jsonl files in paths (see loss_figure) into the image out, in the format
+    its suffix names (.png, .pdf, .svg...; see save); returns out."""
     return save(loss_figure(paths, smooth, labels, title, logy), out, dpi=120)
 
 
@@ -363,8 +377,8 @@ def positions_figure(sinusoidal, learned=None, title=None):
 def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-f kernel.json)
     p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves from metrics.jsonl files.')
     path = os.path.expanduser  # the shell leaves the ~ of --out=~/loss.png as it is, after the '='
-    p.add_argument('metrics', nargs='+', type=path, help='metrics.jsonl files written by the trainer (one curve pair '
-                   'each)')
+    p.add_argument('metrics', nargs='+', type=path, help='metrics.jsonl files written by the trainer, or the run '
+                   'folders holding them (one curve pair each)')
     p.add_argument('-o', '--out', type=path, default='loss.png', help='the image to write: .png, .pdf, .svg '
                    '(default: loss.png)')
     p.add_argument('--smooth', type=float, default=0.0, help='smoothing of the train loss, e.g. 0.9: an EMA '

@@ -130,3 +130,26 @@ def test_a_config_reused_with_another_system_work_dir_trains_there(tmp_path):
     C.trainer.work_dir, C.system.work_dir = str(tmp_path / 'mine'), str(tmp_path / 'c')  # the user's own
     Trainer(C.trainer, GPT(C.model), Repeat(), run_config=C).run()
     assert (tmp_path / 'mine' / 'model.pt').exists() and not (tmp_path / 'c').exists()
+
+
+def test_loss_figure_takes_one_run_as_a_cell_names_it(chargpt_run):
+    """loss_figure('out/run/metrics.jsonl'), one path as a string, read it as a list of one-letter paths and failed
+    with "No such file or directory: 'o'"; a run's folder failed with IsADirectoryError; labels of another count than
+    the paths, and a smooth of 1 or more, were taken without a word (zip dropped runs; the curve stayed flat or grew).
+    One path, a work_dir, and a list of them draw the same curves; the others are refused by name."""
+    pytest.importorskip('matplotlib')
+    from mingpt.plot import loss_figure
+
+    def curves(fig):
+        return [(line.get_label(), list(line.get_ydata())) for line in fig.axes[0].get_lines()]
+    metrics = chargpt_run / 'metrics.jsonl'
+    drawn = curves(loss_figure([metrics]))
+    assert drawn[0][0] == f'{chargpt_run.name} train' and len(drawn[0][1]) == 2
+    for paths in (str(metrics), metrics, str(chargpt_run), [chargpt_run]):
+        assert curves(loss_figure(paths)) == drawn
+    assert curves(loss_figure(str(metrics), labels='mine'))[0][0] == 'mine train'
+    with pytest.raises(ValueError, match=r"labels gives 2 names for 1 metrics files: give one per file"):
+        loss_figure(metrics, labels=['a', 'b'])
+    for smooth in (1, 1.5, -0.1):
+        with pytest.raises(ValueError, match=rf"smooth={smooth} must be at least 0 and below 1"):
+            loss_figure(metrics, smooth=smooth)
