@@ -305,7 +305,16 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
                  "[m[0] for m in maps]") if maps.ndim == 5 else ''
         raise ValueError(f"attention maps of shape {maps.shape} do not fit {len(tokens)} tokens: give maps "
                          f"(n_layer, n_head, T, T) and T tokens{batch}")
+    other = next((t for t in tokens if not isinstance(t, (str, bytes))), None)  # e.g. the prompt's ids, idx[0]
+    if other is not None:
+        raise TypeError(f"tokens must be the prompt's tokens as text (str, or bytes), not {type(other).__name__}: "
+                        "decode each id, e.g. [tokenizer.decode([i]) for i in idx[0].tolist()]")
     layers, heads = layers or range(n_layer), heads or range(n_head)
+    for name, numbers, n in (('layers', layers, n_layer), ('heads', heads, n_head)):
+        if len(numbers) != n:  # else an IndexError, or rows under the wrong numbers
+            raise ValueError(f"{name}={list(numbers)} gives {len(numbers)} numbers for the maps' {n} {name}: it only "
+                             "labels the maps given; to draw some of them, give those maps and their numbers, e.g. "
+                             "attention_figure(maps[[1]][:, [0, 2]], tokens, layers=[1], heads=[0, 2]) of a tensor")
     one = n_layer * n_head == 1
     panel = min(10.0, max(4.0, 0.16 * T)) if one else min(2.6, max(1.4, 10.0 / max(n_layer, n_head)))
     fontsize = 8 if one else 7

@@ -153,3 +153,20 @@ def test_loss_figure_takes_one_run_as_a_cell_names_it(chargpt_run):
     for smooth in (1, 1.5, -0.1):
         with pytest.raises(ValueError, match=rf"smooth={smooth} must be at least 0 and below 1"):
             loss_figure(metrics, smooth=smooth)
+
+
+def test_attention_figure_names_a_cells_mistakes():
+    """Two things a cell tries with attention_figure failed with Python's riddles: layers=[1] to draw one layer of
+    the full maps (an IndexError from inside the drawing), and the prompt's ids as its tokens ("'Tensor' object has
+    no attribute 'replace'"). Each is refused by name."""
+    pytest.importorskip('matplotlib')
+    from mingpt.plot import attention_figure
+    maps = torch.rand(2, 3, 4, 4).softmax(-1)  # 2 layers, 3 heads, 4 tokens
+    with pytest.raises(ValueError, match=r"layers=\[1\] gives 1 numbers for the maps' 2 layers: it only labels"):
+        attention_figure(maps, list('abcd'), layers=[1])
+    with pytest.raises(ValueError, match=r"heads=\[0, 1, 2, 3\] gives 4 numbers for the maps' 3 heads"):
+        attention_figure(maps, list('abcd'), heads=[0, 1, 2, 3])
+    with pytest.raises(TypeError, match=r"tokens must be the prompt's tokens as text \(str, or bytes\), not Tensor"):
+        attention_figure(maps, torch.tensor([5, 6, 7, 8]))
+    fig = attention_figure(maps[[1]][:, [0, 2]], list('abcd'), layers=[1], heads=[0, 2])  # the way the message shows
+    assert [ax.get_title() for ax in fig.axes[:2]] == ['head 0', 'head 2']
