@@ -55,22 +55,28 @@ class RunFolder:
         """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
         if self.resume or self.overwrite:
             return
-        name = earlier_run(self.work_dir)
-        if name is None:
+        held = self.held()
+        if held is None:
             return
-        # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
-        held, resume = "no checkpoint to resume from", ''
-        if name != 'metrics.jsonl':
-            try:
-                done = load_checkpoint(self.path(name), mmap=True)['iter_num']
-                done = f"{done} {plural(done, 'iteration')}"
-                held = f"{done} done" if name == 'ckpt.pt' else f"a model saved after {done}"
-                resume = "continue it with --trainer.resume=True, " if name == 'ckpt.pt' else ''
-            except (ValueError, KeyError):
-                held = "unreadable"
-        raise ConfigError(f"{self.work_dir} holds an earlier run ({name}: {held}) that this fresh run would "
+        resume = "continue it with --trainer.resume=True, " if held.endswith(' done') else ''  # a readable ckpt.pt
+        raise ConfigError(f"{self.work_dir} holds an earlier run ({held}) that this fresh run would "
                           f"overwrite; {resume}train in another work_dir (--{self.option}.work_dir=DIR), or replace "
                           "it with --trainer.overwrite=True")
+
+    def held(self):
+        """What the run work_dir holds says of itself ('ckpt.pt: 40 iterations done'), or None where it holds none."""
+        name = earlier_run(self.work_dir)
+        if name is None:
+            return None
+        # metrics.jsonl alone: a run stopped before its first checkpoint (without checkpoint_interval: before its end)
+        if name == 'metrics.jsonl':
+            return f"{name}: no checkpoint to resume from"
+        try:
+            done = load_checkpoint(self.path(name), mmap=True)['iter_num']
+        except (ValueError, KeyError):
+            return f"{name}: unreadable"
+        done = f"{done} {plural(done, 'iteration')}"
+        return f"{name}: {done} done" if name == 'ckpt.pt' else f"{name}: a model saved after {done}"
 
     def _claim(self):
         """Lock work_dir for this run, on rank 0 (which writes its files), or refuse it while another run holds it:
@@ -130,6 +136,9 @@ class RunFolder:
         if self.rank != 0 or self.work_dir is None:
             return
         remove_stale_temps(self.work_dir)
+        held = self.held() if self.overwrite else None
+        if held is not None:  # said, as a notebook's config may still hold the overwrite=True of an earlier cell
+            print(f"note: replacing the earlier run in {self.work_dir} ({held}), as trainer.overwrite=True asks")
         if self.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
             for name in ('ckpt.pt', 'model.pt'):
                 if os.path.exists(self.path(name)):

@@ -170,3 +170,23 @@ def test_attention_figure_names_a_cells_mistakes():
         attention_figure(maps, torch.tensor([5, 6, 7, 8]))
     fig = attention_figure(maps[[1]][:, [0, 2]], list('abcd'), layers=[1], heads=[0, 2])  # the way the message shows
     assert [ax.get_title() for ax in fig.axes[:2]] == ['head 0', 'head 2']
+
+
+def test_a_run_that_replaces_another_says_so(tmp_path, capsys):
+    """trainer.overwrite=True, set in a cell to replace one run, stays in the config: the next cell's run (a re-run,
+    another Trainer on the same config) deleted the run it had just trained without a word. Each replacement says
+    what it replaces; a run into a new work_dir says nothing."""
+    from test_trainer import Repeat
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = Trainer.get_default_config()
+    config.merge_from_dict(dict(max_iters=2, batch_size=2, quiet=True, device='cpu', checkpoint_interval=2,
+                                work_dir=str(tmp_path / 'run'), overwrite=True))
+    model_config = GPT.get_default_config()
+    model_config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    trainer = Trainer(config, GPT(model_config), Repeat())
+    trainer.run()
+    assert 'replacing' not in capsys.readouterr().out
+    trainer.run()  # the cell run again
+    assert (f"note: replacing the earlier run in {tmp_path / 'run'} (ckpt.pt: 2 iterations done), as "
+            "trainer.overwrite=True asks") in capsys.readouterr().out
