@@ -761,6 +761,13 @@ class Trainer:
             raise RuntimeError("trainer.save_checkpoint() under DDP saves the random states every rank ended run() "
                                "with, and no run() has ended here (none has run, or an error stopped it): go on from "
                                "the last checkpoint the loop saved (trainer.checkpoint_interval)")
+        if self.optimizer is None:  # else "'NoneType' object has no attribute 'state_dict'"
+            raise RuntimeError("trainer.save_checkpoint() saves the optimizer's state with the weights, and run() "
+                               "makes the optimizer: call it after run(), or save the weights alone: "
+                               "torch.save(trainer.model.state_dict(), path)")
+        if path is None and self.config.work_dir is None:  # asked for: not skipped, as the loop's are
+            raise ValueError("trainer.save_checkpoint() writes work_dir/ckpt.pt, and trainer.work_dir is None: give "
+                             "the file to write, trainer.save_checkpoint('ckpt.pt'), or set trainer.config.work_dir")
         self._write_checkpoint(path, self._rng_at_end or [get_rng_state()])  # no run() ended (one process): now's
 
     def _checkpoint(self):

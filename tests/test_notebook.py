@@ -190,3 +190,27 @@ def test_a_run_that_replaces_another_says_so(tmp_path, capsys):
     trainer.run()  # the cell run again
     assert (f"note: replacing the earlier run in {tmp_path / 'run'} (ckpt.pt: 2 iterations done), as "
             "trainer.overwrite=True asks") in capsys.readouterr().out
+
+
+def test_save_checkpoint_from_a_cell_writes_or_says_why_not(tmp_path):
+    """trainer.save_checkpoint() in a cell: before run() it failed with "'NoneType' object has no attribute
+    'state_dict'", and after a run without a work_dir it wrote nothing, without a word. Both are refused by name;
+    with a path it writes a checkpoint that a resume goes on from."""
+    from test_trainer import Repeat
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = Trainer.get_default_config()
+    config.merge_from_dict(dict(max_iters=2, batch_size=2, quiet=True, device='cpu'))
+    model_config = GPT.get_default_config()
+    model_config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    trainer = Trainer(config, GPT(model_config), Repeat())
+    with pytest.raises(RuntimeError, match=r"saves the optimizer's state with the weights, and run\(\) makes the "
+                                           r"optimizer: call it after run\(\)"):
+        trainer.save_checkpoint(tmp_path / 'ckpt.pt')
+    trainer.run()
+    with pytest.raises(ValueError, match=r"writes work_dir/ckpt.pt, and trainer.work_dir is None: give the file"):
+        trainer.save_checkpoint()
+    trainer.save_checkpoint(tmp_path / 'ckpt.pt')
+    config.resume, config.max_iters = str(tmp_path / 'ckpt.pt'), 3
+    trainer.run()
+    assert trainer.iter_num == 3
