@@ -6,6 +6,7 @@ References: OpenAI's GPT-2 (Radford et al. 2019), whose parameter names (wte, wp
 so that its checkpoints map one to one (see pretrained.py), and "Attention is all you need" (Vaswani et al. 2017)
 for the switchable parts: sinusoidal positions, post-norm ("Add & Norm") and ReLU.
 """
+import copy
 import math
 
 import torch
@@ -251,7 +252,9 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.check_config(config)
-        self.config = config
+        # a copy: the caller's config (filled in above, as minGPT's) may be changed for another model in a later cell,
+        # and this model's forward, generation and checkpoints must go on reading its own
+        self.config = copy.deepcopy(config)
         self.block_size = config.block_size
         self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

@@ -13,6 +13,7 @@ by default sinusoidal positional encoding, post-norm, ReLU and label smoothing 0
 Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of the decoder's self-attention and
 computes the encoder's keys and values once per source sentence.
 """
+import copy
 import math
 
 import torch
@@ -137,7 +138,9 @@ class Transformer(nn.Module):
         super().__init__()
         self.check_config(config)
         self.check_special_tokens(config)
-        self.config = config
+        # a copy: the caller's config (filled in above, as minGPT's) may be changed for another model in a later cell,
+        # and this model's forward, generation and checkpoints must go on reading its own
+        self.config = copy.deepcopy(config)
         self.encoder = layer_stack(config, [encoder_block(config) for _ in range(config.n_layer)])
         self.decoder = layer_stack(config, [DecoderBlock(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)  # the generator

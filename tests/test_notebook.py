@@ -214,3 +214,31 @@ def test_save_checkpoint_from_a_cell_writes_or_says_why_not(tmp_path):
     config.resume, config.max_iters = str(tmp_path / 'ckpt.pt'), 3
     trainer.run()
     assert trainer.iter_num == 3
+
+
+def test_a_config_changed_for_the_next_model_leaves_the_built_one_alone(tmp_path):
+    """A cell builds GPT(config); the next changes config for a larger model. The first model held that very config:
+    its forward read pos_embd from it (the token embeddings were scaled as if sinusoidal), and its checkpoints recorded
+    the new sizes, so GPT.from_checkpoint refused them ('its model_config asks for n_layer=6 (its weights: 3)'). A
+    model keeps a copy; the config given is still filled in from its preset, as minGPT's is."""
+    from mingpt.checkpoint import model_state, save_checkpoint
+    from mingpt.model import GPT
+    from mingpt.seq2seq import Transformer
+    config = GPT.get_default_config()
+    config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    torch.manual_seed(0)
+    model = GPT(config).eval()
+    assert config.n_layer == 3  # filled from the preset
+    idx = torch.tensor([[1, 2, 3]])
+    logits = model(idx)[0]
+    config.merge_from_dict(dict(model_type=None, n_layer=6, pos_embd='sinusoidal'))  # the next cell's model
+    GPT(config)
+    assert torch.equal(model(idx)[0], logits)
+    save_checkpoint(model_state(model), tmp_path / 'model.pt')
+    loaded, checkpoint = GPT.from_checkpoint(tmp_path / 'model.pt')
+    assert checkpoint['model_config']['n_layer'] == 3 and torch.equal(loaded(idx)[0], logits)
+    config = Transformer.get_default_config()
+    config.merge_from_dict(dict(model_type=None, n_layer=2, n_head=2, n_embd=32, vocab_size=11, block_size=16))
+    model = Transformer(config)
+    config.n_layer = 4
+    assert model.config.n_layer == 2
