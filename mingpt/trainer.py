@@ -345,7 +345,12 @@ class Trainer:
 
     def _check_data_and_model(self):
         """Refuse what would fail later with torch's riddle, or train nothing: an empty dataset, one DataLoader's
-        workers cannot take, a model with nothing to train or no optimizer, float16 weights under a gradient scaler."""
+        workers cannot take, a model with nothing to train or no optimizer, float16 weights under a gradient scaler;
+        warn of on_eval_end callbacks that no evaluation will call."""
+        if self.val_dataset is None and self.callbacks.get('on_eval_end') and self.rank == 0:  # else silence
+            warn_caller("an 'on_eval_end' callback was added, but this Trainer has no val_dataset, so nothing is "
+                        "evaluated and the callback never runs: give Trainer(..., val_dataset=...), or add it for "
+                        "'on_batch_end' (after every step; trainer.evaluate(dataset) scores a dataset there)")
         for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
             if dataset is not None and len(dataset) == 0:
                 raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")

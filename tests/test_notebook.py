@@ -242,3 +242,29 @@ def test_a_config_changed_for_the_next_model_leaves_the_built_one_alone(tmp_path
     model = Transformer(config)
     config.n_layer = 4
     assert model.config.n_layer == 2
+
+
+def test_an_on_eval_end_callback_without_a_val_set_is_warned_of():
+    """A cell added its sampling to 'on_eval_end' (as chargpt does) but gave the Trainer no val_dataset: nothing is
+    evaluated, the callback never ran, and the run said nothing of it. The run warns; with a val set it does not."""
+    import warnings
+    from test_trainer import Repeat
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    config = Trainer.get_default_config()
+    config.merge_from_dict(dict(max_iters=1, batch_size=2, quiet=True, device='cpu', eval_iters=1))
+    model_config = GPT.get_default_config()
+    model_config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    model, calls = GPT(model_config), []
+    trainer = Trainer(config, model, Repeat())
+    trainer.add_callback('on_eval_end', lambda t: calls.append(t.iter_num))
+    with pytest.warns(UserWarning, match=r"an 'on_eval_end' callback was added, but this Trainer has no val_dataset, "
+                                         r"so nothing is evaluated and the callback never runs"):
+        trainer.run()
+    assert calls == []
+    trainer = Trainer(config, model, Repeat(), val_dataset=Repeat())
+    trainer.add_callback('on_eval_end', lambda t: calls.append(t.iter_num))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        trainer.run()
+    assert calls == [0]
