@@ -215,7 +215,7 @@ class Trainer:
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
-        max_iters, lrs, stopping = self.config.max_iters, self._lrs(), self._stopping
+        max_iters, lrs, stopping, rate = self.config.max_iters, self._lrs(), self._stopping, self.config.learning_rate
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
         self._in_callbacks = True  # save_checkpoint() then knows the other ranks are not with it
@@ -232,8 +232,11 @@ class Trainer:
                     if self.config.max_iters != max_iters else "called trainer.stop()")
             raise RuntimeError(f"a callback {what} {others} would go on training and wait for this one forever. Stop a "
                                "run early in one process, or give max_iters before the run")
-        if self.world_size > 1 and self._lrs() != lrs:  # else each rank would step at its own rate, silently
-            raise RuntimeError(f"a callback changed the learning rate ({lrs} -> {self._lrs()}) {others} would keep "
+        rate_changed = self.config.learning_rate != rate  # which this rank's next steps take up (_set_lr)
+        if self.world_size > 1 and (self._lrs() != lrs or rate_changed):  # else each rank would step at its own rate
+            changed = (f"trainer.config.learning_rate ({rate} -> {self.config.learning_rate})" if rate_changed
+                       else f"the learning rate ({lrs} -> {self._lrs()})")
+            raise RuntimeError(f"a callback changed {changed} {others} would keep "
                                "theirs, and the replicas would drift apart. Steer the rate in one process, or give "
                                "its schedule before the run (trainer.lr_schedule, warmup_iters, min_lr)")
 
@@ -385,6 +388,7 @@ class Trainer:
                         f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype")
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
+        self._given_lr = c.learning_rate  # the rate the optimizer was made with; a change of it is applied (_set_lr)
         left = parameters_left_out(self.model, self.optimizer)
         if left and main:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
             warn_caller(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
@@ -687,7 +691,12 @@ class Trainer:
 
     def _set_lr(self, it):
         c = self.config
-        if c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
+        if not c.warmup_iters and c.lr_schedule == 'constant' and c.learning_rate != self._given_lr:
+            # trainer.config.learning_rate set by a callback: taken up, as a schedule takes it up (it was ignored)
+            self._given_lr = c.learning_rate
+            for group in self.optimizer.param_groups:
+                group['lr'] = c.learning_rate
+        elif c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
             if self.lr is not None and any(group['lr'] != self.lr for group in self.optimizer.param_groups):
                 warn_caller(f"a callback set the learning rate, which lr_schedule={c.lr_schedule!r} with "
                             f"warmup_iters={c.warmup_iters} sets at every step: to steer it from a callback, give "

@@ -268,3 +268,39 @@ def test_an_on_eval_end_callback_without_a_val_set_is_warned_of():
         warnings.simplefilter('error')
         trainer.run()
     assert calls == [0]
+
+
+def test_a_callback_that_sets_trainer_config_learning_rate_changes_the_rate():
+    """A cell's callback lowered trainer.config.learning_rate mid-run: under a schedule the next steps took it up, but
+    under the default constant schedule it was ignored in silence (the rate was read once, into the optimizer). It
+    is taken up under either; under DDP, where callbacks run on rank 0 alone, it is refused, as a change of
+    optimizer.param_groups is."""
+    from test_trainer import Repeat, make_trainer
+    from mingpt.model import GPT
+    from mingpt.trainer import Trainer
+    model_config = GPT.get_default_config()
+    model_config.merge_from_dict(dict(model_type='gpt-nano', vocab_size=7, block_size=8))
+    for schedule in ('constant', 'cosine'):
+        config = Trainer.get_default_config()
+        config.merge_from_dict(dict(max_iters=4, batch_size=2, quiet=True, device='cpu', lr_schedule=schedule,
+                                    min_lr=0.0))
+        trainer, rates = Trainer(config, GPT(model_config), Repeat()), []
+
+        def lower(t):
+            rates.append(t.lr)
+            if t.iter_num == 1:
+                t.config.learning_rate = 1e-5
+        trainer.add_callback('on_batch_end', lower)
+        trainer.run()
+        assert rates[0] == 3e-4
+        if schedule == 'constant':
+            assert rates[1:] == [3e-4, 1e-5, 1e-5]
+        else:  # the cosine from the new rate: at half way, half of it
+            assert rates[2] == pytest.approx(0.5e-5)
+    trainer = make_trainer()
+    trainer.world_size = 2  # as torchrun's WORLD_SIZE sets it; this is rank 0, which runs the callbacks
+    trainer.optimizer = trainer.model.configure_optimizers(trainer.config)
+    trainer.add_callback('on_batch_end', lambda t: setattr(t.config, 'learning_rate', 1e-4))
+    with pytest.raises(RuntimeError, match=r"a callback changed trainer.config.learning_rate \(0.003 -> 0.0001\) "
+                                           r"under DDP, where callbacks run on rank 0 only"):
+        trainer.trigger_callbacks('on_batch_end')
