@@ -1012,8 +1012,9 @@ def _plot_vocabulary_curve(text, encoder, path, fig, points=40):
 def _show_encoding(encoder, text):
     """Print how encode turns text into ids, step by step: the pre-tokens, each one's merges in order, its ids."""
     words = encoder.pre_tokens(text)
-    print(f"{len(words)} {plural(len(words), 'pre-token')}, in the byte alphabet of vocab.bpe (a space is {encoder.byte_encoder[32]}); "
-          "merge N is vocab.bpe's N-th, the N-th learned: in a word, the lowest N present goes first")
+    print(f"{len(words)} {plural(len(words), 'pre-token')}, in the byte alphabet of vocab.bpe (a space is "
+          f"{encoder.byte_encoder[32]}); merge N is vocab.bpe's N-th, the N-th learned: in a word, the lowest N "
+          "present goes first")
     for word in words:
         steps = encoder.merge_steps(word)
         print(f"\n{word!r}: {' '.join(steps[0][1])}")
