@@ -15,8 +15,7 @@ from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.sampling import end_ids, sample_next, warn_if_ignored
-from mingpt.utils import (CfgNode as CN, ConfigError, check_model_config, check_range, eval_mode, other_rank, plural,
-                          warn_caller)
+from mingpt.utils import CfgNode as CN, check_model_config, check_range, eval_mode, other_rank, plural, warn_caller
 
 
 # ---- positional encoding ----
@@ -69,11 +68,6 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config, causal=True):
         super().__init__()
-        if config.n_embd % config.n_head != 0:
-            lower = config.n_embd - config.n_embd % config.n_head
-            near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
-            raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
-                              f"head takes n_embd / n_head of the channels): e.g. {near}")
         self.n_head, self.n_embd, self.causal = config.n_head, config.n_embd, causal
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # query, key, value for all heads, stacked
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs back into the residual

@@ -569,6 +569,11 @@ def check_model_config(cls, config):
                           f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
     for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
         setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=1, integer=True))
+    if config.n_embd % config.n_head != 0:  # the heads split the channels
+        lower = config.n_embd - config.n_embd % config.n_head
+        near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
+        raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
+                          f"head takes n_embd / n_head of the channels): e.g. {near}")
     for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
         setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
     for key, choices in cls.CHOICES.items():
