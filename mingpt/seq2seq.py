@@ -138,8 +138,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.check_config(config)
         self.check_special_tokens(config)
-        # a copy: the caller's config (filled in above, as minGPT's) may be changed for another model in a later cell,
-        # and this model's forward, generation and checkpoints must go on reading its own
+        # its own copy: the caller may change theirs for another model (a notebook's next cell)
         self.config = copy.deepcopy(config)
         self.encoder = layer_stack(config, [encoder_block(config) for _ in range(config.n_layer)])
         self.decoder = layer_stack(config, [DecoderBlock(config) for _ in range(config.n_layer)])
@@ -296,15 +295,19 @@ class Transformer(nn.Module):
             best.append(beams[0])  # beams come best first
         return torch.stack(best)
 
+    @property
+    def longest_translation(self):
+        """translate's default max_new_tokens: the longest target training can show has block_size - 1 tokens and EOS
+        (at block_size 1, EOS alone: one token to write); the decoder could read one more."""
+        return max(1, self.config.block_size - 1)
+
     @torch.no_grad()
     def translate(self, src, max_new_tokens=None, num_beams=1, length_penalty=0.0):
         """Translate a batch of source sentences src (B, S), each padded at the end with pad_token_id: greedy
         (num_beams=1) or beam search, whose finished beams length_penalty ranks (see sampling.beam_search). Returns B
-        lists of target ids, without BOS and EOS. max_new_tokens defaults to block_size - 1 (1 at block_size 1)."""
+        lists of target ids, without BOS and EOS. max_new_tokens defaults to longest_translation."""
         c = self.config
-        # the longest target training can show has block_size - 1 tokens and EOS (at block_size 1, EOS alone: one
-        # token to write); the decoder could read one more
-        max_new_tokens = max(1, c.block_size - 1) if max_new_tokens is None else max_new_tokens
+        max_new_tokens = self.longest_translation if max_new_tokens is None else max_new_tokens
         if not 1 <= max_new_tokens <= c.block_size:
             raise ValueError(f"max_new_tokens must be 1 to block_size = {c.block_size}, got {max_new_tokens}")
         num_beams = check_range('num_beams', num_beams, low=1, integer=True)  # 4.0 and numpy's 4 as 4

@@ -278,7 +278,7 @@ def draw_cross_attention(model, vocab, source, path):
     source: one row per target token, one column per source token."""
     device = next(model.parameters()).device
     src = vocab.batch([source]).to(device)
-    n = max(1, model.config.block_size - 1)  # translate's longest output: one that long never wrote EOS
+    n = model.longest_translation  # a translation that long ran out of room before EOS
     with eval_mode(model):
         written = model.translate(src, n)[0]
     tgt = torch.tensor([written + [model.config.eos_token_id] * (len(written) < n)], device=device)
