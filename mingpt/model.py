@@ -246,8 +246,7 @@ class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.check_config(config)
-        # a copy: the caller's config (filled in above, as minGPT's) may be changed for another model in a later cell,
-        # and this model's forward, generation and checkpoints must go on reading its own
+        # its own copy: the caller may change theirs for another model (a notebook's next cell)
         self.config = copy.deepcopy(config)
         self.block_size = config.block_size
         self.transformer = layer_stack(config, [Block(config) for _ in range(config.n_layer)])
