@@ -691,19 +691,19 @@ class Trainer:
 
     def _set_lr(self, it):
         c = self.config
-        if not c.warmup_iters and c.lr_schedule == 'constant' and c.learning_rate != self._given_lr:
-            # trainer.config.learning_rate set by a callback: taken up, as a schedule takes it up (it was ignored)
-            self._given_lr = c.learning_rate
-            for group in self.optimizer.param_groups:
-                group['lr'] = c.learning_rate
-        elif c.warmup_iters or c.lr_schedule != 'constant':  # else leave it alone: a callback may be steering it
+        if c.warmup_iters or c.lr_schedule != 'constant':
             if self.lr is not None and any(group['lr'] != self.lr for group in self.optimizer.param_groups):
                 warn_caller(f"a callback set the learning rate, which lr_schedule={c.lr_schedule!r} with "
                             f"warmup_iters={c.warmup_iters} sets at every step: to steer it from a callback, give "
                             "lr_schedule='constant' and warmup_iters=0")
-            for group in self.optimizer.param_groups:
-                group['lr'] = self.get_lr(it)
-        return self.optimizer.param_groups[0]['lr']
+            rate = self.get_lr(it)
+        elif c.learning_rate != self._given_lr:  # a callback set trainer.config.learning_rate: taken up
+            rate = self._given_lr = c.learning_rate
+        else:  # leave it alone: a callback may be steering param_groups itself
+            return self.optimizer.param_groups[0]['lr']
+        for group in self.optimizer.param_groups:
+            group['lr'] = rate
+        return rate
 
     def _mfu(self, tokens_per_s, seq_len):
         """Model FLOPs utilisation on a GPU of known peak: achieved / peak FLOP/s (None elsewhere)."""
