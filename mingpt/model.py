@@ -14,11 +14,12 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
+from mingpt.checks import check_input, check_model_config, check_prompt, check_targets, vocabulary_error
 from mingpt.sampling import end_ids, sample_next, warn_if_ignored
-from mingpt.utils import CfgNode as CN, check_model_config, check_range, eval_mode, other_rank, plural, warn_caller
+from mingpt.utils import CfgNode as CN, check_range, eval_mode, other_rank
 
 
-# ---- positional encoding ----
+# ---- token embedding and positional encoding, the first layers of the stack ----
 
 def sinusoidal_positions(n_positions, dim):
     """The fixed table of "Attention is all you need": PE(pos, 2i) = sin(pos / 10000^(2i/d)),
@@ -40,6 +41,20 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, pos):
         return self.table[pos]
+
+
+def layer_stack(config, blocks):
+    """The layers in the order the input meets them: token embedding, positional encoding, the blocks (Block,
+    below) and the final layer norm. GPT's `transformer`, and the encoder and the decoder of seq2seq.py."""
+    return nn.ModuleDict(dict(
+        wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
+        wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
+             else SinusoidalPositions(config.block_size, config.n_embd)),
+        drop=Dropout(config.embd_pdrop),
+        h=nn.ModuleList(blocks),
+        # pre-norm leaves the residual stream unnormalised; post-norm's last block already ends in a layer norm
+        ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
+    ))
 
 
 # ---- attention ----
@@ -186,20 +201,6 @@ class Block(nn.Module):
 
 # ---- GPT ----
 
-def layer_stack(config, blocks):
-    """Token embedding, positional encoding, the blocks and the final layer norm: GPT's `transformer`, and the
-    encoder and the decoder of seq2seq.py."""
-    return nn.ModuleDict(dict(
-        wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
-        wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
-             else SinusoidalPositions(config.block_size, config.n_embd)),
-        drop=Dropout(config.embd_pdrop),
-        h=nn.ModuleList(blocks),
-        # pre-norm leaves the residual stream unnormalised; post-norm's last block already ends in a layer norm
-        ln_f=nn.LayerNorm(config.n_embd) if config.norm == 'pre' else nn.Identity(),
-    ))
-
-
 class GPT(nn.Module):
     """The GPT language model: embeddings, n_layer blocks, a final layer norm, and lm_head, the head that scores
     every token of the vocabulary as the next one."""
@@ -285,29 +286,21 @@ class GPT(nn.Module):
         padding is never attended to, and positions count from each row's first real token. (For a probe of every
         layer's states, hook the modules: transformer.drop gives the embeddings, transformer.h[i] block i's output,
         before any ln_f, e.g. with register_forward_hook; during cached generation a hook sees the new tokens only.)"""
-        check_token_ids(idx)
+        start = caches[0].len if caches else 0  # the tokens the caches have seen
+        check_input(idx, start, attention_mask, self.block_size)
         T = idx.size(1)
-        start = caches[0].len if caches else 0
-        if start + T > self.block_size:
-            raise ValueError(f"cannot forward a sequence of length {start + T}: the model's context (block_size) "
-                             f"is {self.block_size}; crop the input to its last {self.block_size} tokens, or build "
-                             f"the model with block_size >= {start + T} (to train on a dataset's windows)")
         mask = None
         if attention_mask is None:
             pos = torch.arange(start, start + T, device=idx.device)  # (T,)
         else:
-            if attention_mask.shape != (idx.size(0), start + T):  # one 0/1 for every token, cached ones too
-                raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; for {idx.size(0)} rows of "
-                                 f"{start} cached and {T} new tokens it must be {(idx.size(0), start + T)}")
             # (B, T): the number of real tokens before each (long(): any 0/1 dtype), so padding does not count
             pos = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]
             mask = padded_causal_mask(attention_mask, T)
         try:
             x = self.embed(idx, pos)
         except IndexError:  # raised on CPU; on a GPU an id out of range stops the kernel (a device-side assert)
-            raise ValueError(f"idx holds token ids from {idx.min().item()} to {idx.max().item()}, outside the model's "
-                             f"vocabulary of {self.config.vocab_size}: set model.vocab_size from the data (e.g. "
-                             "train_dataset.get_vocab_size()), or encode with the model's tokenizer") from None
+            raise vocabulary_error('idx', idx, self.config.vocab_size, "set model.vocab_size from the data (e.g. "
+                                     "train_dataset.get_vocab_size()), or encode with the model's tokenizer") from None
         for i, block in enumerate(self.transformer.h):
             x = block(x, mask, caches[i] if caches else None)
         return self.transformer.ln_f(x)
@@ -316,7 +309,7 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # the next token at each position; -1 marks one that does not count (padding)
-            self.check_targets(idx, targets)
+            check_targets(idx, targets)
             try:
                 loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
             except IndexError:  # raised on CPU, as the embedding's (a GPU stops at a device-side assert)
@@ -342,39 +335,12 @@ class GPT(nn.Module):
                 for _ in range(self.config.n_layer)]
 
     def check_prompt(self, idx, attention_mask=None, eos_token_id=None):
-        """Check a prompt (B, T) and the end token's id; return the prompt with its attention_mask, each row's
-        padding moved to its front (left padding), so every row's newest token is last and the sliding window drops
-        padding before text."""
-        check_token_ids(idx)
-        if idx.size(1) == 0:
-            raise ValueError(f"the prompt must have at least one token, got shape {tuple(idx.shape)} (e.g. start from "
-                             "a newline or start-of-text token)")
-        if idx.size(0) == 0:  # no row to continue (and the range check's message takes the min of the ids)
-            raise ValueError(f"the prompt is a batch of no rows, shape {tuple(idx.shape)}: give at least one prompt")
-        if idx.size(1) > self.block_size:
-            raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
-                             f"{self.block_size}; shorten it, e.g. idx[:, -{self.block_size}:]")
-        # one read of the device for the whole check (the embedding would fail with an index error); min and max
-        # are read only to say what is wrong
-        if ((idx < 0) | (idx >= self.config.vocab_size)).any():
-            raise ValueError(f"the prompt holds token ids from {idx.min().item()} to {idx.max().item()}, outside the "
-                             f"model's vocabulary of {self.config.vocab_size}: encode it with the model's tokenizer")
-        one = not isinstance(eos_token_id, (list, tuple))  # one id may be None (no end), an id of a list not
-        for eos in end_ids(eos_token_id):  # a row ends at any of them
-            check_range('eos_token_id', eos, 0, self.config.vocab_size - 1, integer=True, none_ok=one)
+        """Check a prompt (B, T) and the end token's id (checks.py says what is refused); return the prompt with its
+        attention_mask, each row's padding moved to its front (left padding), so every row's newest token is last
+        and the sliding window drops padding before text."""
+        check_prompt(idx, attention_mask, eos_token_id, self.block_size, self.config.vocab_size)
         if attention_mask is None:
             return idx, None
-        if attention_mask.shape != idx.shape:
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the prompt has "
-                             f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
-        if ((attention_mask != 0) & (attention_mask != 1)).any():  # e.g. a float mask of -inf, or token ids
-            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
-        empty_rows = (attention_mask == 0).all(dim=1)
-        if empty_rows.any():  # such a row would be continued from no text at all, its padding's embedding alone
-            empty = empty_rows.nonzero()[:, 0].tolist()
-            raise ValueError(f"attention_mask marks no real token in prompt {plural(len(empty), 'row')} "
-                             f"{', '.join(map(str, empty))}: every row needs at least one 1; drop the empty rows, or "
-                             "start them from a token (e.g. newline or <|endoftext|>) marked 1")
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
         return idx.gather(1, order), attention_mask.gather(1, order)
 
@@ -439,19 +405,8 @@ class GPT(nn.Module):
 
     # ---- configuration, optimizer, checkpoints ----
 
-    @classmethod
-    def check_config(cls, config):
-        """Fill in the sizes of a preset and the defaults a minGPT-made config lacks; reject what cannot work."""
-        check_model_config(cls, config)
-
-    def check_targets(self, idx, targets):
-        """Refuse targets that are not one next token per position of idx; warn of idx itself as its targets."""
-        if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
-            warn_caller("targets is idx itself: targets are the next token at each position, the ids shifted by "
-                        "one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels")
-        if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
-            raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
-                             f"got {tuple(targets.shape)}")
+    # fill in the sizes of a preset and the defaults a minGPT-made config lacks; refuse what cannot work
+    check_config = classmethod(check_model_config)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
@@ -525,23 +480,6 @@ class KVCache:
         """Keep (and duplicate) the given batch rows: in beam search each kept sequence continues from its
         parent's keys and values."""
         self.k, self.v = self.k[rows], self.v[rows]
-
-
-# ---- the token ids a model takes, checked (out of the reader's way) ----
-
-def check_token_ids(idx, name='idx'):
-    """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
-    if not isinstance(idx, torch.Tensor):  # else "'list' object has no attribute 'dim'"
-        raise TypeError(f"{name} must be a tensor of token ids, (batch, tokens), got a {type(idx).__name__}: "
-                        f"torch.tensor({name}) converts a list of lists of ids (or a numpy array)")
-    if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
-        hint = ''
-        if idx.dim() == 1:
-            hint = f': a single sequence is {name}[None]'
-        elif idx.dim() == 2 and not (idx.is_floating_point() or idx.dtype == torch.bool):  # e.g. uint16 from a file
-            hint = f': {name}.long() converts them'
-        raise ValueError(f"{name} must be (batch, tokens) int64 or int32 token ids, got {idx.dtype} of shape "
-                         f"{tuple(idx.shape)}{hint}")
 
 
 # ---- one speed trick, out of the reader's way ----

@@ -21,10 +21,10 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.model import (GPT, Block, CausalSelfAttention, KVCache, add_and_norm, check_token_ids, kept_weights,
-                          layer_stack)
+from mingpt.checks import check_model_config, check_token_ids, vocabulary_error
+from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
 from mingpt.sampling import beam_search
-from mingpt.utils import ConfigError, check_model_config, check_range, other_rank, warn_caller
+from mingpt.utils import ConfigError, check_range, other_rank, warn_caller
 
 
 def key_padding_mask(ids, pad_token_id):
@@ -176,9 +176,8 @@ class Transformer(nn.Module):
         """Refuse ids outside the vocabulary, with their range (read only then). n_outside: how many there are, a
         number or a tensor (whose bool() reads the device)."""
         if n_outside:
-            raise ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the "
-                             f"model's vocabulary of {self.config.vocab_size}: set model.vocab_size from the data, "
-                             f"and pad with pad_token_id={self.config.pad_token_id} (not -1 or -100)")
+            raise vocabulary_error(name, ids, self.config.vocab_size, "set model.vocab_size from the data, and pad "
+                                   f"with pad_token_id={self.config.pad_token_id} (not -1 or -100)")
 
     def embed(self, stack, idx, start=0):
         """Token embedding times sqrt(n_embd) (as in the paper, so that the positional encoding does not drown it),

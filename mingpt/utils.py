@@ -544,44 +544,6 @@ def lock_holder(folder):
         return ''
 
 
-def check_model_config(cls, config):
-    """GPT.check_config, and seq2seq's Transformer's: fill in the sizes of a preset of cls.PRESETS and the defaults
-    of cls.get_default_config() that config lacks; reject what cannot work, such as a value outside cls.CHOICES."""
-    defaults = cls.get_default_config()
-    defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
-    defaults.fill_missing(config)
-    if config.vocab_size is None or config.block_size is None:
-        raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
-                          "config.model.vocab_size = train_dataset.get_vocab_size())")
-    sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
-    if config.model_type is not None:
-        if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
-            raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
-                              f"({'/'.join(map(str, sizes.values()))}), not both (a config that {cls.__name__}() has "
-                              "filled from a preset holds both): set model_type=None to use these sizes, or the sizes "
-                              "to None")
-        if config.model_type not in cls.PRESETS:
-            raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
-                              f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
-        config.merge_from_dict(cls.PRESETS[config.model_type])
-    elif any(s is None for s in sizes.values()):
-        raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
-                          f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
-    for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
-        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=1, integer=True))
-    if config.n_embd % config.n_head != 0:  # the heads split the channels
-        lower = config.n_embd - config.n_embd % config.n_head
-        near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
-        raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
-                          f"head takes n_embd / n_head of the channels): e.g. {near}")
-    for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
-        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
-    for key, choices in cls.CHOICES.items():
-        if getattr(config, key) not in choices:
-            raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
-                              f"not {getattr(config, key)!r}")
-
-
 def args_of(config):
     """The options that give every key of config (a CfgNode, or a run's config.json loaded as a dict) its value, in
     the form a project's main(argv) reads: a run started from a notebook, whose args.txt holds no command, is redone

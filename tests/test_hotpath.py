@@ -81,7 +81,7 @@ def where(event):
 
 
 class HostWaits(Counter):
-    """Counts each wait of the code run inside it as 'kind in module.function', e.g. 'item in model.check_prompt'."""
+    """Counts each wait of the code run inside it as 'kind in module.function', e.g. 'item in checks.check_prompt'."""
 
     def __enter__(self):
         self.profiler = profile(activities=[ProfilerActivity.CPU], with_stack=True, record_shapes=True)
@@ -306,7 +306,7 @@ def test_engine_generation_waits_once_whatever_its_length(compile):
         engine.generate(idx, 4)
     with HostWaits() as eight:
         engine.generate(idx, 8)
-    assert four == eight == {'item in model.check_prompt': 1}
+    assert four == eight == {'item in checks.check_prompt': 1}
 
 
 @pytest.mark.parametrize('engine', [False, True], ids=['model', 'engine'])
@@ -417,5 +417,5 @@ def test_prompt_checks_wait_once_each():
         m.generate(idx, 0)
     with HostWaits() as masked:
         m.generate(idx, 0, attention_mask=mask)
-    assert plain == {'item in model.check_prompt': 1}  # every id within the vocabulary
-    assert masked == {'item in model.check_prompt': 3}  # and the mask: only 0 and 1, a 1 in every row
+    assert plain == {'item in checks.check_prompt': 1}  # every id within the vocabulary
+    assert masked == {'item in checks.check_prompt': 3}  # and the mask: only 0 and 1, a 1 in every row

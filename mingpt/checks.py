@@ -1,0 +1,123 @@
+"""What a user hands the model, checked: its config, token ids, a prompt, targets. Each check refuses by name what
+would otherwise fail deep inside (an embedding's "index out of range in self", a shape error in attention, a
+device-side assert on a GPU) and says the fix. They live here so that model.py reads as the lecture draws it."""
+import torch
+
+from mingpt.sampling import end_ids
+from mingpt.utils import ConfigError, check_range, plural, warn_caller
+
+
+def check_model_config(cls, config):
+    """GPT.check_config, and seq2seq's Transformer's: fill in the sizes of a preset of cls.PRESETS and the defaults
+    of cls.get_default_config() that config lacks; reject what cannot work, such as a value outside cls.CHOICES."""
+    defaults = cls.get_default_config()
+    defaults.check_known(config, 'model')  # a key no model reads, e.g. a typo (n_layers)
+    defaults.fill_missing(config)
+    if config.vocab_size is None or config.block_size is None:
+        raise ConfigError("model config needs vocab_size and block_size (e.g. from the dataset: "
+                          "config.model.vocab_size = train_dataset.get_vocab_size())")
+    sizes = dict(n_layer=config.n_layer, n_head=config.n_head, n_embd=config.n_embd)
+    if config.model_type is not None:
+        if any(s is not None for s in sizes.values()) and sizes != cls.PRESETS.get(config.model_type):
+            raise ConfigError(f"give either model_type ({config.model_type!r}) or n_layer/n_head/n_embd "
+                              f"({'/'.join(map(str, sizes.values()))}), not both (a config that {cls.__name__}() has "
+                              "filled from a preset holds both): set model_type=None to use these sizes, or the sizes "
+                              "to None")
+        if config.model_type not in cls.PRESETS:
+            raise ConfigError(f"unknown model_type {config.model_type!r}; presets are: "
+                              f"{', '.join(cls.PRESETS)} (or set model_type=None and n_layer/n_head/n_embd)")
+        config.merge_from_dict(cls.PRESETS[config.model_type])
+    elif any(s is None for s in sizes.values()):
+        raise ConfigError("give either model_type (one of: " + ', '.join(cls.PRESETS) + ") or all of "
+                          f"n_layer, n_head, n_embd (got {', '.join(f'{k}={v}' for k, v in sizes.items())})")
+    for key in ('n_layer', 'n_head', 'n_embd', 'vocab_size', 'block_size'):  # a whole float (10.0) as torch's int
+        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=1, integer=True))
+    if config.n_embd % config.n_head != 0:  # the heads split the channels
+        lower = config.n_embd - config.n_embd % config.n_head
+        near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
+        raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
+                          f"head takes n_embd / n_head of the channels): e.g. {near}")
+    for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
+        setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
+    for key, choices in cls.CHOICES.items():
+        if getattr(config, key) not in choices:
+            raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
+                              f"not {getattr(config, key)!r}")
+
+
+def check_token_ids(idx, name='idx'):
+    """Refuse, by name, an idx that nn.Embedding cannot index with, and say the fix."""
+    if not isinstance(idx, torch.Tensor):  # else "'list' object has no attribute 'dim'"
+        raise TypeError(f"{name} must be a tensor of token ids, (batch, tokens), got a {type(idx).__name__}: "
+                        f"torch.tensor({name}) converts a list of lists of ids (or a numpy array)")
+    if idx.dim() != 2 or idx.dtype not in (torch.long, torch.int):
+        hint = ''
+        if idx.dim() == 1:
+            hint = f': a single sequence is {name}[None]'
+        elif idx.dim() == 2 and not (idx.is_floating_point() or idx.dtype == torch.bool):  # e.g. uint16 from a file
+            hint = f': {name}.long() converts them'
+        raise ValueError(f"{name} must be (batch, tokens) int64 or int32 token ids, got {idx.dtype} of shape "
+                         f"{tuple(idx.shape)}{hint}")
+
+
+def vocabulary_error(name, ids, vocab_size, fix):
+    """The error for ids outside the vocabulary, with their range (read from the device only now, to say it)."""
+    return ValueError(f"{name} holds token ids from {ids.min().item()} to {ids.max().item()}, outside the model's "
+                      f"vocabulary of {vocab_size}: {fix}")
+
+
+def check_input(idx, cached, attention_mask, block_size):
+    """GPT.hidden_states' input: token ids idx (B, T) after `cached` tokens, all within the context, and an
+    attention_mask, if any, with one 0/1 for every token, the cached ones too. The ids' values are not read here:
+    that would make a GPU wait at every forward; the embedding's IndexError is turned into vocabulary_error."""
+    check_token_ids(idx)
+    B, T = idx.shape
+    if cached + T > block_size:
+        raise ValueError(f"cannot forward a sequence of length {cached + T}: the model's context (block_size) is "
+                         f"{block_size}; crop the input to its last {block_size} tokens, or build the model with "
+                         f"block_size >= {cached + T} (to train on a dataset's windows)")
+    if attention_mask is not None and attention_mask.shape != (B, cached + T):
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}; for {B} rows of {cached} cached "
+                         f"and {T} new tokens it must be {(B, cached + T)}")
+
+
+def check_prompt(idx, attention_mask, eos_token_id, block_size, vocab_size):
+    """What generation is given: a prompt (B, T) of token ids that fits the context, its attention_mask (1 on real
+    tokens, 0 on padding, at least one real token a row), and end ids within the vocabulary."""
+    check_token_ids(idx)
+    if idx.size(1) == 0:
+        raise ValueError(f"the prompt must have at least one token, got shape {tuple(idx.shape)} (e.g. start from "
+                         "a newline or start-of-text token)")
+    if idx.size(0) == 0:  # no row to continue (and the range check's message takes the min of the ids)
+        raise ValueError(f"the prompt is a batch of no rows, shape {tuple(idx.shape)}: give at least one prompt")
+    if idx.size(1) > block_size:
+        raise ValueError(f"the prompt has {idx.size(1)} tokens but the model's context (block_size) is "
+                         f"{block_size}; shorten it, e.g. idx[:, -{block_size}:]")
+    if ((idx < 0) | (idx >= vocab_size)).any():  # one read of the device for the whole check
+        raise vocabulary_error('the prompt', idx, vocab_size, "encode it with the model's tokenizer")
+    one = not isinstance(eos_token_id, (list, tuple))  # one id may be None (no end), an id of a list not
+    for eos in end_ids(eos_token_id):  # a row ends at any of them
+        check_range('eos_token_id', eos, 0, vocab_size - 1, integer=True, none_ok=one)
+    if attention_mask is None:
+        return
+    if attention_mask.shape != idx.shape:
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)} but the prompt has "
+                         f"{tuple(idx.shape)}: give one 0/1 per token (1 on real tokens, 0 on padding)")
+    if ((attention_mask != 0) & (attention_mask != 1)).any():  # e.g. a float mask of -inf, or token ids
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real tokens)")
+    empty_rows = (attention_mask == 0).all(dim=1)
+    if empty_rows.any():  # such a row would be continued from no text at all, its padding's embedding alone
+        empty = empty_rows.nonzero()[:, 0].tolist()
+        raise ValueError(f"attention_mask marks no real token in prompt {plural(len(empty), 'row')} "
+                         f"{', '.join(map(str, empty))}: every row needs at least one 1; drop the empty rows, or "
+                         "start them from a token (e.g. newline or <|endoftext|>) marked 1")
+
+
+def check_targets(idx, targets):
+    """Refuse targets that are not one next token per position of idx; warn of idx itself as its targets."""
+    if targets is idx:  # Hugging Face's labels=input_ids, which its model shifts: trains to copy the input
+        warn_caller("targets is idx itself: targets are the next token at each position, the ids shifted by "
+                    "one (idx = ids[:, :-1], targets = ids[:, 1:]), not Hugging Face's labels")
+    if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
+        raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
+                         f"got {tuple(targets.shape)}")
