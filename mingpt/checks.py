@@ -2,6 +2,7 @@
 would otherwise fail deep inside (an embedding's "index out of range in self", a shape error in attention, a
 device-side assert on a GPU) and says the fix. They live here so that model.py reads as the lecture draws it."""
 import torch
+import torch.nn as nn
 
 from mingpt.sampling import end_ids
 from mingpt.utils import ConfigError, check_range, plural, warn_caller
@@ -121,3 +122,11 @@ def check_targets(idx, targets):
     if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
         raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                          f"got {tuple(targets.shape)}")
+
+
+def warn_if_dropout_on(model):
+    """Warn of generating with a model in training mode whose dropout is on (a GPT is built in training mode):
+    every token would be chosen by a randomly thinned network, greedy decoding included."""
+    if model.training and any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules()):
+        warn_caller("the model is in training mode, so dropout is on while it generates and its choices are random "
+                    "and worse: call model.eval() first (and model.train() before training on)")

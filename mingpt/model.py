@@ -14,7 +14,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.checks import check_input, check_model_config, check_prompt, check_targets, vocabulary_error
+from mingpt.checks import (check_input, check_model_config, check_prompt, check_targets, vocabulary_error,
+                           warn_if_dropout_on)
 from mingpt.sampling import end_ids, sample_next, warn_if_ignored
 from mingpt.utils import CfgNode as CN, check_range, eval_mode, other_rank
 
@@ -335,10 +336,11 @@ class GPT(nn.Module):
                 for _ in range(self.config.n_layer)]
 
     def check_prompt(self, idx, attention_mask=None, eos_token_id=None):
-        """Check a prompt (B, T) and the end token's id (checks.py says what is refused); return the prompt with its
-        attention_mask, each row's padding moved to its front (left padding), so every row's newest token is last
-        and the sliding window drops padding before text."""
+        """Check a prompt (B, T) and the end token's id (checks.py says what is refused), and warn if dropout is on;
+        return the prompt with its attention_mask, each row's padding moved to its front (left padding), so every
+        row's newest token is last and the sliding window drops padding before text."""
         check_prompt(idx, attention_mask, eos_token_id, self.block_size, self.config.vocab_size)
+        warn_if_dropout_on(self)
         if attention_mask is None:
             return idx, None
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
@@ -392,7 +394,7 @@ class GPT(nn.Module):
                  eos_token_id=None, generator=None, attention_mask=None):
         """Continue each prompt of idx (B, T), token ids, by max_new_tokens tokens, each fed back in to choose the
         next; returns (B, T + new tokens), the prompt as given (see attention_mask in generate_stream) first. Call
-        model.eval() first: in training mode dropout makes the choices random.
+        model.eval() first: in training mode dropout makes the choices random (warned of).
 
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
         top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws (without do_sample those

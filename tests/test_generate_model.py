@@ -99,6 +99,25 @@ def test_a_list_of_end_ids_is_checked_id_by_id_and_an_empty_one_is_refused(model
         generate(model, [3, None])  # None in a list ends nothing: refused, not failed deep inside generate_stream
 
 
+def test_generating_in_training_mode_with_dropout_is_warned_of():
+    """A GPT is built in training mode: generating before model.eval() chose every token with dropout on, so the
+    text was random and worse (greedy decoding too), without a word."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=16))
+    m = GPT(C)
+    warned = r"^the model is in training mode, so dropout is on while it generates .* call model.eval\(\) first"
+    for generate in (lambda: m.generate(PROMPT[:1], 2), lambda: next(Engine(m).generate_stream(PROMPT[:1], 2)),
+                     lambda: beam_search(m, PROMPT[:1], 2, 2)):
+        with pytest.warns(UserWarning, match=warned) as caught:
+            generate()
+        assert caught.pop(UserWarning).filename == __file__  # the caller's line, not model.py's
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        m.eval().generate(PROMPT[:1], 2)  # eval mode: no dropout
+        C.embd_pdrop = C.resid_pdrop = C.attn_pdrop = 0.0
+        GPT(C).generate(PROMPT[:1], 2)  # training mode, but no dropout to switch off
+
+
 @pytest.mark.parametrize('options, named', [
     (dict(temperature=0.5), 'temperature'),
     (dict(top_k=2, top_p=0.9), 'top_k, top_p'),

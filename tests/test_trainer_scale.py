@@ -26,7 +26,7 @@ from mingpt.runs import check_same_run, platform_record
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
                             strip_prefixes)
-from mingpt.utils import CfgNode as CN, ConfigError, set_seed
+from mingpt.utils import CfgNode as CN, ConfigError, eval_mode, set_seed
 
 VOCAB, BLOCK = 16, 8
 
@@ -454,7 +454,8 @@ def test_save_checkpoint_after_run_keeps_the_random_states_run_ended_with(tmp_pa
     from the unbroken one. The reference: the unbroken run of 4 iterations."""
     whole, whole_losses = train(tmp_path / 'whole', max_iters=4, dropout=0.1)
     first, _ = train(tmp_path / 'resumed', max_iters=2, dropout=0.1)
-    first.model.generate(torch.zeros(1, 1, dtype=torch.long), 5, do_sample=True)  # draws from torch's generator
+    with eval_mode(first.model):
+        first.model.generate(torch.zeros(1, 1, dtype=torch.long), 5, do_sample=True)  # draws from torch's generator
     first.save_checkpoint(tmp_path / 'resumed' / 'ckpt.pt')
     resumed, losses = train(tmp_path / 'resumed', resume=True, max_iters=4, dropout=0.1)
     assert losses == whole_losses[2:]
