@@ -68,11 +68,20 @@ def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):
 
 
 def end_ids(eos_token_id):
-    """eos_token_id as the list of ids that end a row: none for None, else one id or each of a list (a row ends at
-    any of them, as in Hugging Face's generate)."""
+    """eos_token_id as the list of ids that end a row: none for None, else one id or each of a list or of an integer
+    tensor, 0-d or 1-d (a row ends at any of them, as in Hugging Face's generate, which takes all of these)."""
+    given = eos_token_id
+    if isinstance(eos_token_id, torch.Tensor):
+        if eos_token_id.is_floating_point() or eos_token_id.is_complex() or eos_token_id.dtype == torch.bool:
+            raise ValueError(f"eos_token_id={given!r} is a tensor of {eos_token_id.dtype}, not of token ids: give "
+                             "an integer tensor (e.g. .long()), a list of ids, or one id")
+        if eos_token_id.ndim > 1:
+            raise ValueError(f"eos_token_id={given!r} has shape {tuple(eos_token_id.shape)}: give one id (a 0-d "
+                             "tensor) or several in a 1-d tensor (e.g. .flatten())")
+        eos_token_id = eos_token_id.tolist()  # an int, or a list of them
     several = isinstance(eos_token_id, (list, tuple))
     if several and not eos_token_id:
-        raise ValueError("eos_token_id=[] names no end token: give one id, a list of them, or None (no end)")
+        raise ValueError(f"eos_token_id={given!r} names no end token: give one id, a list of them, or None (no end)")
     return list(eos_token_id) if several else [] if eos_token_id is None else [eos_token_id]
 
 

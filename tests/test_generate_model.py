@@ -81,6 +81,12 @@ def test_a_list_of_end_ids_ends_a_row_at_any_of_them_as_in_hugging_face(tmp_path
     assert theirs.shape == (2, 3 + 4)  # both rows ended: HF stopped after row 0's fourth token
     assert source.generate(prompt, 10, eos_token_id=ends).tolist() == theirs.tolist()
     assert source.generate(prompt, 10, eos_token_id=tuple(ends)).tolist() == theirs.tolist()
+    # HF's generate takes a tensor of ids too: an integer tensor ends rows as the list does (it was "not a number")
+    for dtype in (torch.long, torch.int32):
+        assert source.generate(prompt, 10, eos_token_id=torch.tensor(ends, dtype=dtype)).tolist() == theirs.tolist()
+    one = hf.generate(prompt, max_new_tokens=10, do_sample=False, eos_token_id=torch.tensor(ends[0]),
+                      pad_token_id=ends[0])
+    assert source.generate(prompt, 10, eos_token_id=torch.tensor(ends[0])).tolist() == one.tolist()
 
 
 @pytest.mark.parametrize('generate', [
@@ -116,6 +122,27 @@ def test_generating_in_training_mode_with_dropout_is_warned_of():
         m.eval().generate(PROMPT[:1], 2)  # eval mode: no dropout
         C.embd_pdrop = C.resid_pdrop = C.attn_pdrop = 0.0
         GPT(C).generate(PROMPT[:1], 2)  # training mode, but no dropout to switch off
+
+
+@pytest.mark.parametrize('generate', [
+    lambda m, eos: m.generate(PROMPT[:1], 3, eos_token_id=eos),
+    lambda m, eos: beam_search(m, PROMPT[:1], 3, 2, eos_token_id=eos)[0],
+], ids=['generate', 'beam_search'])
+def test_end_ids_as_an_integer_tensor_are_taken_and_a_float_or_bool_one_is_refused_by_name(model, generate):
+    """A tensor of end ids was 'not a number' (and a 0-d float one a TypeError from deep inside): an integer tensor,
+    0-d or 1-d, is now the id or list of ids it holds; one of floats or bools, or of two dimensions, is named."""
+    assert torch.equal(generate(model, torch.tensor([3, 5])), generate(model, [3, 5]))
+    assert torch.equal(generate(model, torch.tensor(3, dtype=torch.int32)), generate(model, 3))
+    for eos, says in [(torch.tensor([3.]), r"eos_token_id=tensor\(\[3\.\]\) is a tensor of torch\.float32, not "
+                                           r"of token ids: give an integer tensor \(e\.g\. \.long\(\)\)"),
+                      (torch.tensor(3.), r"eos_token_id=tensor\(3\.\) is a tensor of torch\.float32"),
+                      (torch.tensor(True), r"eos_token_id=tensor\(True\) is a tensor of torch\.bool"),
+                      (torch.tensor([[3]]), r"eos_token_id=tensor\(\[\[3\]\]\) has shape \(1, 1\): give one id "
+                                            r"\(a 0-d tensor\) or several in a 1-d tensor"),
+                      (torch.tensor([], dtype=torch.long), r"names no end token"),
+                      (torch.tensor([3, 11]), r"eos_token_id=11 is out of range")]:
+        with pytest.raises(ValueError, match=says):
+            generate(model, eos)
 
 
 @pytest.mark.parametrize('options, named', [
