@@ -1,6 +1,7 @@
 """Pure functions that turn next-token logits into a choice: temperature, top-k, top-p (nucleus), greedy;
 and beam search, which keeps the most probable whole sequences instead of choosing one token at a time."""
 import math
+import sys
 
 import torch
 
@@ -117,6 +118,7 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     max_new_tokens = check_range('max_new_tokens', max_new_tokens, low=0, integer=True)
     # finite: a length ** inf is inf (every score -0) or 0 (a division by zero)
     check_range('length_penalty', length_penalty, low=-math.inf, high=math.inf, low_open=True, high_open=True)
+    check_length_penalty(length_penalty, max_new_tokens)
     ends = end_ids(eos_token_id)
     T = idx.size(1)
     seqs, scores = prompt, torch.zeros(1, device=idx.device)
@@ -154,6 +156,18 @@ def beam_search(model, idx, max_new_tokens, num_beams, eos_token_id=None, length
     for r, (_, seq) in enumerate(best):
         out[r, T:seq.numel()] = seq[T:]
     return out, torch.tensor([s for s, _ in best], device=idx.device)
+
+
+def check_length_penalty(length_penalty, max_new_tokens):
+    """Refuse a length_penalty so large that length ** length_penalty leaves the range of a float at a length the
+    search can reach (up to max_new_tokens): Python's ** raises a bare OverflowError there (as in Hugging Face's
+    beam search), and its reciprocal, 0, a ZeroDivisionError."""
+    limit = math.log(sys.float_info.max) / math.log(max_new_tokens) if max_new_tokens > 1 else math.inf
+    if abs(length_penalty) >= limit:
+        raise ConfigError(f"length_penalty={length_penalty!r} is too large for max_new_tokens={max_new_tokens}: a "
+                          f"score divides by (new tokens) ** length_penalty, which leaves the range of a float past "
+                          f"|length_penalty| = {limit:.4g}; give a smaller one (Hugging Face's default is 1.0, and 0 "
+                          "ranks by log-prob alone)")
 
 
 def best_extensions(scores, logprobs, num_beams, end_tokens):

@@ -2,6 +2,8 @@
 with a length penalty, and against Hugging Face's; sampling by hand and against Hugging Face's."""
 import itertools
 import math
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -228,6 +230,25 @@ def test_bad_arguments():
     want = beam_search(model, torch.tensor([PROMPT]), 2, 2)
     for max_new_tokens, num_beams in ((2.0, 2), (2, 2.0), (np.int64(2), np.int64(2))):
         assert all(map(torch.equal, beam_search(model, torch.tensor([PROMPT]), max_new_tokens, num_beams), want))
+
+
+def test_a_length_penalty_past_the_range_of_a_float_is_refused_by_name():
+    """length_penalty=1e308 raised a bare OverflowError from length ** length_penalty (as Hugging Face's beam search
+    does), and -1e308 a ZeroDivisionError: refused by name, from where the longest length leaves a float's range."""
+    model, prompt = tiny_model(), torch.tensor([PROMPT])
+    limit = math.log(sys.float_info.max) / math.log(4)  # 4 new tokens at most
+    for length_penalty in (1e308, -1e308, limit, -limit):
+        with pytest.raises(ValueError, match=re.escape(
+                f"length_penalty={length_penalty!r} is too large for max_new_tokens=4: a score divides by (new "
+                f"tokens) ** length_penalty, which leaves the range of a float past |length_penalty| = {limit:.4g}; "
+                "give a smaller one")):
+            beam_search(model, prompt, 4, 2, length_penalty=length_penalty)
+    for length_penalty in (math.nextafter(limit, 0), -math.nextafter(limit, 0)):  # just inside: the beams run on
+        seqs, _ = beam_search(model, prompt, 4, 2, length_penalty=length_penalty)
+        assert seqs.shape == (2, len(PROMPT) + 4)
+    # one new token is a length of 1 whatever the penalty: the plain sum of log-probs
+    want = beam_search(model, prompt, 1, 2)
+    assert all(map(torch.equal, beam_search(model, prompt, 1, 2, length_penalty=1e308), want))
 
 
 class MaskedOut:
