@@ -27,9 +27,12 @@ def top_p_filter(logits, p):
     return logits.masked_fill(drop, float('-inf'))
 
 
-def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
+def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix='', do_sample=True):
     """Reject settings that would leave no token to sample, naming the option (after prefix, e.g. 'sample.') and
-    its range."""
+    its range. Greedy decoding (do_sample=False) ignores them but refuses the same values, so that a typo such as
+    temperature=-1 is named either way; temperature=0 alone is greedy's own (the limit below), so it passes there."""
+    if temperature == 0 and not do_sample:
+        return check_sampling(1.0, top_k, top_p, prefix)
     if temperature == 0:  # what sampling tends to as the temperature falls: the most likely token
         raise ConfigError(f"{prefix}temperature={temperature!r} is out of range: it must be a number > 0 (it divides "
                           "the logits); for greedy decoding, the limit of temperature -> 0, use do_sample=False "
@@ -45,7 +48,9 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix=''):
 
 def warn_if_ignored(temperature=1.0, top_k=None, top_p=None):
     """Warn of sampling options given to greedy decoding, which has no use for them (as Hugging Face warns): else
-    generate(idx, n, temperature=2.0) gives greedy's text as if the temperature did nothing."""
+    generate(idx, n, temperature=2.0) gives greedy's text as if the temperature did nothing. Values that sampling
+    would refuse are refused here too (check_sampling), where Hugging Face only warns."""
+    check_sampling(temperature, top_k, top_p, do_sample=False)
     ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
                                              ('top_p', top_p, None)) if value != off]
     if ignored:

@@ -163,3 +163,29 @@ def test_sampling_options_without_do_sample_are_warned_of_as_ignored(model, opti
         warnings.simplefilter('error')  # the defaults, or sampling with them: no warning
         model.generate(PROMPT[:1], 4, temperature=1.0, top_k=None, top_p=None)
         model.generate(PROMPT[:1], 4, do_sample=True, **options)
+
+
+@pytest.mark.parametrize('options, says', [
+    (dict(temperature=-1), r"^temperature=-1 is out of range: it must be a number > 0 and < inf$"),
+    (dict(temperature=float('inf')), r"^temperature=inf is out of range"),
+    (dict(temperature='0.7'), r"^temperature='0.7' is a string, not a number"),
+    (dict(top_k=0), r"^top_k=0 is out of range: it must be None or an integer >= 1; None keeps every token"),
+    (dict(top_p=1.5), r"^top_p=1.5 is out of range: it must be None or a number > 0 and <= 1$"),
+])
+def test_greedy_decoding_refuses_the_sampling_values_sampling_refuses(model, options, says):
+    """temperature=-1 without do_sample was warned of as ignored, with do_sample refused: a typo is named either way
+    (Hugging Face's generate only warns)."""
+    for do_sample in (True, False):
+        with pytest.raises(ValueError, match=says):
+            model.generate(PROMPT[:1], 2, do_sample=do_sample, **options)
+    with pytest.raises(ValueError, match=says):
+        next(Engine(model).generate_stream(PROMPT[:1], 2, **options))
+
+
+def test_temperature_zero_is_greedy_decodings_own_and_only_warned_of_as_ignored(model):
+    """Sampling refuses temperature=0 and sends the caller to do_sample=False, which must then take it."""
+    with pytest.warns(UserWarning, match=r"^temperature only shape sampling"):
+        out = model.generate(PROMPT[:1], 4, temperature=0)
+    assert torch.equal(out, model.generate(PROMPT[:1], 4))
+    with pytest.raises(ValueError, match=r"temperature=0 is out of range: .* use do_sample=False"):
+        model.generate(PROMPT[:1], 4, temperature=0, do_sample=True)
