@@ -54,8 +54,10 @@ def warn_if_ignored(temperature=1.0, top_k=None, top_p=None):
     ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
                                              ('top_p', top_p, None)) if value != off]
     if ignored:
-        warn_caller(f"{', '.join(ignored)} only shape sampling, but do_sample=False decodes greedily (the most likely "
-                    "token each step), so they are ignored: pass do_sample=True to sample with them")
+        one = len(ignored) == 1
+        warn_caller(f"{', '.join(ignored)} only shape{'s' * one} sampling, but do_sample=False decodes greedily (the "
+                    f"most likely token each step), so {'it is' if one else 'they are'} ignored: pass do_sample=True "
+                    f"to sample with {'it' if one else 'them'}")
 
 
 def sampling_probs(logits, temperature=1.0, top_k=None, top_p=None):

@@ -146,13 +146,13 @@ def test_end_ids_as_an_integer_tensor_are_taken_and_a_float_or_bool_one_is_refus
 
 
 @pytest.mark.parametrize('options, named', [
-    (dict(temperature=0.5), 'temperature'),
-    (dict(top_k=2, top_p=0.9), 'top_k, top_p'),
+    (dict(temperature=0.5), 'temperature only shapes'),
+    (dict(top_k=2, top_p=0.9), 'top_k, top_p only shape'),
 ])
 def test_sampling_options_without_do_sample_are_warned_of_as_ignored(model, options, named):
     """Greedy decoding takes the argmax, which temperature, top-k and top-p leave where it is: a student comparing
     temperatures without do_sample=True got the same text each time, without a word."""
-    warned = rf"^{named} only shape sampling, but do_sample=False decodes greedily"
+    warned = rf"^{named} sampling, but do_sample=False decodes greedily"
     with pytest.warns(UserWarning, match=warned) as caught:
         out = model.generate(PROMPT[:1], 4, **options)
     assert caught.pop(UserWarning).filename == __file__  # the caller's line, not model.py's
@@ -184,7 +184,8 @@ def test_greedy_decoding_refuses_the_sampling_values_sampling_refuses(model, opt
 
 def test_temperature_zero_is_greedy_decodings_own_and_only_warned_of_as_ignored(model):
     """Sampling refuses temperature=0 and sends the caller to do_sample=False, which must then take it."""
-    with pytest.warns(UserWarning, match=r"^temperature only shape sampling"):
+    with pytest.warns(UserWarning, match=r"^temperature only shapes sampling, .*, so it is ignored: pass "
+                                         r"do_sample=True to sample with it$"):
         out = model.generate(PROMPT[:1], 4, temperature=0)
     assert torch.equal(out, model.generate(PROMPT[:1], 4))
     with pytest.raises(ValueError, match=r"temperature=0 is out of range: .* use do_sample=False"):
