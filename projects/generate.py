@@ -25,7 +25,8 @@ the rest, and what they keep is scaled up to sum to 1); greedy decoding takes th
 
 --prompt_file holds one prompt per line. Prompts (and their samples) run in batches of --batch_size rows of
 different lengths, each row with the logits it would have alone (greedy gives the same text; sampling draws every
-row from one random stream, so --batch_size=1 gives a prompt its own draws); each completion is printed under its
+row from one random stream, so --batch_size=1 gives a prompt its own draws); beam search takes the prompts one at a
+time, its --num_beams beams the rows of its batch, and so refuses --batch_size. Each completion is printed under its
 prompt once its batch is done (or stopped: Ctrl-C prints the batch's text so far, and names the first prompt not
 generated). A batch of one row prints its text as it is generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
@@ -47,8 +48,8 @@ from mingpt.engine import Engine
 from mingpt.plot import columns
 from mingpt.pretrained import hf_generation_ids, load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
-from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, resolve_device,
-                          run_cli, set_seed)
+from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, refuse_ignored,
+                          resolve_device, run_cli, set_seed)
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -64,7 +65,7 @@ def get_config():
     C.sample = CN()
     C.sample.prompt = ''  # empty: start from <|endoftext|> (or a folder's bos_token_id) or a newline (characters)
     C.sample.prompt_file = None  # a file of prompts, one per line, instead
-    C.sample.batch_size = 8  # rows generated together (prompts times samples)
+    C.sample.batch_size = 8  # rows generated together (prompts times samples); beam search: one prompt at a time
     C.sample.max_new_tokens = 100
     C.sample.num_samples = 1  # per prompt
     C.sample.temperature = 1.0
@@ -102,6 +103,10 @@ def check(config):
                           f"(sample.num_beams={S.num_beams}): drop one of the two")
     if S.prompt and S.prompt_file:
         raise ConfigError("give sample.prompt or sample.prompt_file, not both")
+    if S.num_beams > 1:
+        refuse_ignored('sample', S, get_config().sample, ['batch_size'], f"beam search (sample.num_beams="
+                       f"{S.num_beams}) takes the prompts one at a time, its beams the rows of its batch: drop "
+                       "--batch_size, or drop --num_beams to sample or decode greedily in batches")
     if config.system.compile and S.num_beams > 1:
         raise ConfigError(f"system.compile=True compiles sampling and greedy decoding, not beam search "
                           f"(sample.num_beams={S.num_beams}): drop one of the two")

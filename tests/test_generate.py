@@ -687,6 +687,9 @@ def test_compile_gives_the_eager_text(hf_dir, tmp_path, capsys, monkeypatch):
     ('--top_p=0', 'sample.top_p=0 is out of range: it must be None or a number > 0 and <= 1'),
     ('--dtype=float8', "system.dtype='float8' is not one of"),
     ('--num_beams=3 --compile', 'not beam search (sample.num_beams=3)'),
+    ('--num_beams=3 --batch_size=4', 'sample.batch_size=4 would do nothing here: beam search (sample.num_beams=3) '
+                                     'takes the prompts one at a time, its beams the rows of its batch: drop '
+                                     '--batch_size, or drop --num_beams to sample or decode greedily in batches'),
     ('--num_beams=2 --num_samples=3', 'beam search keeps sample.num_beams=2 sequences, fewer than '
                                       'sample.num_samples=3: raise num_beams or lower num_samples'),
     ('--prompt_file=p.txt', 'give sample.prompt or sample.prompt_file, not both'),  # with --prompt=x
