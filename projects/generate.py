@@ -30,12 +30,14 @@ time, its --num_beams beams the rows of its batch, and so refuses --batch_size. 
 prompt once its batch is done (or stopped: Ctrl-C prints the batch's text so far, and names the first prompt not
 generated). A batch of one row prints its text as it is generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
-starts, and pays off over many tokens. Generated text goes to stdout; everything else, ending with the tokens/s and
-the time to the first token, to stderr.
+starts, and pays off over many tokens. Generated text goes to stdout (on a terminal, control characters other than
+newline and tab shown as escapes, '\\x1b', '\\r', so that a stray one cannot garble the screen; to a file or a pipe,
+as written); everything else, ending with the tokens/s and the time to the first token, to stderr.
 """
 import codecs
 import contextlib
 import os
+import re
 import statistics
 import sys
 import time
@@ -197,6 +199,19 @@ def text_of(tokenizer, ids, ends):
     return tokenizer.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
+# the C0 controls but tab and newline, DEL, and the C1 controls: each can move the cursor, or begin an escape sequence
+CONTROLS = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+
+
+def write(text):
+    """Write generated text to stdout. On a terminal a control character (CONTROLS) is written as its escape, '\\x1b'
+    or '\\r': a small model's random bytes could otherwise recolour, clear or garble the screen. To a file or a pipe
+    the text goes as the model wrote it."""
+    if sys.stdout.isatty():
+        text = CONTROLS.sub(lambda m: m.group().encode('unicode_escape').decode('ascii'), text)
+    sys.stdout.write(text)
+
+
 def streamed(tokenizer, ends):
     """(on_token, finish) for a one-row batch: on_token writes each token's complete characters as they come
     (bytes of a character split across tokens wait for the rest); finish writes what is left and a newline."""
@@ -204,9 +219,9 @@ def streamed(tokenizer, ends):
 
     def on_token(token):
         if token not in ends:
-            sys.stdout.write(decoder.decode(tokenizer.decode_bytes([token])))
+            write(decoder.decode(tokenizer.decode_bytes([token])))
             sys.stdout.flush()
-    return on_token, lambda: sys.stdout.write(decoder.decode(b'', final=True) + '\n')
+    return on_token, lambda: write(decoder.decode(b'', final=True) + '\n')
 
 
 def header(p, k, n_prompts, n_samples, sample='sample', note=''):
@@ -235,7 +250,7 @@ def run_batches(model, tokenizer, prompts, ids, S, ends, engine, device):
         on_token = finish = None
         if len(rows) == 1:  # one row: its text as it comes
             header(*batch[0], len(prompts), S.num_samples)
-            sys.stdout.write(prompts[batch[0][0]])
+            write(prompts[batch[0][0]])
             sys.stdout.flush()
             on_token, finish = streamed(tokenizer, ends)
         t0 = time.perf_counter()
@@ -250,7 +265,7 @@ def run_batches(model, tokenizer, prompts, ids, S, ends, engine, device):
             for (p, k), row in zip(batch, new):
                 cut = stopped and first_end(row, ends) == len(row)  # a row that ended was complete before the stop
                 header(p, k, len(prompts), S.num_samples, note=' (interrupted)' if cut else '')
-                sys.stdout.write(prompts[p] + text_of(tokenizer, row, ends) + '\n')
+                write(prompts[p] + text_of(tokenizer, row, ends) + '\n')
         if stopped:  # the batch's text so far is printed: now stop, as Ctrl-C asked
             if start + len(batch) < len(jobs):  # else the output of a long prompt file just ends, as if complete
                 p, k = jobs[start + len(batch)]
@@ -272,7 +287,7 @@ def run_beams(model, tokenizer, prompts, p, ids, S, ends, device):
         raise
     for i, (seq, score) in enumerate(list(zip(seqs, scores))[:S.num_samples]):
         header(p, i, len(prompts), S.num_samples, 'beam', f" (log-prob {score.item():.2f})")
-        sys.stdout.write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), ends) + '\n')
+        write(prompts[p] + text_of(tokenizer, seq[len(ids):].tolist(), ends) + '\n')
     best = seqs[0, len(ids):].tolist()
     return min(first_end(best, ends) + 1, len(best))
 

@@ -1083,3 +1083,37 @@ def test_a_trained_checkpoint_says_how_long_it_trained_in_chargpt_and_generate(t
     save_checkpoint(model_state(GPT.from_checkpoint(path)[0]) | {'vocab': torch.load(path)['vocab']}, path)
     g.main([f'--model={path}', '--prompt=to be', '--max_new_tokens=5'])  # saved by hand: no iteration to tell
     assert 'trained for' not in capsys.readouterr().err
+
+
+class Writes(Clocked):
+    """A model whose stream writes the ids `ids`, one a step, in every row."""
+
+    def __init__(self, ids):
+        super().__init__([0.1, 0.1], 0.1)
+        self.ids = ids
+
+    def generate_stream(self, idx, max_new_tokens, **kwargs):
+        for i, _ in zip(self.ids, super().generate_stream(idx, max_new_tokens, **kwargs)):
+            yield torch.full((len(idx), 1), i)
+
+
+@pytest.mark.parametrize('tty', [True, False])
+@pytest.mark.parametrize('how', ['streamed', 'batch', 'beams'])
+def test_control_characters_are_escaped_on_a_terminal_and_kept_in_a_file(how, tty, tmp_path, capsys, monkeypatch):
+    """A sample's control bytes went raw to the terminal: '\\x1b[2J' cleared it, '\\r' wrote over the line's start.
+    On a terminal they are now shown as their escapes (tab and newline stay as they are); piped, the text is kept."""
+    from mingpt.data import CharTokenizer
+    g = generate_module()
+    text = 'a\x1b[2Jb\rc\x00\td\x7f\x85e'
+    tokenizer = CharTokenizer(sorted(set(text + '\n')))
+    ids = tokenizer.encode(text)
+    monkeypatch.setattr(g, 'load', lambda name, device, dtype: (Writes(ids), tokenizer))
+    monkeypatch.setattr(g, 'beam_search', lambda model, idx, *a, **k: (
+        torch.cat([idx, torch.tensor([ids])], dim=1), torch.zeros(1)))
+    monkeypatch.setattr(sys.stdout, 'isatty', lambda: tty)
+    (tmp_path / 'prompts.txt').write_text('a\na\n')
+    options = {'streamed': ['--prompt=a'], 'batch': [f'--prompt_file={tmp_path / "prompts.txt"}'],
+               'beams': ['--prompt=a', '--num_beams=2']}[how]
+    g.main(['--model=fake', f'--max_new_tokens={len(ids)}', '--device=cpu', *options])
+    shown = 'a' + ('a\\x1b[2Jb\\rc\\x00\td\\x7f\\x85e' if tty else text) + '\n'
+    assert capsys.readouterr().out == shown * (2 if how == 'batch' else 1)
