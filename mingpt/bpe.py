@@ -31,6 +31,7 @@ U+323B0..U+33479, is letters) while tiktoken 0.14's Rust engine knows Unicode 16
 symbols), so text containing them splits differently. On every other character the ids are tiktoken's.
 """
 import argparse
+import codecs
 import functools
 import heapq
 import json
@@ -303,6 +304,24 @@ class Encoder:
         GPT-2."""
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
+    def decode_stream(self, ids):
+        """Yield the text of ids as they come, one id at a time (an int, or a tensor of one id such as
+        model.generate_stream's (1, 1) step), e.g. in a notebook:
+
+            for text in tok.decode_stream(model.generate_stream(idx, 50)):
+                print(text, end='', flush=True)
+
+        decode([t]) of each token alone prints U+FFFD for each piece of a character whose UTF-8 bytes are split across
+        tokens (most CJK, some emoji); here such bytes wait for the rest. The pieces join to decode(all the ids)."""
+        decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')
+        for step in ids:
+            text = decoder.decode(self.decode_bytes(_one_id(step)))
+            if text:
+                yield text
+        text = decoder.decode(b'', final=True)  # bytes of a character that never completed, as U+FFFD
+        if text:
+            yield text
+
     def check_recordable(self, where):
         """Refuse a pre-tokeniser other than GPT-2's regex or None, which `where` (a saved vocabulary, a checkpoint)
         cannot record: read back, the vocabulary would split text with GPT-2's regex and give other ids."""
@@ -391,6 +410,17 @@ def _plain_ids(ids):
         what = f"a {type(ids).__name__} of {dtype}" if getattr(ids, 'ndim', 0) else f"{ids!r:.60}"
         raise TypeError(f"cannot decode {what}: token ids are integers; if it holds ids, convert it (.long() for a "
                         "tensor, int() for a number); bools are a mask, not ids: decode the ids it selects")
+    return plain
+
+
+def _one_id(step):
+    """A stream's step as one id: an int, or a tensor, array or list holding one (generate_stream's (1, 1))."""
+    plain = _plain_ids(step)
+    while isinstance(plain, list) and len(plain) == 1:
+        plain = plain[0]
+    if isinstance(plain, list):
+        raise ValueError(f"decode_stream takes one id per step and got {len(plain)} ids in one: to follow one row of a "
+                         "batch, pass (step[i] for step in stream); to decode a whole (1, T) tensor, use decode(ids)")
     return plain
 
 
@@ -720,6 +750,10 @@ class BPETokenizer:
         if ids and isinstance(ids[0], (list, tuple)):
             return [self.encoder.decode(row) for row in ids]
         return self.encoder.decode(ids)
+
+    def decode_stream(self, ids):
+        """The text of a stream of ids, yielded as each character completes (see Encoder.decode_stream)."""
+        return self.encoder.decode_stream(ids)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -340,6 +340,47 @@ def test_decode_reads_ids_from_a_tensor_an_array_or_a_generator(encoder):
         encoder.decode(torch.tensor([15496, -1]))
 
 
+def test_decode_stream_joins_to_decode_of_the_whole_sequence(encoder):
+    """Decoding a stream token by token (decode([t])) printed U+FFFD for each piece of a character split across
+    tokens; decode_stream's pieces join to decode(all the ids), for valid text and for any ids at all."""
+    text = 'Hi 🙂 你好, 日本語のテキスト 🦜🦜 ü\n'
+    ids = encoder.encode(text)
+    assert '\ufffd' in ''.join(encoder.decode([t]) for t in ids)  # the old way
+    pieces = list(encoder.decode_stream(ids))
+    assert ''.join(pieces) == text and '\ufffd' not in ''.join(pieces)
+    rng = random.Random(0)
+    byte_tokens = [encoder.ordinary[c] for c in bytes_to_unicode().values()]  # each byte alone: most are no text
+    for _ in range(200):
+        ids = [rng.choice(byte_tokens) if rng.random() < 0.7 else rng.randrange(len(encoder))
+               for _ in range(rng.randrange(12))]
+        assert ''.join(encoder.decode_stream(iter(ids))) == encoder.decode(ids)
+
+
+def test_decode_stream_yields_each_character_once_its_last_token_has_come(encoder):
+    ids = encoder.encode('你好')
+    assert len(ids) > 2
+    seen = []
+    stream = encoder.decode_stream(seen.append(i) or torch.tensor([[i]]) for i in ids)  # generate_stream's (1, 1)
+    assert next(stream) == '你' and len(seen) < len(ids)  # printed before the next character's tokens were drawn
+    assert list(stream) == ['好']
+    assert list(encoder.decode_stream(encoder.encode('你')[:-1])) == ['\ufffd']  # cut short: as decode reads it
+
+
+def test_decode_stream_of_a_model_follows_one_row():
+    from mingpt.model import GPT
+    tok = BPETokenizer()
+    config = GPT.get_default_config()
+    config.merge_from_dict({'model_type': 'gpt-nano', 'vocab_size': tok.vocab_size, 'block_size': 16})
+    model = GPT(config).eval()
+    idx = tok('你好')
+    steps = list(model.generate_stream(idx, 8))
+    assert ''.join(tok.decode_stream(steps)) == tok.decode(torch.cat(steps, dim=1)[0])
+    with pytest.raises(ValueError, match=r'2 ids in one.*step\[i\] for step in stream'):
+        list(tok.decode_stream(model.generate_stream(idx.repeat(2, 1), 2)))
+    with pytest.raises(TypeError, match='bools are a mask'):
+        list(tok.decode_stream([torch.tensor([True])]))
+
+
 def test_tokenizer_interface(encoder):
     tok = BPETokenizer()
     x = tok('hello world')
