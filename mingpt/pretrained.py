@@ -44,13 +44,20 @@ def gpt2_weight_shapes(config):
 
 def load_gpt2(cls, name_or_path, dtype=torch.float32):
     """A `cls` (GPT) model with GPT-2's weights from a hub id or a Hugging Face directory, its parameters in dtype;
-    sizes from config.json. Weights that GPT-2 has not (a layer or probe added to model.py) keep their initial
-    values, with a warning. The weights are held once: read, then made the model's own as they are converted."""
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, not {dtype!r}")
+    sizes from config.json. dtype='auto' takes the dtype config.json names (save_pretrained writes the model's), else
+    the one the weights are stored in, as transformers' from_pretrained(dtype='auto') does. Weights that GPT-2 has
+    not (a layer or probe added to model.py) keep their initial values, with a warning. The weights are held once:
+    read, then made the model's own as they are converted."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point or dtype == 'auto'):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or 'auto' (the dtype the "
+                        f"model was saved in), not {dtype!r}")
     config_path, weights_path = _hf_files(name_or_path)
-    config = _config_from_hf(cls.get_default_config(), config_path)
+    config, saved_dtype = _config_from_hf(cls.get_default_config(), config_path)
+    if dtype == 'auto':
+        dtype = _named_dtype(saved_dtype, config_path)  # None where config.json names none: the weights' own
     weights = _read_hf_weights(weights_path, dtype)
+    # as transformers' 'auto' reads a config without a dtype: the first floating-point weight's
+    dtype = dtype or next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
     _check_hf_sizes(config, weights, weights_path)  # before the model of config.json's sizes is built
     with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
         model = cls(config).to(dtype)
@@ -124,7 +131,8 @@ def _hf_hub_snapshot(name):
 
 
 def _config_from_hf(C, config_path):
-    """Our config from Hugging Face's GPT-2 config.json; refuses variants this model does not implement."""
+    """(our config, the dtype it names or None) from Hugging Face's GPT-2 config.json; refuses variants this model
+    does not implement."""
     try:
         hf = json.loads(Path(config_path).read_text())
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; RecursionError: nested too deep
@@ -148,7 +156,16 @@ def _config_from_hf(C, config_path):
     C.vocab_size, C.block_size = hf['vocab_size'], hf['n_positions']
     for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
         setattr(C, k, hf.get(k, getattr(C, k)))
-    return C
+    return C, hf.get('dtype', hf.get('torch_dtype'))  # transformers 5 writes dtype; 4 wrote torch_dtype
+
+
+def _named_dtype(name, config_path):
+    """The torch dtype config.json names ('bfloat16'), None where it names none."""
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if name is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"{config_path} gives dtype {name!r}, not a floating-point torch dtype such as 'float32' or "
+                         "'bfloat16': correct it there, or pass a dtype (e.g. torch.float32) instead of 'auto'")
+    return dtype
 
 
 def _read_hf_weights(path, dtype=None):
@@ -294,6 +311,8 @@ def save_gpt2(model, save_directory, eos_token_id=None):
               activation_function='gelu_new', layer_norm_epsilon=1e-5, initializer_range=0.02,
               embd_pdrop=c.embd_pdrop, resid_pdrop=c.resid_pdrop, attn_pdrop=c.attn_pdrop,
               tie_word_embeddings=True)
+    # the weights' dtype, as transformers 5 writes it (4 wrote torch_dtype): from_pretrained(dtype='auto') loads in it
+    hf['dtype'] = str(weights['transformer.wte.weight'].dtype).removeprefix('torch.')
     # as GPT-2's <|endoftext|>, the token that ends a text also starts one: transformers' generate starts from it
     # when given no prompt
     ids = dict(bos_token_id=eos[0] if isinstance(eos, list) else eos, eos_token_id=eos)

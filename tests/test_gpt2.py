@@ -361,6 +361,34 @@ def test_save_pretrained_of_gpt2_in_any_dtype_gives_hugging_face_our_logits(tmp_
     torch.testing.assert_close(ours, theirs, rtol=0, atol=atol)
 
 
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16],
+                         ids=lambda d: str(d).removeprefix('torch.'))
+def test_save_pretrained_names_the_dtype_as_transformers_does_and_auto_loads_in_it(tmp_path, dtype):
+    """save_pretrained of a bfloat16 model wrote no dtype in config.json, so GPT.from_pretrained (and transformers 4,
+    the key being torch_dtype there) could not tell what it was saved in; config.json now names it as transformers
+    writes it for the same model, and from_pretrained(dtype='auto') loads in it, as transformers' does."""
+    ours = json.loads((gpt2_like(dtype).save_pretrained(tmp_path / 'ours') / 'config.json').read_text())
+    hf_model(**SMALL).to(dtype).save_pretrained(tmp_path / 'hf')
+    theirs = json.loads((tmp_path / 'hf' / 'config.json').read_text())
+    assert ours['dtype'] == theirs['dtype'] == str(dtype).removeprefix('torch.')
+    assert GPT.from_pretrained(tmp_path / 'ours', dtype='auto').transformer.wte.weight.dtype == dtype
+    assert GPT2LMHeadModel.from_pretrained(tmp_path / 'ours', dtype='auto').dtype == dtype
+    assert GPT.from_pretrained(tmp_path / 'ours').transformer.wte.weight.dtype == torch.float32  # the default
+
+
+def test_auto_dtype_reads_transformers_4s_key_else_the_weights(tmp_path):
+    folder = gpt2_like(torch.bfloat16).save_pretrained(tmp_path / 'hf')
+    config = json.loads((folder / 'config.json').read_text())
+    for saved, want in [({'torch_dtype': 'float16'}, torch.float16), ({}, torch.bfloat16)]:  # {}: the weights'
+        (folder / 'config.json').write_text(json.dumps({**{k: v for k, v in config.items() if k != 'dtype'}, **saved}))
+        model = GPT.from_pretrained(folder, dtype='auto')
+        assert {p.dtype for p in model.parameters()} == {want}, saved
+    (folder / 'config.json').write_text(json.dumps({**config, 'dtype': 'int8'}))
+    with pytest.raises(ValueError, match=r"gives dtype 'int8', not a floating-point torch dtype.*instead of 'auto'"):
+        GPT.from_pretrained(folder, dtype='auto')
+    assert GPT.from_pretrained(folder, dtype=torch.float32).transformer.wte.weight.dtype == torch.float32
+
+
 def test_dropout_comes_from_config_json(tmp_path):
     drops = dict(embd_pdrop=0.0, resid_pdrop=0.05, attn_pdrop=0.2)  # HF's defaults are all 0.1, as are ours
     model = GPT.from_pretrained(save_hf(hf_model(**SMALL, **drops), tmp_path, 'safetensors'))

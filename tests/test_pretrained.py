@@ -50,8 +50,8 @@ def test_from_pretrained_converts_to_the_dtype_asked_for(tmp_path):
         assert torch.equal(p, want), name
     x = torch.randint(SMALL['vocab_size'], (2, 9))
     assert torch.equal(model(x)[0], fp32.to(torch.bfloat16)(x)[0])
-    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype, such as torch.bfloat16, not "
-                                        "'bfloat16'"):
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype, such as torch.bfloat16, or "
+                                        r"'auto' \(the dtype the model was saved in\), not 'bfloat16'"):
         GPT.from_pretrained(tmp_path, dtype='bfloat16')
 
 
