@@ -51,7 +51,7 @@ from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fe
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, resolve_device, run_cli,
-                          set_from_data, set_seed, write_text_atomically)
+                          set_from_data, set_seed, warn_caller, write_text_atomically)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -637,8 +637,14 @@ def parse_args(argv):
                           'lovely film ."')
     run = config.system.work_dir  # evaluate / predict read the classifier of this run, when one is named
     config.system.work_dir = run or os.path.join('out', 'sentiment', stage)
-    finetuned = run or os.path.join('out', 'sentiment', 'finetune')
-    config.system.checkpoint = config.system.checkpoint or os.path.join(finetuned, 'model.pt')
+    if stage in ('evaluate', 'predict'):
+        finetuned = run or os.path.join('out', 'sentiment', 'finetune')
+        config.system.checkpoint = config.system.checkpoint or os.path.join(finetuned, 'model.pt')
+    elif config.system.checkpoint is not None:  # kept, config.json would name another run's classifier as this one's
+        warn_caller(f"system.checkpoint={config.system.checkpoint} is ignored: {stage} writes its own model.pt in "
+                    f"{config.system.work_dir}, only evaluate and predict read one (to start from weights, give "
+                    "--system.init=PATH)")
+        config.system.checkpoint = None
     return config, positional
 
 

@@ -16,7 +16,7 @@ from mingpt.checkpoint import save_checkpoint
 from mingpt.data import CharTokenizer
 from mingpt.model import GPT
 from mingpt.pretrained import tokenizer_record
-from mingpt.utils import ConfigError
+from mingpt.utils import ConfigError, args_of
 
 sentiment = load_project('sentiment')
 
@@ -305,6 +305,22 @@ def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
     assert bpe.encode(' bad<|endoftext|>') == [bpe.unk, bpe.eot]
     assert gpt2.encode('<|endoftext|>') == [gpt2.eot] and gpt2.vocab_size == gpt2.eot + 1
     assert sentiment.Vocabulary(**bpe.state()).encode(' film') == bpe.encode(' film')
+
+
+def test_a_training_stage_names_no_classifier_and_a_redone_run_not_the_first_ones():
+    """parse_args filled system.checkpoint in every stage, so finetune's config.json named its model.pt (pretrain's
+    out/sentiment/finetune/model.pt), and a finetune redone elsewhere with args_of(config.json) kept the first run's:
+    its config.json named the old classifier, which evaluate then read for the new run."""
+    for stage in ('pretrain', 'finetune'):
+        assert sentiment.parse_args([stage, '--system.work_dir=out/a'])[0].system.checkpoint is None
+    first = sentiment.get_config('finetune').to_dict()
+    first['system'].update(work_dir='out/a', checkpoint='out/a/model.pt')  # as config.json recorded it before
+    with pytest.warns(UserWarning, match='system.checkpoint=out/a/model.pt is ignored: finetune writes its own '
+                                         'model.pt in out/b, only evaluate and predict read one'):
+        again = sentiment.parse_args(args_of(first) + ['--system.work_dir=out/b'])[0]
+    assert again.system.checkpoint is None
+    evaluate = sentiment.parse_args(args_of(again.to_dict()) + ['--system.stage=evaluate'])[0]
+    assert evaluate.system.checkpoint == 'out/b/model.pt'
 
 
 def test_command_line_errors():
