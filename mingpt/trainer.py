@@ -22,6 +22,7 @@ import random
 import sys
 import time
 import traceback
+import types
 import weakref
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
@@ -198,6 +199,7 @@ class Trainer:
 
     def add_callback(self, onevent: str, callback):
         check_callback(onevent, callback)
+        warn_if_added_again(self.callbacks[onevent], onevent, callback)
         self.callbacks[onevent].append(callback)
 
     def set_callback(self, onevent: str, callback):
@@ -888,6 +890,20 @@ def check_callback(onevent, callback):
     if onevent not in EVENTS:
         warn_caller(f"Trainer triggers {' and '.join(map(repr, EVENTS))}, not {onevent!r}: this callback runs "
                     f"only if your own code calls trigger_callbacks({onevent!r})")
+
+
+def warn_if_added_again(added, onevent, callback):
+    """add_callback appends, as minGPT's does, so a notebook cell run again adds its callback again, and it runs twice
+    per step (or its old definition with its new one): warn where the callback, or a function of its name defined
+    anew, is already there. A lambda or a function made inside another (a loop's, a factory's) may well be another."""
+    def name(f):  # a lambda's '<lambda>', a nested function's 'outer.<locals>.f': no name of its own
+        named = isinstance(f, types.FunctionType) and '<' not in f.__qualname__
+        return (f.__module__, f.__qualname__) if named else None
+    if callback in added or name(callback) and name(callback) in map(name, added):
+        warn_caller(f"{getattr(callback, '__name__', 'this callback')} is added to {onevent!r} again (a notebook cell "
+                    "run twice?): the one added before runs too, at every event. To keep one, "
+                    f"trainer.set_callback({onevent!r}, f) replaces the event's callbacks, or remove the earlier one "
+                    f"from trainer.callbacks[{onevent!r}]")
 
 
 class StepSampler:

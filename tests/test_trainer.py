@@ -331,6 +331,47 @@ def test_a_callback_for_an_event_the_loop_never_triggers_is_warned_of_but_kept()
     assert calls == [2]
 
 
+def test_a_callback_added_again_is_warned_of_and_still_runs_as_often_as_added():
+    """A notebook cell with trainer.add_callback run twice added its callback twice, silently: it ran twice a step
+    (or its old definition beside the new one). add_callback still appends, as minGPT's does, but says so."""
+    trainer = make_trainer(max_iters=1)
+    calls, cell = [], "def log(t):\n    calls.append(t.iter_num)\ntrainer.add_callback('on_batch_end', log)\n"
+    notebook = {'__name__': '__main__', 'trainer': trainer, 'calls': calls}
+    exec(cell, notebook)
+    again = r"log is added to 'on_batch_end' again \(a notebook cell run twice\?\): the one added before runs too"
+    with pytest.warns(UserWarning, match=again):
+        exec(cell, notebook)  # the cell run again: log defined anew
+    with pytest.warns(UserWarning, match=again) as caught:
+        trainer.add_callback('on_batch_end', notebook['log'])  # the same function again
+    assert caught[0].filename == __file__
+    printer = Printer(calls)
+    trainer.add_callback('on_batch_end', printer.log)
+    with pytest.warns(UserWarning, match="log is added to 'on_batch_end' again"):
+        trainer.add_callback('on_batch_end', printer.log)  # a bound method: equal to the first, not the same object
+    trainer.run()
+    assert calls == [0, 0, 0, 'm', 'm']
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # other functions of one name, from a loop or a factory: no warning
+        for k in range(2):
+            trainer.add_callback('on_batch_end', lambda t, k=k: None)
+        for k in range(2):
+            trainer.add_callback('on_batch_end', every(k))
+
+
+class Printer:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def log(self, trainer):
+        self.calls.append('m')
+
+
+def every(k):
+    def on_batch_end(t):
+        return t.iter_num % k
+    return on_batch_end
+
+
 def test_a_callback_that_cannot_be_called_is_refused_when_added():
     """The result of calling it, or the two arguments swapped: the run stopped after its first step (a GPT-2
     fine-tune's loading and step, say) with "'NoneType' object is not callable"."""
