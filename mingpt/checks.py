@@ -96,7 +96,7 @@ def check_prompt(idx, attention_mask, eos_token_id, block_size, vocab_size):
                          f"{block_size}; shorten it, e.g. idx[:, -{block_size}:]")
     if ((idx < 0) | (idx >= vocab_size)).any():  # one read of the device for the whole check
         raise vocabulary_error('the prompt', idx, vocab_size, "encode it with the model's tokenizer")
-    one = not isinstance(eos_token_id, (list, tuple))  # one id may be None (no end), an id of a list not
+    one = not isinstance(eos_token_id, (list, tuple, torch.Tensor))  # one id may be None (no end), one of many not
     for eos in end_ids(eos_token_id):  # a row ends at any of them
         check_range('eos_token_id', eos, 0, vocab_size - 1, integer=True, none_ok=one)
     if attention_mask is None:

@@ -398,8 +398,8 @@ class GPT(nn.Module):
 
         Greedy (the most likely token) unless do_sample, which draws from softmax(logits / temperature), cut to the
         top_k tokens and/or to the top_p of probability (nucleus); generator seeds the draws (without do_sample those
-        three are ignored, with a warning). A row that has emitted eos_token_id (or any of a list of ids) is padded
-        with it, and generation stops early once every row has."""
+        three are ignored, with a warning, and refused where sampling refuses them). A row that has emitted
+        eos_token_id (or any of a list of ids) is padded with it, and generation stops early once every row has."""
         steps = self.generate_stream(idx, max_new_tokens, temperature=temperature, do_sample=do_sample, top_k=top_k,
                                      top_p=top_p, eos_token_id=eos_token_id, generator=generator,
                                      attention_mask=attention_mask)
@@ -440,7 +440,7 @@ class GPT(nn.Module):
         """GPT-2 with its trained weights: a hub id ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl'), downloaded
         once into the cache, or a directory in Hugging Face's layout (config.json plus model.safetensors or
         pytorch_model.bin, e.g. written by save_pretrained). Returned in eval mode, its parameters in dtype
-        (torch.bfloat16 halves the memory of float32, converted as it loads)."""
+        (torch.bfloat16 halves the memory of float32, converted as it loads; 'auto': the dtype it was saved in)."""
         from mingpt.pretrained import load_gpt2
         return load_gpt2(cls, name_or_path, dtype)
 

@@ -338,11 +338,14 @@ def config_end_ids(eos_token_id, vocab_size):
     50256, where the vocabulary has that id, else none (a smaller vocabulary has no such token we know of)."""
     if eos_token_id is None:
         return ENDOFTEXT_ID if vocab_size > ENDOFTEXT_ID else None
+    given = eos_token_id
+    if isinstance(eos_token_id, torch.Tensor):  # as generate takes it: 0-d, one id; 1-d, a list (floats refused below)
+        eos_token_id = eos_token_id.tolist()
     several = isinstance(eos_token_id, (list, tuple))
     ids = list(eos_token_id) if several else [eos_token_id]
     if not ids or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) and 0 <= i < vocab_size
                           for i in ids):  # numbers.Integral: numpy's integers too
-        raise ValueError(f"eos_token_id={eos_token_id!r} should be a token id of this model's vocabulary of "
+        raise ValueError(f"eos_token_id={given!r} should be a token id of this model's vocabulary of "
                          f"{vocab_size} tokens (0 to {vocab_size - 1}), or a non-empty list of them: give the id its "
                          "tokenizer ends a text with (a BPETokenizer's eot_token_id), or leave it out for GPT-2's "
                          "<|endoftext|>; nothing was written")

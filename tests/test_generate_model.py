@@ -140,7 +140,7 @@ def test_end_ids_as_an_integer_tensor_are_taken_and_a_float_or_bool_one_is_refus
                       (torch.tensor([[3]]), r"eos_token_id=tensor\(\[\[3\]\]\) has shape \(1, 1\): give one id "
                                             r"\(a 0-d tensor\) or several in a 1-d tensor"),
                       (torch.tensor([], dtype=torch.long), r"names no end token"),
-                      (torch.tensor([3, 11]), r"eos_token_id=11 is out of range")]:
+                      (torch.tensor([3, 11]), r"eos_token_id=11 is out of range: it must be an integer >= 0")]:
         with pytest.raises(ValueError, match=says):
             generate(model, eos)
 

@@ -200,7 +200,10 @@ def test_save_pretrained_writes_the_end_token_where_hugging_faces_generate_stops
         assert GPT2Config.from_pretrained(tmp_path).bos_token_id == (eos[0] if isinstance(eos, list) else eos)
         out = hf.generate(prompt, max_new_tokens=12, do_sample=False)[0, 3:].tolist()
         assert out == new[:first[ends_at] + 1]
-    for bad in (101, -1, [5, 101], [], True, 5.0):
+    for eos, written in ((torch.tensor(7), 7), (torch.tensor([7, 8], dtype=torch.int32), [7, 8])):  # as generate's
+        ours.save_pretrained(tmp_path, eos_token_id=eos)
+        assert GPT2LMHeadModel.from_pretrained(tmp_path).generation_config.eos_token_id == written
+    for bad in (101, -1, [5, 101], [], True, 5.0, torch.tensor([5.0]), torch.tensor([[5]])):
         with pytest.raises(ValueError, match=rf"eos_token_id={re.escape(repr(bad))} should be a token id of this "
                                              r"model's vocabulary of 101 tokens \(0 to 100\), or a non-empty list of "
                                              r"them: give the id its tokenizer ends a text with .*nothing was written"):
