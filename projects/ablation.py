@@ -160,6 +160,12 @@ def result_of(work_dir, seconds):
     return {'val_loss': val[-1], 'params': model.num_parameters(), 'seconds': seconds}
 
 
+def signed(difference):
+    """The difference to 4 decimals with its sign, and none where it rounds to zero: not -0.0000, which reads as a
+    loss lower than GPT-2's."""
+    return f"{difference:+.4f}" if round(difference, 4) else '0.0000'
+
+
 def table(config, results):
     """The Markdown table: one row per variant, its val loss averaged over the seeds (range in brackets)."""
     C, T = config, config.trainer
@@ -174,7 +180,7 @@ def table(config, results):
         losses = [r['val_loss'] for r in rows]
         spread = f' ({min(losses):.4f} to {max(losses):.4f})' if len(losses) > 1 else ''
         change = ', '.join(f'{k.split(".")[-1]}={v}' for k, v in VARIANTS[variant].items()) or '(GPT-2)'
-        delta = f"{means[variant] - means['gpt2']:+.4f}" if 'gpt2' in means and variant != 'gpt2' else ''
+        delta = signed(means[variant] - means['gpt2']) if 'gpt2' in means and variant != 'gpt2' else ''
         timed = [r['seconds'] for r in rows if r['seconds'] is not None]  # not the runs done before a resume
         seconds = f"{sum(timed) / len(timed):.0f}" if timed else '-'
         lines.append(f"| {variant} | {change} | {rows[0]['params']:,} | {means[variant]:.4f}{spread} | {delta} | "
