@@ -66,20 +66,31 @@ def get_config():
     return C
 
 
-def start_from(config):
-    """(model, tokenizer) of system.init, to train on: its size and tokenizer, and this run's dropout."""
+DROPOUT = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')  # the model options that apply to system.init's model too
+
+
+def check_model_options(config):
+    """The model's options, checked before the text is read: a typo (--model.model_type=gpt-nanoo) is told at once,
+    not after the text is tokenized. vocab_size, which the text decides, stands in as 1 for the check."""
     init, M = config.system.init, config.model
-    if config.data.tokenizer:
+    if init and config.data.tokenizer:
         raise ConfigError(f"system.init={init!r} brings its own tokenizer: leave out data.tokenizer")
-    dropout = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')
-    refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in dropout],
-                   f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
-                   "options apply); leave them out")
+    if init:
+        refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in DROPOUT],
+                       f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
+                       "options apply); leave them out")
+    GPT.check_config(CN(**{**M.to_dict(), 'vocab_size': 1, 'block_size': config.data.block_size}))
+
+
+def start_from(config):
+    """(model, tokenizer) of system.init, to train on: its size and tokenizer, and this run's dropout (the options
+    check_model_options has checked)."""
+    init, M = config.system.init, config.model
     model, tokenizer, trained = load_model_and_tokenizer(init, with_note=True)  # how long a model.pt trained
     if config.data.block_size > model.block_size:
         raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
                           f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
-    model = with_options(model, **{k: getattr(M, k) for k in dropout})  # this run's dropout
+    model = with_options(model, **{k: getattr(M, k) for k in DROPOUT})  # this run's dropout
     config.model = CN(**model.config.to_dict())  # what the checkpoints record, and a resume compares
     print(f"starting from {init}: {config.model.n_layer} layers, {config.model.n_head} heads, {config.model.n_embd} "
           f"wide, block_size {model.block_size}, a vocabulary of {config.model.vocab_size} tokens")
@@ -154,6 +165,7 @@ def main(argv):
             print(note, file=sys.stderr)
         return
 
+    check_model_options(config)
     path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
                  local_copy='pass its path with --data.path=FILE', folder=True)
     text = read_corpus(path)

@@ -538,12 +538,29 @@ def test_chargpt_tokenizes_a_text_once_and_a_resume_reads_the_tokens_back(tmp_pa
 def test_chargpt_init_refuses_what_the_model_it_starts_from_decides(option, says, tmp_path):
     if option.startswith('--data.block_size'):  # checked once the model is loaded, with GPT-2's vocabulary
         data_dir('gpt2', 'encoder.json')
-    text = tmp_path / 'input.txt'  # chargpt reads its text first: a short one of ours, not Tiny Shakespeare
+    text = tmp_path / 'input.txt'  # block_size is checked once the text is read: a short one of ours
     text.write_text('the cat sat on the mat. ' * 40)
     with pytest.raises(ConfigError, match=says):
         load_project('chargpt').main([f'--system.init={gpt2_shaped(tmp_path)}', f'--system.work_dir={tmp_path / "r"}',
                                       f'--data.path={text}', option])
     assert not (tmp_path / 'r').exists()
+
+
+@pytest.mark.parametrize('options, says', [
+    (['--model.model_type=gpt-nanoo'], r"unknown model_type 'gpt-nanoo'; presets are: "),
+    (['--model.model_type=None', '--model.n_layer=2', '--model.n_head=5', '--model.n_embd=32'],
+     r"model.n_embd=32 must be a multiple of model.n_head=5"),
+    (['--model.norm=postt'], r"model.norm must be one of 'pre', 'post', not 'postt'"),
+    (['--system.init=gpt2', '--model.attn_pdrop=1.5'], r"model.attn_pdrop=1.5 is out of range"),
+    (['--system.init=gpt2', '--model.n_layer=2'], r"model.n_layer=2 would do nothing here"),
+])
+def test_chargpt_refuses_a_model_option_before_reading_the_text(options, says, tmp_path, monkeypatch):
+    """A typo is told at once, not after Tiny Shakespeare is read and tokenized (and GPT-2 is never loaded)."""
+    chargpt = load_project('chargpt')
+    monkeypatch.setattr(chargpt, 'fetch', lambda *args, **kwargs: pytest.fail("the text was read first"))
+    monkeypatch.setattr(chargpt, 'load_model_and_tokenizer', lambda *args, **kwargs: pytest.fail("loaded first"))
+    with pytest.raises(ConfigError, match=says):
+        chargpt.main([f'--system.work_dir={tmp_path / "r"}', *options])
 
 
 def test_chargpt_samples_in_eval_mode_among_the_ten_likeliest(capsys):
@@ -591,6 +608,20 @@ def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_ta
     def row(text):  # the gpt2 row's variant, options, parameters and val loss (read back: its time is '-')
         return next(line for line in text.splitlines() if line.startswith('| gpt2 ')).split(' | ')[:4]
     assert row((tmp_path / 'ab' / 'results.md').read_text()) == row(table)
+
+
+def test_ablation_table_prints_a_negligible_difference_as_zero_not_minus_zero():
+    """A variant 1e-6 below GPT-2 printed -0.0000, which reads as a lower loss; the signs that remain mean one."""
+    ablation = load_project('ablation')
+    config = ablation.get_config()
+    config.ablation.variants = ('gpt2', 'relu', 'post-norm', 'sinusoidal')
+
+    def rows(val_loss):
+        return [{'val_loss': val_loss, 'params': 1, 'seconds': None}]
+    text = ablation.table(config, {'gpt2': rows(1.5), 'relu': rows(1.5 - 1e-6), 'post-norm': rows(1.5 + 1e-6),
+                                   'sinusoidal': rows(1.4)})
+    deltas = {line.split(' | ')[0][2:]: line.split(' | ')[4] for line in text.splitlines()[4:]}
+    assert deltas == {'gpt2': '', 'relu': '0.0000', 'post-norm': '0.0000', 'sinusoidal': '-0.1000'}
 
 
 @pytest.mark.parametrize('arg, says', [
