@@ -922,9 +922,7 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
             tqdm.write(f'start: {_render(trainer, layout)}')
         while len(trainer.vocab) < n_tokens:
             step = trainer.merge()
-            if step is None:
-                warn_caller(f"no pair of symbols is left after {len(merges)} merges: the vocabulary has "
-                            f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
+            if step is None:  # no pair left: said below, once the bar is closed, not inside its line
                 break
             merges.append(step[:2])
             bar.update()
@@ -932,6 +930,9 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
                 a, b, ab = (token_repr(trainer.vocab[i]) for i in (step[0], step[1], -1))
                 tqdm.write(f'merge {len(merges)}: {a} + {b} -> {ab} (count {step[2]})\n'
                            f'  {_render(trainer, layout)}')
+    if len(trainer.vocab) < n_tokens:
+        warn_caller(f"no pair of symbols is left after {len(merges)} merges: the vocabulary has "
+                    f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
     return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
 
 

@@ -448,6 +448,12 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', 'ab.txt', '--vocab-size', '300', '--out',
                           str(tmp_path / 'ab')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 0 and re.search(r'bpe\.py:\d+: UserWarning: no pair of symbols is left', out.stderr)
+    # on a line of its own once the bar has drawn its last merge, not written into the bar's line (with the bar
+    # drawn again after it)
+    lines = out.stderr.split('\n')
+    at = next(i for i, line in enumerate(lines) if 'UserWarning' in line)
+    assert 'BPE merges' not in lines[at] and re.search(r'BPE merges: .* 1/43 \[[^\r]*$', lines[at - 1])
+    assert not any('BPE merges' in line for line in lines[at:])
 
 
 def test_the_readmes_python_trains_what_the_command_trains(tmp_path, monkeypatch):
