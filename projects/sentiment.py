@@ -606,6 +606,17 @@ def check_options(config):
     check_range('classifier.dropout', C.dropout, 0, 1, high_open=True)
     check_range('classifier.lm_loss_weight', C.lm_loss_weight, 0)
     check_range('classifier.trainable_blocks', C.trainable_blocks, -1, integer=True)
+    check_model_options(config)
+
+
+def check_model_options(config):
+    """The model's options, before any data is read: a typo (--model.model_type=gpt-nanoo) is told at once. A new
+    model's are checked whole, with the sizes the data sets standing in as 1. A model that system.init (or the
+    classifier evaluated) brings has its own sizes, which check_shape_asked compares with those asked for; here only
+    the preset's name is checked, which check_shape_asked would otherwise take for no preset and pass over."""
+    M, brought = config.model, config.system.init or config.system.stage in STAGES[2:]
+    shape = dict(model_type=M.model_type or get_config().model.model_type, n_layer=None, n_head=None, n_embd=None)
+    GPT.check_config(CN(**{**M.to_dict(), **(shape if brought else {}), 'vocab_size': 1, 'block_size': 1}))
 
 
 def parse_args(argv):

@@ -380,6 +380,8 @@ def main(argv):
         translate_from_checkpoint(config)
         return
 
+    # the model's options before the pairs are read and the vocabulary trained: the sizes the data sets stand in as 1
+    Transformer.check_config(CN(**{**config.model.to_dict(), 'vocab_size': 1, 'block_size': 1}))
     train_pairs, test_pairs = (read_pairs(D.path, D.n_test, config.system.seed) if D.path else
                                dates_task(D.n_train, D.n_test, config.system.seed))
     # a character vocabulary must know the held-out pairs' characters too; a byte-level BPE encodes any text

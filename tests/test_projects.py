@@ -218,6 +218,18 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
         adder.main([f'--system.work_dir={tmp_path / "other"}', '--model.block_size=20'])
 
 
+@pytest.mark.parametrize('option, says', [
+    ('--model.model_type=gpt-nanoo', r"unknown model_type 'gpt-nanoo'; presets are: "),
+    ('--model.resid_pdrop=-0.1', r"model.resid_pdrop=-0.1 is out of range"),
+])
+def test_adder_refuses_a_model_option_before_listing_the_problems(option, says, tmp_path, monkeypatch):
+    """At 4 digits the problems take seconds to list: a typo is told first."""
+    adder = load_project('adder')
+    monkeypatch.setattr(adder.AdditionDataset, '__init__', lambda *args, **kwargs: pytest.fail("listed first"))
+    with pytest.raises(ConfigError, match=says):
+        adder.main([f'--system.work_dir={tmp_path}', '--data.ndigit=4', option])
+
+
 def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv('MINGPT_DATA_DIR', str(data_dir()))
     data_dir('tinyshakespeare', 'input.txt')

@@ -357,6 +357,21 @@ def test_command_line_errors():
             sentiment.main(['finetune', option, '--data.sst2_dir=/nowhere'])
 
 
+@pytest.mark.parametrize('args, says', [
+    (['finetune', '--model.model_type=gpt-nanoo'], r"unknown model_type 'gpt-nanoo'; presets are: "),
+    (['pretrain', '--model.norm=postt'], r"model.norm must be one of 'pre', 'post', not 'postt'"),
+    (['finetune', '--model.model_type=None', '--model.n_layer=2', '--model.n_head=3', '--model.n_embd=16'],
+     r"model.n_embd=16 must be a multiple of model.n_head=3"),
+    # a model brought by system.init or the classifier evaluated: a misspelt preset was taken for none, and passed
+    (['finetune', '--system.init=gone.pt', '--model.model_type=gpt-mcro'], r"unknown model_type 'gpt-mcro'"),
+    (['evaluate', '--system.checkpoint=gone.pt', '--model.model_type=gpt-mcro'], r"unknown model_type 'gpt-mcro'"),
+])
+def test_a_model_option_is_refused_before_any_data_is_read(args, says, monkeypatch):
+    monkeypatch.setattr(sentiment, 'read_sst2', lambda *a, **k: pytest.fail("SST-2 was read first"))
+    with pytest.raises(ConfigError, match=says):
+        sentiment.main(args)
+
+
 TINY = ['--model.model_type=None', '--model.n_layer=2', '--model.n_head=2', '--model.n_embd=16',
         '--data.block_size=32', '--data.train_limit=300', '--data.dev_limit=40', '--trainer.batch_size=8',
         '--trainer.quiet=True', '--trainer.eval_iters=2']

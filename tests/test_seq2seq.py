@@ -611,6 +611,18 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path, capsys):
                                                                      ('Yes', 'Oui')]
 
 
+@pytest.mark.parametrize('option, says', [
+    ('--model.model_type=gpt-nano', r"unknown model_type 'gpt-nano'; presets are: transformer-base"),
+    ('--model.pos_embd=sinusoid', r"model.pos_embd must be one of 'learned', 'sinusoidal', not 'sinusoid'"),
+])
+def test_project_refuses_a_model_option_before_reading_the_pairs(option, says, tmp_path, monkeypatch):
+    """A typo is told before the pairs are made and the vocabulary trained, not after."""
+    translate = load_project('translate')
+    monkeypatch.setattr(translate, 'dates_task', lambda *args: pytest.fail("the pairs were made first"))
+    with pytest.raises(ConfigError, match=says):
+        translate.main([f'--system.work_dir={tmp_path}', option])
+
+
 def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     translate = load_project('translate')
     tiny_run = ['--model.model_type=transformer-nano', '--trainer.max_iters=3', '--trainer.batch_size=8',
