@@ -879,7 +879,8 @@ def _check_training_arguments(special_tokens, vocab_size):
         raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
     if vocab_size < 256 + len(specials):
         raise ValueError(f"vocab_size={vocab_size!r} is too small: it counts the 256 byte tokens, the merges and the "
-                         f"{len(specials)} special tokens, so it must be at least {256 + len(specials)}")
+                         f"{len(specials)} special {plural(len(specials), 'token')}, so it must be at least "
+                         f"{256 + len(specials)}")
     return specials
 
 

@@ -251,8 +251,11 @@ def test_vocab_size_accounting():
             assert len(encoder.encoder) == vocab_size == max(encoder.encoder.values()) + 1
             assert len(encoder.special_tokens) == len(specials)
     for bad in (255, 256, 0, np.int64(256)):
-        with pytest.raises(ValueError, match='vocab_size.*at least 257'):
+        with pytest.raises(ValueError, match=r'vocab_size.* the merges and the 1 special token, so it must be at '
+                                             r'least 257$'):  # not '1 special tokens'
             train_bpe(text, bad)
+    with pytest.raises(ValueError, match=r'the merges and the 2 special tokens, so it must be at least 258$'):
+        train_bpe(text, 257, special_tokens=(EOT, '<|pad|>'))
     for bad in ('300', 300.0, True):  # 300.0 was said to be 'too small'
         with pytest.raises(TypeError, match=f'vocab_size must be an int, got {bad!r}'):
             train_bpe(text, bad)
