@@ -50,8 +50,8 @@ from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fe
                          read_text)
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
-from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, resolve_device, run_cli,
-                          set_from_data, set_seed, warn_caller, write_text_atomically)
+from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, refuse_ignored, resolve_device,
+                          run_cli, set_from_data, set_seed, warn_caller, write_text_atomically)
 
 STAGES = ('pretrain', 'finetune', 'evaluate', 'predict')
 SST2_ZIP_URL = 'https://dl.fbaipublicfiles.com/glue/data/SST-2.zip'
@@ -62,6 +62,7 @@ BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenb
                                        '6cbcc5ca5e590fb9ace161a5b93e4ecf280d7118104be0d63b686c004cfa70ae')}
 LABELS = ('negative', 'positive')
 TOKENIZERS = ('bpe', 'gpt2', 'char')
+DROPOUT = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')  # the model options that apply to system.init's model too
 
 
 def get_config(stage='finetune'):
@@ -349,7 +350,7 @@ def load_lm(config, tokenizer_texts):
         shape, state, tokenizer = saved_gpt(ckpt, init)
         check_shape_asked(config.model, shape, init)
         check_tokenizer_asked(config.data, tokenizer.kind, init)
-        shape.merge_from_dict({k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
+        shape.merge_from_dict({k: getattr(config.model, k) for k in DROPOUT})
         config.model = shape
         gpt = GPT(shape)
         gpt.load_state_dict(state)
@@ -368,7 +369,7 @@ def load_lm(config, tokenizer_texts):
         check_tokenizer_asked(config.data, 'gpt2', init)  # before the weights are read (or downloaded)
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
         check_shape_asked(config.model, gpt.config, init)
-        gpt = with_options(gpt, **{k: getattr(config.model, k) for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')})
+        gpt = with_options(gpt, **{k: getattr(config.model, k) for k in DROPOUT})
         gpt.train()  # from_pretrained gives it in eval mode, for sampling: without dropout
         if gpt.config.vocab_size != tokenizer.vocab_size:
             raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
@@ -612,11 +613,19 @@ def check_options(config):
 def check_model_options(config):
     """The model's options, before any data is read: a typo (--model.model_type=gpt-nanoo) is told at once. A new
     model's are checked whole, with the sizes the data sets standing in as 1. A model that system.init (or the
-    classifier evaluated) brings has its own sizes, which check_shape_asked compares with those asked for; here only
-    the preset's name is checked, which check_shape_asked would otherwise take for no preset and pass over."""
-    M, brought = config.model, config.system.init or config.system.stage in STAGES[2:]
-    shape = dict(model_type=M.model_type or get_config().model.model_type, n_layer=None, n_head=None, n_embd=None)
-    GPT.check_config(CN(**{**M.to_dict(), **(shape if brought else {}), 'vocab_size': 1, 'block_size': 1}))
+    classifier evaluated) brings keeps its own options: its sizes, which check_shape_asked compares with those asked
+    for (here only the preset's name is checked, which it would take for no preset and pass over), and the dropouts
+    for training on; any other option given would do nothing, and is refused."""
+    M, init, training = config.model, config.system.init, config.system.stage in STAGES[:2]
+    shape = {}
+    if init or not training:  # a model brought
+        shape = dict(model_type=M.model_type or get_config().model.model_type, n_layer=None, n_head=None, n_embd=None)
+        kept = [*shape, *(DROPOUT if training else ())]
+        source = f"system.init={init!r}" if training else "the classifier it reads (system.checkpoint)"
+        refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in kept],
+                       f"{source} brings its own model, with its own options (sizes given must be its own"
+                       f"{'; the dropouts apply' if training else ''}): leave them out")
+    GPT.check_config(CN(**{**M.to_dict(), **shape, 'vocab_size': 1, 'block_size': 1}))
 
 
 def parse_args(argv):

@@ -365,6 +365,11 @@ def test_command_line_errors():
     # a model brought by system.init or the classifier evaluated: a misspelt preset was taken for none, and passed
     (['finetune', '--system.init=gone.pt', '--model.model_type=gpt-mcro'], r"unknown model_type 'gpt-mcro'"),
     (['evaluate', '--system.checkpoint=gone.pt', '--model.model_type=gpt-mcro'], r"unknown model_type 'gpt-mcro'"),
+    # and an option it would not take was passed over: a fine-tuning from a checkpoint trained pre-norm, GELU
+    (['finetune', '--system.init=gone.pt', '--model.norm=post'], r"model.norm='post' would do nothing here: "
+                                                                 r"system.init='gone.pt' brings its own model"),
+    (['evaluate', '--model.activation=relu', '--model.attn_pdrop=0.2'],
+     r"model.attn_pdrop=0.2, model.activation='relu' would do nothing here: the classifier it reads"),
 ])
 def test_a_model_option_is_refused_before_any_data_is_read(args, says, monkeypatch):
     monkeypatch.setattr(sentiment, 'read_sst2', lambda *a, **k: pytest.fail("SST-2 was read first"))
