@@ -29,7 +29,7 @@ import torch
 
 from mingpt.bpe import Encoder, train_bpe
 from mingpt.checkpoint import model_state, no_checkpoint, save_checkpoint
-from mingpt.data import CharTokenizer, read_text
+from mingpt.data import CharTokenizer, fetch, read_text
 from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
 from mingpt.trainer import Trainer
@@ -318,6 +318,15 @@ def saved_vocabulary(ckpt, path, vocab_size):
     return vocab
 
 
+def encoded(vocab, option, texts):
+    """Each text's ids with its eos; a character that a character vocabulary lacks is refused naming the option that
+    gave the text."""
+    try:
+        return [vocab.encode(text) for text in texts]
+    except ValueError as e:
+        raise ConfigError(f"{option}: {e}") from None
+
+
 def translate_from_checkpoint(config):
     sources = [s.strip() for s in config.sample.text.split('|')]
     if not all(sources):
@@ -329,7 +338,7 @@ def translate_from_checkpoint(config):
                                   "model.pt in its --system.work_dir), and give its path with --sample.checkpoint=PATH")
     model, ckpt = Transformer.from_checkpoint(path)
     vocab = saved_vocabulary(ckpt, config.sample.checkpoint, model.config.vocab_size)
-    n, longest = max((len(vocab.encode(s)), s) for s in sources)
+    n, longest = max((len(ids), s) for ids, s in zip(encoded(vocab, 'sample.text', sources), sources))
     if n > model.config.block_size:  # the data set it: no option makes it larger
         raise ConfigError(f"sample.text {longest!r} is {n} tokens with its eos, longer than the model's block_size "
                           f"({model.config.block_size}, the longest sentence of the data it was trained on): shorten "
@@ -382,7 +391,8 @@ def main(argv):
 
     # the model's options before the pairs are read and the vocabulary trained: the sizes the data sets stand in as 1
     Transformer.check_config(CN(**{**config.model.to_dict(), 'vocab_size': 1, 'block_size': 1}))
-    train_pairs, test_pairs = (read_pairs(D.path, D.n_test, config.system.seed) if D.path else
+    # a relative path is looked for here, then under $MINGPT_DATA_DIR and the cache, as every project's data.path
+    train_pairs, test_pairs = (read_pairs(fetch(D.path, path=D.path), D.n_test, config.system.seed) if D.path else
                                dates_task(D.n_train, D.n_test, config.system.seed))
     # a character vocabulary must know the held-out pairs' characters too; a byte-level BPE encodes any text
     texts = [text for pair in train_pairs + (test_pairs if D.tokenizer == 'char' else []) for text in pair]
@@ -393,9 +403,10 @@ def main(argv):
                   **{f'{s[1:-1]}_token_id': i for s, i in vocab.special_ids.items()})
     model = Transformer(config.model)
     attention_source = E.attention_text or max((s for s, _ in test_pairs), key=len)
-    if len(vocab.encode(attention_source)) > config.model.block_size:  # checked now, not after the training
-        raise ConfigError(f"eval.attention_text is {len(vocab.encode(attention_source))} tokens with its eos, longer "
-                          f"than the model's block_size ({config.model.block_size}): shorten it")
+    n = len(encoded(vocab, 'eval.attention_text', [attention_source])[0])  # checked now, not after the training
+    if n > config.model.block_size:
+        raise ConfigError(f"eval.attention_text is {n} tokens with its eos, longer than the model's block_size "
+                          f"({config.model.block_size}): shorten it")
 
     extras, must_match = resume_records(config, vocab, train_pairs + test_pairs)
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,

@@ -650,6 +650,8 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     for text in ('', '1/2/2000| '):
         with pytest.raises(ConfigError, match=r"holds an empty sentence: give text to translate, several separated"):
             translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', f'--sample.text={text}'])
+    with pytest.raises(ConfigError, match=r"sample.text: characters '\u03a9' are not in the vocabulary"):
+        translate.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.text=1/2/2000|2000\u03a9'])
     block_size = load_checkpoint(tmp_path / 'model.pt')['model_config']['block_size']
     long = '1' * block_size  # with its eos, one token too many: and a larger block_size is no option here
     with pytest.raises(ConfigError, match=rf"sample.text '1+' is {block_size + 1} tokens with its eos, longer than "
@@ -681,16 +683,38 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     ('--model.pad_token_id=5', r"model.pad_token_id=5 cannot be chosen here: the data sets it \(to 0\)"),
     ('--eval.attention_text=' + '1' * 60, r"eval.attention_text is 61 tokens with its eos, longer than the model's "
                                           r"block_size \(\d+\): shorten it"),
-    ('--eval.attention_text=20210303\u03a9', r"characters '\u03a9' are not in the vocabulary"),
+    ('--eval.attention_text=20210303\u03a9', r"eval.attention_text: characters '\u03a9' are not in the vocabulary"),
     ('--data.n_test=40000', r"data.n_test=40000 is out of range: it must be an integer >= 1 and <= 36524"),
     ('--eval.examples=-1', r"eval.examples=-1 is out of range: it must be an integer >= 0"),
     ('--data.tokenizer=word', r"data.tokenizer must be 'char' or 'bpe', not 'word'"),
 ])
 def test_project_refuses_before_training(option, message, tmp_path):
     translate = load_project('translate')
-    with pytest.raises(ValueError, match=message):  # a ConfigError, or the vocabulary's own ValueError
+    with pytest.raises(ConfigError, match=message):
         translate.main([f'--system.work_dir={tmp_path}', '--data.n_train=200', '--data.n_test=20', option])
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing written
+
+
+def test_project_looks_for_data_path_as_every_project_does(tmp_path, monkeypatch):
+    """A relative data.path was read from this folder alone (not $MINGPT_DATA_DIR's), and a missing one was
+    '[Errno 2] No such file or directory' with no fix."""
+    translate = load_project('translate')
+    (tmp_path / 'corpus').mkdir()
+    (tmp_path / 'corpus' / 'pairs.tsv').write_text('a\tb\n', encoding='utf-8')
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path))
+
+    class Read(Exception):  # the path read_pairs is given, and no training after it
+        pass
+
+    def read_pairs(path, n_test, seed):
+        raise Read(path)
+    monkeypatch.setattr(translate, 'read_pairs', read_pairs)
+    with pytest.raises(Read) as read:
+        translate.main([f'--system.work_dir={tmp_path / "run"}', '--data.path=corpus/pairs.tsv'])
+    assert read.value.args == (tmp_path / 'corpus' / 'pairs.tsv',)
+    with pytest.raises(FileNotFoundError, match=r"nothere.tsv does not exist \(nor under .*\); pass the path of an "
+                                                r"existing file$"):
+        translate.main([f'--system.work_dir={tmp_path / "run"}', '--data.path=nothere.tsv'])
 
 
 def test_project_on_a_tsv_corpus_with_bpe_and_bleu(tmp_path, capsys, monkeypatch):
