@@ -362,6 +362,13 @@ def check_options(config):
         check_range('data.n_test', D.n_test, 1, MAX_TEST, integer=True)
     if D.tokenizer not in ('char', 'bpe'):
         raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {D.tokenizer!r}")
+    if D.tokenizer == 'char':
+        refuse_ignored('data', D, get_config().data, ['vocab_size'], "data.tokenizer='char' takes every character "
+                       "of the pairs; vocab_size is the size of a byte-level BPE: add --data.tokenizer=bpe")
+    elif check_range('data.vocab_size', D.vocab_size, 1, integer=True) < 256 + len(SPECIALS):  # before the pairs
+        raise ConfigError(f"data.vocab_size={D.vocab_size} is too small: a byte-level BPE's vocabulary counts the 256 "
+                          f"byte tokens, the merges and the {len(SPECIALS)} special tokens, so it must be at least "
+                          f"{256 + len(SPECIALS)}")
 
 
 def resume_records(config, vocab, pairs):

@@ -687,11 +687,17 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
     ('--data.n_test=40000', r"data.n_test=40000 is out of range: it must be an integer >= 1 and <= 36524"),
     ('--eval.examples=-1', r"eval.examples=-1 is out of range: it must be an integer >= 0"),
     ('--data.tokenizer=word', r"data.tokenizer must be 'char' or 'bpe', not 'word'"),
+    # told after the pairs were read (by train_bpe, as 'vocab_size=100'), or not at all for a character vocabulary
+    ('--data.tokenizer=bpe --data.vocab_size=100', r"data.vocab_size=100 is too small: a byte-level BPE's vocabulary "
+                                                   r"counts the 256 byte tokens, the merges and the 3 special tokens, "
+                                                   r"so it must be at least 259$"),
+    ('--data.vocab_size=2000', r"data.vocab_size=2000 would do nothing here: data.tokenizer='char' takes every "
+                               r"character of the pairs; .* add --data.tokenizer=bpe"),
 ])
 def test_project_refuses_before_training(option, message, tmp_path):
     translate = load_project('translate')
     with pytest.raises(ConfigError, match=message):
-        translate.main([f'--system.work_dir={tmp_path}', '--data.n_train=200', '--data.n_test=20', option])
+        translate.main([f'--system.work_dir={tmp_path}', '--data.n_train=200', '--data.n_test=20', *option.split()])
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing written
 
 
