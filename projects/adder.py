@@ -122,7 +122,7 @@ def main(argv):
                    "the trainer's val loss needs a val set, which this project has not; its accuracy on the held-out "
                    "problems is measured every eval.interval iterations: give --eval.interval=N instead")
     check_range('eval.mistakes', config.eval.mistakes, 0, integer=True)
-    # the model's options before the problems are listed (seconds at 4 digits): the sizes the data sets stand in as 1
+    # the model's options before the problems are listed (10^8 at 4 digits): the sizes the data sets stand in as 1
     GPT.check_config(CN(**{**config.model.to_dict(), 'vocab_size': 1, 'block_size': 1}))
     set_seed(config.system.seed)
 

@@ -73,9 +73,9 @@ def check_model_options(config):
     """The model's options, checked before the text is read: a typo (--model.model_type=gpt-nanoo) is told at once,
     not after the text is tokenized. vocab_size, which the text decides, stands in as 1 for the check."""
     init, M = config.system.init, config.model
-    if init and config.data.tokenizer:
-        raise ConfigError(f"system.init={init!r} brings its own tokenizer: leave out data.tokenizer")
     if init:
+        if config.data.tokenizer:
+            raise ConfigError(f"system.init={init!r} brings its own tokenizer: leave out data.tokenizer")
         refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in DROPOUT],
                        f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
                        "options apply); leave them out")

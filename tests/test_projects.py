@@ -223,7 +223,7 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
     ('--model.resid_pdrop=-0.1', r"model.resid_pdrop=-0.1 is out of range"),
 ])
 def test_adder_refuses_a_model_option_before_listing_the_problems(option, says, tmp_path, monkeypatch):
-    """At 4 digits the problems take seconds to list: a typo is told first."""
+    """At 4 digits the dataset lists 10^8 problems: a typo is told first."""
     adder = load_project('adder')
     monkeypatch.setattr(adder.AdditionDataset, '__init__', lambda *args, **kwargs: pytest.fail("listed first"))
     with pytest.raises(ConfigError, match=says):
