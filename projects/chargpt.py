@@ -177,6 +177,8 @@ def main(argv):
         tokenizer = get_encoder(directory=D.tokenizer)
     else:
         tokenizer = CharTokenizer.from_text(text)
+    # checked before the text is tokenized (a while, for a large one, the first time); sample.length 0: no samples
+    ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None
     identity = tokenizer_record(tokenizer)
     try:  # saved in the cache, so a resume or another run on this text with this tokenizer reads them back
         tokens = encode_text(text, tokenizer, identity, path.name)  # its train and val parts are views, not copies
@@ -190,7 +192,6 @@ def main(argv):
     train_dataset = TokenDataset(train_ids, D.block_size, len(tokenizer))
     val_dataset = TokenDataset(val_ids, D.block_size, len(tokenizer))
     print(f"training on {len(train_ids):,} tokens, validating on {len(val_ids):,}; vocabulary {len(tokenizer):,}")
-    ids = prompt_ids(tokenizer, S.prompt, D.block_size) if S.length else None  # sample.length 0: no samples
 
     if not config.system.init:
         set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)

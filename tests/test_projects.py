@@ -251,12 +251,13 @@ def test_chargpt_trains_samples_and_resamples_from_checkpoint(tmp_path, capsys, 
         chargpt.main([f'--sample.checkpoint={tmp_path / "model.pt"}', '--sample.prompt=' + 'a' * 17])
 
 
-def test_chargpt_on_a_text_without_the_default_prompts_characters_says_it_is_the_default(tmp_path):
+def test_chargpt_on_a_text_without_the_default_prompts_characters_says_it_is_the_default(tmp_path, monkeypatch):
     """A model of Japanese text refused ' ,!GOdo' at start-up, characters the student never typed: the default
-    prompt is Shakespeare's."""
+    prompt is Shakespeare's. Said before the text is tokenized, which it was first."""
     text = tmp_path / 'haiku.txt'
     text.write_text('ふるいけや かわずとびこむ みずのおと\n' * 500, encoding='utf-8')
     chargpt = load_project('chargpt')
+    monkeypatch.setattr(chargpt, 'encode_text', lambda *args: pytest.fail("the text was tokenized first"))
     with pytest.raises(ConfigError, match=r"sample.prompt \(the default prompt, Shakespeare's: give one in your "
                                           r"text's characters with --sample.prompt=...\): characters"):
         chargpt.main([f'--data.path={text}', f'--system.work_dir={tmp_path / "run"}'])
