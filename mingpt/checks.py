@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 from mingpt.sampling import end_ids
-from mingpt.utils import ConfigError, check_range, plural, warn_caller
+from mingpt.utils import CfgNode, ConfigError, check_range, plural, warn_caller
 
 
 def check_model_config(cls, config):
@@ -44,6 +44,13 @@ def check_model_config(cls, config):
         if getattr(config, key) not in choices:
             raise ConfigError(f"model.{key} must be one of {', '.join(map(repr, choices))}, "
                               f"not {getattr(config, key)!r}")
+
+
+def check_options_before_data(cls, config, **data_sizes):
+    """A project's model options checked as cls.check_config (GPT's or seq2seq's Transformer's) checks them, before
+    the data is read: a typo (--model.model_type=gpt-nanoo) is told at once, not after the text is tokenized. The
+    sizes the data decides, vocab_size and block_size, stand in as 1 unless given; config is left as it is."""
+    cls.check_config(CfgNode(**{**config.to_dict(), 'vocab_size': 1, 'block_size': 1, **data_sizes}))
 
 
 def check_token_ids(idx, name='idx'):

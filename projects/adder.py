@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
+from mingpt.checks import check_options_before_data
 from mingpt.model import GPT
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, need_work_dir, refuse_ignored, run_cli,
@@ -122,8 +123,7 @@ def main(argv):
                    "the trainer's val loss needs a val set, which this project has not; its accuracy on the held-out "
                    "problems is measured every eval.interval iterations: give --eval.interval=N instead")
     check_range('eval.mistakes', config.eval.mistakes, 0, integer=True)
-    # the model's options before the problems are listed (10^8 at 4 digits): the sizes the data sets stand in as 1
-    GPT.check_config(CN(**{**config.model.to_dict(), 'vocab_size': 1, 'block_size': 1}))
+    check_options_before_data(GPT, config.model)  # before the problems are listed (10^8 at 4 digits)
     set_seed(config.system.seed)
 
     train_dataset = AdditionDataset(config.data, split='train')

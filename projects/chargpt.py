@@ -27,6 +27,7 @@ import torch
 
 from mingpt.bpe import get_encoder
 from mingpt.checkpoint import with_options
+from mingpt.checks import check_options_before_data
 from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
                          fetch, read_corpus)
 from mingpt.model import GPT
@@ -79,7 +80,7 @@ def check_model_options(config):
         refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in DROPOUT],
                        f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
                        "options apply); leave them out")
-    GPT.check_config(CN(**{**M.to_dict(), 'vocab_size': 1, 'block_size': config.data.block_size}))
+    check_options_before_data(GPT, M, block_size=config.data.block_size)
 
 
 def start_from(config):

@@ -46,6 +46,7 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.checkpoint import checked_config, load_checkpoint, no_checkpoint, refuse_non_tensors, with_options
+from mingpt.checks import check_options_before_data
 from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
                          read_text)
 from mingpt.model import GPT
@@ -625,7 +626,7 @@ def check_model_options(config):
         refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in kept],
                        f"{source} brings its own model, with its own options (sizes given must be its own"
                        f"{'; the dropouts apply' if training else ''}): leave them out")
-    GPT.check_config(CN(**{**M.to_dict(), **shape, 'vocab_size': 1, 'block_size': 1}))
+    check_options_before_data(GPT, M, **shape)
 
 
 def parse_args(argv):

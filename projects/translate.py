@@ -29,6 +29,7 @@ import torch
 
 from mingpt.bpe import Encoder, train_bpe
 from mingpt.checkpoint import model_state, no_checkpoint, save_checkpoint
+from mingpt.checks import check_options_before_data
 from mingpt.data import CharTokenizer, fetch, read_text
 from mingpt.plot import new_figure, readable, save
 from mingpt.seq2seq import Transformer
@@ -396,8 +397,7 @@ def main(argv):
         translate_from_checkpoint(config)
         return
 
-    # the model's options before the pairs are read and the vocabulary trained: the sizes the data sets stand in as 1
-    Transformer.check_config(CN(**{**config.model.to_dict(), 'vocab_size': 1, 'block_size': 1}))
+    check_options_before_data(Transformer, config.model)  # before the pairs are read and the vocabulary trained
     # a relative path is looked for here, then under $MINGPT_DATA_DIR and the cache, as every project's data.path
     train_pairs, test_pairs = (read_pairs(fetch(D.path, path=D.path), D.n_test, config.system.seed) if D.path else
                                dates_task(D.n_train, D.n_test, config.system.seed))
