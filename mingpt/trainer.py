@@ -536,7 +536,18 @@ class Trainer:
 
     def _check_config(self):
         c = self.config
-        self.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
+        self.check_options(c, self.world_size)
+        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
+            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
+                              "or give resume the checkpoint's path")
+
+    @classmethod
+    def check_options(cls, c, world_size=None):
+        """Refuse trainer options that cannot work, by name, and make whole floats ints (max_iters=1e4). run() checks
+        them; a project calls this before it reads its data, so a typo is told at once. world_size: the processes
+        (default: torchrun's WORLD_SIZE, else 1)."""
+        world_size = world_size or int(os.environ.get('WORLD_SIZE', 1))
+        cls.get_default_config().check_known(c, 'trainer')  # a key the trainer never reads (max_iter)
         if isinstance(c.resume, (str, os.PathLike)):  # a checkpoint's path; ~ is home
             c.resume = expand_home(os.fspath(c.resume), 'trainer.resume')
         if isinstance(c.work_dir, (str, os.PathLike)) and os.fspath(c.work_dir).startswith('~'):  # set in Python
@@ -557,9 +568,9 @@ class Trainer:
         for beta in c.betas:
             check_range('trainer.betas', beta, 0, 1, high_open=True)
         A = c.grad_accum_steps
-        if c.batch_size % (A * self.world_size):
+        if c.batch_size % (A * world_size):
             raise ConfigError(f"trainer.batch_size ({c.batch_size}) must be a multiple of grad_accum_steps ({A}) "
-                              f"times the number of processes ({self.world_size})")
+                              f"times the number of processes ({world_size})")
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
             raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is not None and c.lr_decay_iters <= c.warmup_iters:
@@ -568,9 +579,6 @@ class Trainer:
         if c.lr_schedule == 'cosine' and c.min_lr is not None and c.min_lr > c.learning_rate:
             raise ConfigError(f"trainer.min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the cosine "
                               "decays from learning_rate down to min_lr; lower min_lr or raise learning_rate")
-        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
-            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
-                              "or give resume the checkpoint's path")
         if c.resume and c.overwrite:
             raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
                               "it: give one of them")

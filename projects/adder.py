@@ -123,7 +123,9 @@ def main(argv):
                    "the trainer's val loss needs a val set, which this project has not; its accuracy on the held-out "
                    "problems is measured every eval.interval iterations: give --eval.interval=N instead")
     check_range('eval.mistakes', config.eval.mistakes, 0, integer=True)
-    check_options_before_data(GPT, config.model)  # before the problems are listed (10^8 at 4 digits)
+    # before the problems are listed (10^8 at 4 digits), so a typo is told at once
+    check_options_before_data(GPT, config.model)
+    Trainer.check_options(config.trainer)
     set_seed(config.system.seed)
 
     train_dataset = AdditionDataset(config.data, split='train')

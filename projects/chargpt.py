@@ -166,7 +166,8 @@ def main(argv):
             print(note, file=sys.stderr)
         return
 
-    check_model_options(config)
+    check_model_options(config)  # before the text is read, so a typo is told at once
+    Trainer.check_options(config.trainer)
     path = fetch('tinyshakespeare/input.txt', TINY_SHAKESPEARE_URL, D.path, sha256=TINY_SHAKESPEARE_SHA256,
                  local_copy='pass its path with --data.path=FILE', folder=True)
     text = read_corpus(path)

@@ -599,7 +599,7 @@ def run_predict(config, sentences):
 
 
 def check_options(config):
-    """The project's own numbers, checked before any data is read (the trainer checks its own)."""
+    """The project's options, checked before any data is read, so a typo is told at once."""
     D, C = config.data, config.classifier
     # at least one token of a sentence, and the suffix; None (evaluate, predict): the classifier's own
     check_range('data.block_size', D.block_size, 2, integer=True, none_ok=config.system.stage in STAGES[2:])
@@ -609,6 +609,8 @@ def check_options(config):
     check_range('classifier.lm_loss_weight', C.lm_loss_weight, 0)
     check_range('classifier.trainable_blocks', C.trainable_blocks, -1, integer=True)
     check_model_options(config)
+    if config.system.stage in STAGES[:2]:  # the stages that train
+        Trainer.check_options(config.trainer)
 
 
 def check_model_options(config):

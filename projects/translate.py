@@ -397,7 +397,9 @@ def main(argv):
         translate_from_checkpoint(config)
         return
 
-    check_options_before_data(Transformer, config.model)  # before the pairs are read and the vocabulary trained
+    # before the pairs are read and the vocabulary trained, so a typo is told at once
+    check_options_before_data(Transformer, config.model)
+    Trainer.check_options(config.trainer)
     # a relative path is looked for here, then under $MINGPT_DATA_DIR and the cache, as every project's data.path
     train_pairs, test_pairs = (read_pairs(fetch(D.path, path=D.path), D.n_test, config.system.seed) if D.path else
                                dates_task(D.n_train, D.n_test, config.system.seed))

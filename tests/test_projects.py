@@ -221,6 +221,7 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
 @pytest.mark.parametrize('option, says', [
     ('--model.model_type=gpt-nanoo', r"unknown model_type 'gpt-nanoo'; presets are: "),
     ('--model.resid_pdrop=-0.1', r"model.resid_pdrop=-0.1 is out of range"),
+    ('--trainer.dtype=bfloat', r"trainer.dtype must be one of"),  # the trainer's options too
 ])
 def test_adder_refuses_a_model_option_before_listing_the_problems(option, says, tmp_path, monkeypatch):
     """At 4 digits the dataset lists 10^8 problems: a typo is told first."""
@@ -566,6 +567,7 @@ def test_chargpt_init_refuses_what_the_model_it_starts_from_decides(option, says
     (['--model.norm=postt'], r"model.norm must be one of 'pre', 'post', not 'postt'"),
     (['--system.init=gpt2', '--model.attn_pdrop=1.5'], r"model.attn_pdrop=1.5 is out of range"),
     (['--system.init=gpt2', '--model.n_layer=2'], r"model.n_layer=2 would do nothing here"),
+    (['--trainer.max_iters=0'], r"trainer.max_iters=0 is out of range"),  # the trainer's options too
 ])
 def test_chargpt_refuses_a_model_option_before_reading_the_text(options, says, tmp_path, monkeypatch):
     """A typo is told at once, not after Tiny Shakespeare is read and tokenized (and GPT-2 is never loaded)."""

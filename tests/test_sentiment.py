@@ -370,6 +370,7 @@ def test_command_line_errors():
                                                                  r"system.init='gone.pt' brings its own model"),
     (['evaluate', '--model.activation=relu', '--model.attn_pdrop=0.2'],
      r"model.attn_pdrop=0.2, model.activation='relu' would do nothing here: the classifier it reads"),
+    (['finetune', '--trainer.dtype=bfloat'], r"trainer.dtype must be one of"),  # the trainer's options too
 ])
 def test_a_model_option_is_refused_before_any_data_is_read(args, says, monkeypatch):
     monkeypatch.setattr(sentiment, 'read_sst2', lambda *a, **k: pytest.fail("SST-2 was read first"))

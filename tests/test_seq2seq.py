@@ -614,6 +614,7 @@ def test_read_pairs_holds_out_and_names_bad_lines(tmp_path, capsys):
 @pytest.mark.parametrize('option, says', [
     ('--model.model_type=gpt-nano', r"unknown model_type 'gpt-nano'; presets are: transformer-base"),
     ('--model.pos_embd=sinusoid', r"model.pos_embd must be one of 'learned', 'sinusoidal', not 'sinusoid'"),
+    ('--trainer.lr_schedule=cosin', r"trainer.lr_schedule must be 'constant', 'cosine' or 'inverse_sqrt', not 'cosin'"),
 ])
 def test_project_refuses_a_model_option_before_reading_the_pairs(option, says, tmp_path, monkeypatch):
     """A typo is told before the pairs are made and the vocabulary trained, not after."""
