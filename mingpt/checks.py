@@ -1,6 +1,7 @@
-"""What a user hands the model, checked: its config, token ids, a prompt, targets. Each check refuses by name what
-would otherwise fail deep inside (an embedding's "index out of range in self", a shape error in attention, a
-device-side assert on a GPU) and says the fix. They live here so that model.py reads as the lecture draws it."""
+"""What a user hands the model, checked: its config, token ids, a prompt, targets, a KV cache's new keys. Each check
+refuses by name what would otherwise fail deep inside (an embedding's "index out of range in self", a shape error
+in attention, a device-side assert on a GPU) and says the fix. They live here so that model.py reads as the lecture
+draws it."""
 import torch
 import torch.nn as nn
 
@@ -74,6 +75,12 @@ def vocabulary_error(name, ids, vocab_size, fix):
                       f"vocabulary of {vocab_size}: {fix}")
 
 
+def embedding_error(idx, vocab_size):
+    """The error for token ids the embedding could not look up (its IndexError, raised on CPU)."""
+    return vocabulary_error('idx', idx, vocab_size, "set model.vocab_size from the data (e.g. "
+                            "train_dataset.get_vocab_size()), or encode with the model's tokenizer")
+
+
 def check_input(idx, cached, attention_mask, block_size):
     """GPT.hidden_states' input: token ids idx (B, T) after `cached` tokens, all within the context, and an
     attention_mask, if any, with one 0/1 for every token, the cached ones too. The ids' values are not read here:
@@ -129,6 +136,31 @@ def check_targets(idx, targets):
     if targets.shape not in (idx.shape, (idx.numel(),)):  # flattened (B*T,) too, as minGPT took them
         raise ValueError(f"targets must have idx's shape {tuple(idx.shape)}, the next token at each position, "
                          f"got {tuple(targets.shape)}")
+
+
+def targets_error(targets, vocab_size):
+    """The error for targets the loss could not look up (cross_entropy's IndexError, raised on CPU)."""
+    return ValueError(f"targets hold ids from {targets.min().item()} to {targets.max().item()}: each must be a token "
+                      f"id below vocab_size={vocab_size}, or -1 for a position that does not count (where Hugging "
+                      "Face's labels have -100: targets.masked_fill(targets == -100, -1))")
+
+
+def check_new_tokens(seq, seen):
+    """next_token_logits' sequence must end in tokens the caches have not seen (else an index error on the hidden
+    states of no new tokens)."""
+    if seq.size(1) <= seen:
+        raise ValueError(f"the caches have seen {seen} tokens and seq has {seq.size(1)}: pass the whole sequence "
+                         "so far, ending in the tokens the caches have not seen (e.g. the token just chosen)")
+
+
+def check_cache_fits(cache, k):
+    """A KVCache takes new keys k (B, nh, T, hd) only for its rows and within its length (else a shape error deep
+    inside attention)."""
+    rows, room = cache.k.size(0), cache.k.size(2)
+    if cache.len + k.size(2) > room or k.size(0) != rows:
+        raise ValueError(f"this KV cache holds {rows} rows of up to {room} tokens and has {cache.len}; {k.size(2)} "
+                         f"more of {k.size(0)} rows do not fit: make the caches with new_caches(batch_size, max_len) "
+                         "for the whole sequence")
 
 
 def warn_if_dropout_on(model):

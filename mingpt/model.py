@@ -14,8 +14,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.checks import (check_input, check_model_config, check_prompt, check_targets, vocabulary_error,
-                           warn_if_dropout_on)
+from mingpt import checks
 from mingpt.sampling import end_ids, sample_next, warn_if_ignored
 from mingpt.utils import CfgNode as CN, check_range, eval_mode, other_rank
 
@@ -45,8 +44,8 @@ class SinusoidalPositions(nn.Module):
 
 
 def layer_stack(config, blocks):
-    """The layers in the order the input meets them: token embedding, positional encoding, the blocks (Block,
-    below) and the final layer norm. GPT's `transformer`, and the encoder and the decoder of seq2seq.py."""
+    """The layers in the order the input meets them: token embedding, positional encoding (GPT.embed adds the two),
+    the blocks (Block, below) and the final layer norm. GPT's `transformer`, and seq2seq.py's encoder and decoder."""
     return nn.ModuleDict(dict(
         wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embedding
         wpe=(nn.Embedding(config.block_size, config.n_embd) if config.pos_embd == 'learned'  # positional encoding
@@ -288,7 +287,7 @@ class GPT(nn.Module):
         layer's states, hook the modules: transformer.drop gives the embeddings, transformer.h[i] block i's output,
         before any ln_f, e.g. with register_forward_hook; during cached generation a hook sees the new tokens only.)"""
         start = caches[0].len if caches else 0  # the tokens the caches have seen
-        check_input(idx, start, attention_mask, self.block_size)
+        checks.check_input(idx, start, attention_mask, self.block_size)
         T = idx.size(1)
         mask = None
         if attention_mask is None:
@@ -300,8 +299,7 @@ class GPT(nn.Module):
         try:
             x = self.embed(idx, pos)
         except IndexError:  # raised on CPU; on a GPU an id out of range stops the kernel (a device-side assert)
-            raise vocabulary_error('idx', idx, self.config.vocab_size, "set model.vocab_size from the data (e.g. "
-                                     "train_dataset.get_vocab_size()), or encode with the model's tokenizer") from None
+            raise checks.embedding_error(idx, self.config.vocab_size) from None
         for i, block in enumerate(self.transformer.h):
             x = block(x, mask, caches[i] if caches else None)
         return self.transformer.ln_f(x)
@@ -310,13 +308,11 @@ class GPT(nn.Module):
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, vocab_size): a score for every possible next token
         loss = None
         if targets is not None:  # the next token at each position; -1 marks one that does not count (padding)
-            check_targets(idx, targets)
+            checks.check_targets(idx, targets)
             try:
                 loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long(), ignore_index=-1)
             except IndexError:  # raised on CPU, as the embedding's (a GPU stops at a device-side assert)
-                raise ValueError(f"targets hold ids from {targets.min().item()} to {targets.max().item()}: each must "
-                                 f"be a token id below vocab_size={self.config.vocab_size}, or -1 for a position that "
-                                 "does not count (Hugging Face's -100)") from None
+                raise checks.targets_error(targets, self.config.vocab_size) from None
         return logits, loss
 
     def attention_maps(self, idx, attention_mask=None):
@@ -339,8 +335,8 @@ class GPT(nn.Module):
         """Check a prompt (B, T) and the end token's id (checks.py says what is refused), and warn if dropout is on;
         return the prompt with its attention_mask, each row's padding moved to its front (left padding), so every
         row's newest token is last and the sliding window drops padding before text."""
-        check_prompt(idx, attention_mask, eos_token_id, self.block_size, self.config.vocab_size)
-        warn_if_dropout_on(self)
+        checks.check_prompt(idx, attention_mask, eos_token_id, self.block_size, self.config.vocab_size)
+        checks.warn_if_dropout_on(self)
         if attention_mask is None:
             return idx, None
         order = attention_mask.argsort(dim=1, stable=True)  # zeros (padding) first, tokens in their order
@@ -354,9 +350,7 @@ class GPT(nn.Module):
             seq, caches = seq[:, -self.block_size:], None
             attention_mask = None if attention_mask is None else attention_mask[:, -self.block_size:]
         seen = caches[0].len if caches else 0
-        if seq.size(1) <= seen:  # else an index error on the hidden states of no new tokens
-            raise ValueError(f"the caches have seen {seen} tokens and seq has {seq.size(1)}: pass the whole sequence "
-                             "so far, ending in the tokens the caches have not seen (e.g. the token just chosen)")
+        checks.check_new_tokens(seq, seen)
         return self.lm_head(self.hidden_states(seq[:, seen:], caches, attention_mask)[:, -1])
 
     @torch.no_grad()
@@ -408,7 +402,7 @@ class GPT(nn.Module):
     # ---- configuration, optimizer, checkpoints ----
 
     # fill in the sizes of a preset and the defaults a minGPT-made config lacks; refuse what cannot work
-    check_config = classmethod(check_model_config)
+    check_config = classmethod(checks.check_model_config)
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())  # parameters() counts the tied matrix once
@@ -468,11 +462,8 @@ class KVCache:
 
     def append(self, k, v):
         """Store the new keys/values (B, nh, T, hd) and return all of them so far."""
+        checks.check_cache_fits(self, k)
         end = self.len + k.size(2)
-        if end > self.k.size(2) or k.size(0) != self.k.size(0):  # else a shape error deep inside attention
-            raise ValueError(f"this KV cache holds {self.k.size(0)} rows of up to {self.k.size(2)} tokens and has "
-                             f"{self.len}; {k.size(2)} more of {k.size(0)} rows do not fit: make the caches with "
-                             "new_caches(batch_size, max_len) for the whole sequence")
         self.k[:, :, self.len:end] = k
         self.v[:, :, self.len:end] = v
         self.len = end

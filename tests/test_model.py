@@ -284,6 +284,11 @@ def test_targets_of_another_shape_are_refused_and_int32_ids_work():
         with pytest.raises(ValueError, match=rf"targets hold ids from {bad.min()} to {bad.max()}: each must be a token "
                                              r"id below vocab_size=11, or -1 for a position that does not count"):
             m(idx, bad)
+    labels = idx.masked_fill(idx == 3, -100)  # the fix the message names gives the loss of Hugging Face's convention
+    with pytest.raises(ValueError, match=r"labels have -100: targets.masked_fill\(targets == -100, -1\)\)$"):
+        m(idx, labels)
+    logits, loss = m(idx, labels.masked_fill(labels == -100, -1))
+    assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits.view(-1, 11), labels.view(-1)))  # -100 ignored
     # Hugging Face's model(input_ids, labels=input_ids), which it shifts itself: here it trains to copy the input.
     # Warned of, not refused: minGPT's forward took it, and code written for minGPT runs unchanged
     with pytest.warns(UserWarning, match=r"targets is idx itself: targets are the next token at each position, the "
