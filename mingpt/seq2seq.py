@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
-from mingpt.checks import check_model_config, check_token_ids, vocabulary_error
+from mingpt.checks import check_model_config, check_token_ids, vocabulary_error, warn_if_dropout_on
 from mingpt.model import GPT, Block, CausalSelfAttention, KVCache, add_and_norm, kept_weights, layer_stack
 from mingpt.sampling import beam_search
 from mingpt.utils import ConfigError, check_range, other_rank, warn_caller
@@ -315,6 +315,7 @@ class Transformer(nn.Module):
             warn_caller(f"length_penalty={length_penalty!r} ranks beam search's finished beams, but num_beams=1 "
                         "decodes greedily, which has none to rank: it is ignored (give num_beams > 1 for it to count)")
         self.check_ids('src', src, values=False)  # the shape; the values below
+        warn_if_dropout_on(self)
         pad = c.pad_token_id
         # as in forward, what the host needs in one read: the ids outside the vocabulary (before the embedding meets
         # them), the columns of src to keep, and the source rows of padding only

@@ -3,6 +3,7 @@
 import csv
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -329,6 +330,20 @@ def test_translate_takes_numpy_beam_counts_and_warns_of_a_length_penalty_it_igno
         assert greedy == model.translate(src, max_new_tokens=8) and caught[0].filename == __file__
     with pytest.raises(ValueError, match=r"num_beams=0 is out of range: it must be an integer >= 1"):
         model.translate(src, num_beams=0)
+
+
+def test_translating_in_training_mode_with_dropout_is_warned_of():
+    """A Transformer is built in training mode, so translating before model.eval() decoded with dropout on: greedy
+    translations changed from call to call, without a word (as GPT's generate, which warns of it)."""
+    model = tiny(embd_pdrop=0.1, resid_pdrop=0.1, attn_pdrop=0.1).train()
+    src = sentences([4, 6, 2])
+    with pytest.warns(UserWarning, match=r"^the model is in training mode, so dropout is on") as caught:
+        model.translate(src, max_new_tokens=4)
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        model.eval().translate(src, max_new_tokens=4)
+        tiny().train().translate(src, max_new_tokens=4)  # no dropout to switch off
 
 
 def score_of(model, src, seq):
