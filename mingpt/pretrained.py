@@ -281,11 +281,9 @@ def _load_hf_weights(model, weights, path):
 
 
 def save_gpt2(model, save_directory, eos_token_id=None):
-    """Write config.json, generation_config.json and model.safetensors in Hugging Face's GPT-2 layout, readable by
-    transformers' GPT2LMHeadModel.from_pretrained and by GPT.from_pretrained. Each file is written atomically. A model
-    that is not GPT-2 (another architecture option, weights of other names or shapes, a forward pass changed in
-    model.py), or an eos_token_id that is not one of its tokens (see config_end_ids), is refused before anything is
-    written."""
+    """GPT.save_pretrained: its three files, each written atomically, once every check has passed (another
+    architecture option, weights of other names or shapes, a forward pass changed in model.py, an eos_token_id that
+    is not one of its tokens: see config_end_ids)."""
     c = model.config
     eos = config_end_ids(eos_token_id, c.vocab_size)
     instead = "save it with the trainer's checkpoint (mingpt.checkpoint.save_checkpoint) instead"
