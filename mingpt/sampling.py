@@ -51,8 +51,10 @@ def warn_if_ignored(temperature=1.0, top_k=None, top_p=None):
     generate(idx, n, temperature=2.0) gives greedy's text as if the temperature did nothing. Values that sampling
     would refuse are refused here too (check_sampling), where Hugging Face only warns."""
     check_sampling(temperature, top_k, top_p, do_sample=False)
-    ignored = [name for name, value, off in (('temperature', temperature, 1.0), ('top_k', top_k, None),
-                                             ('top_p', top_p, None)) if value != off]
+    # temperature=0 is not ignored but greedy's own, where sampling's refusal of it sends the caller
+    offs = dict(temperature=(1.0, 0), top_k=(None,), top_p=(None,))
+    ignored = [name for name, value in (('temperature', temperature), ('top_k', top_k), ('top_p', top_p))
+               if value not in offs[name]]
     if ignored:
         one = len(ignored) == 1
         warn_caller(f"{', '.join(ignored)} only shape{'s' * one} sampling, but do_sample=False decodes greedily (the "

@@ -182,11 +182,15 @@ def test_greedy_decoding_refuses_the_sampling_values_sampling_refuses(model, opt
         next(Engine(model).generate_stream(PROMPT[:1], 2, **options))
 
 
-def test_temperature_zero_is_greedy_decodings_own_and_only_warned_of_as_ignored(model):
-    """Sampling refuses temperature=0 and sends the caller to do_sample=False, which must then take it."""
-    with pytest.warns(UserWarning, match=r"^temperature only shapes sampling, .*, so it is ignored: pass "
-                                         r"do_sample=True to sample with it$"):
-        out = model.generate(PROMPT[:1], 4, temperature=0)
-    assert torch.equal(out, model.generate(PROMPT[:1], 4))
+def test_temperature_zero_is_greedy_decodings_own_and_not_warned_of(model):
+    """Sampling refuses temperature=0 and sends the caller to do_sample=False, which must then take it without a
+    warning: the warning of ignored options said 'pass do_sample=True to sample with it', which refuses it."""
     with pytest.raises(ValueError, match=r"temperature=0 is out of range: .* use do_sample=False"):
         model.generate(PROMPT[:1], 4, temperature=0, do_sample=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        out = model.generate(PROMPT[:1], 4, temperature=0)
+        assert torch.equal(model.generate(PROMPT[:1], 4, temperature=0.0, do_sample=False), out)
+    assert torch.equal(out, model.generate(PROMPT[:1], 4))
+    with pytest.warns(UserWarning, match=r"^top_k only shapes sampling"):  # the others given with it still are
+        model.generate(PROMPT[:1], 4, temperature=0, top_k=2)
