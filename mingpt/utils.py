@@ -1,6 +1,6 @@
 """Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding, the device, run files,
-atomic writes, the model config check, and the command-line wrapper every project runs under (run_cli). Checkpoint
-files are checkpoint.py's."""
+atomic writes, and the command-line wrapper every project runs under (run_cli). Checkpoint files are checkpoint.py's;
+the model's config and input checks, checks.py's."""
 import ast
 import errno
 import json
