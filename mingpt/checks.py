@@ -164,8 +164,9 @@ def check_cache_fits(cache, k):
 
 
 def warn_if_dropout_on(model):
-    """Warn of generating (or translating) with a model in training mode whose dropout is on (a model is built in
-    training mode): every token would be chosen by a randomly thinned network, greedy decoding included."""
-    if model.training and any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules()):
-        warn_caller("the model is in training mode, so dropout is on while it generates and its choices are random "
+    """Warn of generating (or translating) with a model whose dropout is on, in training mode (a model is built in
+    training mode): every token would be chosen by a randomly thinned network, greedy decoding included. Each
+    dropout's own mode counts, as it is the one that drops (a model in training with its dropouts in eval is not)."""
+    if any(isinstance(m, nn.Dropout) and m.training and m.p > 0 for m in model.modules()):
+        warn_caller("dropout is on while the model generates (it is in training mode), so its choices are random "
                     "and worse: call model.eval() first (and model.train() before training on)")

@@ -125,7 +125,7 @@ class CausalSelfAttention(nn.Module):
         falls back to the same math unfused and is slower; SDPA elsewhere (flash attention on a GPU in 16 bits)."""
         Tq, Tk = q.size(2), k.size(2)
         causal = self.causal and mask is None  # a mask the caller gives already holds the causal part
-        dropout_p = self.attn_dropout.p if self.training else 0.0
+        dropout_p = self.attn_dropout.p if self.attn_dropout.training else 0.0  # as the formula's attn_dropout
         if self.attn_impl == 'explicit' or self.keep_weights or (dropout_p > 0 and q.is_cpu):
             return self.explicit_attention(q, k, v, causal_mask(Tq, Tk, q.device) if causal else mask)
         if causal and Tq > 1 and Tq != Tk:  # after a cache: SDPA's is_causal would match queries to the first keys

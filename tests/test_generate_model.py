@@ -111,7 +111,7 @@ def test_generating_in_training_mode_with_dropout_is_warned_of():
     C = GPT.get_default_config()
     C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=16))
     m = GPT(C)
-    warned = r"^the model is in training mode, so dropout is on while it generates .* call model.eval\(\) first"
+    warned = r"^dropout is on while the model generates \(it is in training mode\), .* call model.eval\(\) first"
     for generate in (lambda: m.generate(PROMPT[:1], 2), lambda: next(Engine(m).generate_stream(PROMPT[:1], 2)),
                      lambda: beam_search(m, PROMPT[:1], 2, 2)):
         with pytest.warns(UserWarning, match=warned) as caught:
@@ -122,6 +122,29 @@ def test_generating_in_training_mode_with_dropout_is_warned_of():
         m.eval().generate(PROMPT[:1], 2)  # eval mode: no dropout
         C.embd_pdrop = C.resid_pdrop = C.attn_pdrop = 0.0
         GPT(C).generate(PROMPT[:1], 2)  # training mode, but no dropout to switch off
+        m.train().apply(lambda d: d.eval() if isinstance(d, torch.nn.Dropout) else None)
+        m.generate(PROMPT[:1], 2)  # training mode, its dropouts in eval: none drops
+    m.eval().transformer.drop.train()  # eval mode, but one dropout left in training: it drops
+    with pytest.warns(UserWarning, match=warned):
+        m.generate(PROMPT[:1], 2)
+
+
+def test_sdpa_drops_attention_weights_as_attn_dropout_is_set(monkeypatch):
+    """The explicit path drops by attn_dropout's own mode and SDPA by the attention module's: an attention in training
+    with its attn_dropout in eval (a dropout switched off by hand) dropped on a GPU (SDPA) and not on a CPU (the
+    formula). On the meta device, which is no CPU, attention takes SDPA's path: the dropout_p it passes is read."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=16))
+    attn = GPT(C).transformer.h[0].attn
+    seen = []
+    monkeypatch.setattr(torch.nn.functional, 'scaled_dot_product_attention',
+                        lambda *args, dropout_p, **kwargs: seen.append(dropout_p) or args[0])
+    q = torch.empty(1, 3, 4, 16, device='meta')
+    for attention_training, dropout_training in ((True, True), (True, False), (False, True)):
+        attn.train(attention_training)
+        attn.attn_dropout.train(dropout_training)
+        attn.attention(q, q, q, None)
+    assert seen == [0.1, 0.0, 0.1]
 
 
 @pytest.mark.parametrize('generate', [

@@ -337,7 +337,7 @@ def test_translating_in_training_mode_with_dropout_is_warned_of():
     translations changed from call to call, without a word (as GPT's generate, which warns of it)."""
     model = tiny(embd_pdrop=0.1, resid_pdrop=0.1, attn_pdrop=0.1).train()
     src = sentences([4, 6, 2])
-    with pytest.warns(UserWarning, match=r"^the model is in training mode, so dropout is on") as caught:
+    with pytest.warns(UserWarning, match=r"^dropout is on while the model generates") as caught:
         model.translate(src, max_new_tokens=4)
     assert caught[0].filename == __file__
     with warnings.catch_warnings():
