@@ -624,7 +624,8 @@ def check_model_options(config):
     if init or not training:  # a model brought
         shape = dict(model_type=M.model_type or get_config().model.model_type, n_layer=None, n_head=None, n_embd=None)
         kept = [*shape, *(DROPOUT if training else ())]
-        source = f"system.init={init!r}" if training else "the classifier it reads (system.checkpoint)"
+        source = (f"system.init={init!r}" if training
+                  else f"the classifier {config.system.stage} reads (system.checkpoint)")  # evaluate or predict
         refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in kept],
                        f"{source} brings its own model, with its own options (sizes given must be its own"
                        f"{'; the dropouts apply' if training else ''}): leave them out")

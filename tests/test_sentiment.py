@@ -369,7 +369,7 @@ def test_command_line_errors():
     (['finetune', '--system.init=gone.pt', '--model.norm=post'], r"model.norm='post' would do nothing here: "
                                                                  r"system.init='gone.pt' brings its own model"),
     (['evaluate', '--model.activation=relu', '--model.attn_pdrop=0.2'],
-     r"model.attn_pdrop=0.2, model.activation='relu' would do nothing here: the classifier it reads"),
+     r"model.attn_pdrop=0.2, model.activation='relu' would do nothing here: the classifier evaluate reads"),
     (['finetune', '--trainer.dtype=bfloat'], r"trainer.dtype must be one of"),  # the trainer's options too
 ])
 def test_a_model_option_is_refused_before_any_data_is_read(args, says, monkeypatch):
