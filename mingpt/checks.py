@@ -8,6 +8,9 @@ import torch.nn as nn
 from mingpt.sampling import end_ids
 from mingpt.utils import CfgNode, ConfigError, check_range, plural, warn_caller
 
+# a model config's dropout probabilities: the options a brought model (system.init) takes from this run's config
+DROPOUT_OPTIONS = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')
+
 
 def check_model_config(cls, config):
     """GPT.check_config, and seq2seq's Transformer's: fill in the sizes of a preset of cls.PRESETS and the defaults
@@ -39,7 +42,7 @@ def check_model_config(cls, config):
         near = f"{lower} or {lower + config.n_head}" if lower else str(config.n_head)
         raise ConfigError(f"model.n_embd={config.n_embd} must be a multiple of model.n_head={config.n_head} (each "
                           f"head takes n_embd / n_head of the channels): e.g. {near}")
-    for key in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):  # dropout probabilities
+    for key in DROPOUT_OPTIONS:
         setattr(config, key, check_range(f'model.{key}', getattr(config, key), low=0, high=1, high_open=True))
     for key, choices in cls.CHOICES.items():
         if getattr(config, key) not in choices:

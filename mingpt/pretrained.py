@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
+from mingpt.checks import DROPOUT_OPTIONS
 from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, no_checkpoint, numbered_blocks,
                                parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
@@ -154,7 +155,7 @@ def _config_from_hf(C, config_path):
     C.model_type = None
     C.n_layer, C.n_head, C.n_embd = hf['n_layer'], hf['n_head'], hf['n_embd']
     C.vocab_size, C.block_size = hf['vocab_size'], hf['n_positions']
-    for k in ('embd_pdrop', 'resid_pdrop', 'attn_pdrop'):
+    for k in DROPOUT_OPTIONS:
         setattr(C, k, hf.get(k, getattr(C, k)))
     return C, hf.get('dtype', hf.get('torch_dtype'))  # transformers 5 writes dtype; 4 wrote torch_dtype
 

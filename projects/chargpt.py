@@ -27,7 +27,7 @@ import torch
 
 from mingpt.bpe import get_encoder
 from mingpt.checkpoint import with_options
-from mingpt.checks import check_options_before_data
+from mingpt.checks import DROPOUT_OPTIONS, check_options_before_data
 from mingpt.data import (TINY_SHAKESPEARE_SHA256, TINY_SHAKESPEARE_URL, CharTokenizer, TokenDataset, encode_text,
                          fetch, read_corpus)
 from mingpt.model import GPT
@@ -67,9 +67,6 @@ def get_config():
     return C
 
 
-DROPOUT = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')  # the model options that apply to system.init's model too
-
-
 def check_model_options(config):
     """The model's options, checked before the text is read: a typo (--model.model_type=gpt-nanoo) is told at once,
     not after the text is tokenized. vocab_size, which the text decides, stands in as 1 for the check."""
@@ -77,7 +74,7 @@ def check_model_options(config):
     if init:
         if config.data.tokenizer:
             raise ConfigError(f"system.init={init!r} brings its own tokenizer: leave out data.tokenizer")
-        refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in DROPOUT],
+        refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in DROPOUT_OPTIONS],
                        f"system.init={init!r} brings its own model, whose size and options it keeps (only the dropout "
                        "options apply); leave them out")
     check_options_before_data(GPT, M, block_size=config.data.block_size)
@@ -91,7 +88,7 @@ def start_from(config):
     if config.data.block_size > model.block_size:
         raise ConfigError(f"data.block_size={config.data.block_size} is longer than the context of {init} "
                           f"({model.block_size} tokens): give --data.block_size={model.block_size} or less")
-    model = with_options(model, **{k: getattr(M, k) for k in DROPOUT})  # this run's dropout
+    model = with_options(model, **{k: getattr(M, k) for k in DROPOUT_OPTIONS})  # this run's dropout
     config.model = CN(**model.config.to_dict())  # what the checkpoints record, and a resume compares
     print(f"starting from {init}: {config.model.n_layer} layers, {config.model.n_head} heads, {config.model.n_embd} "
           f"wide, block_size {model.block_size}, a vocabulary of {config.model.vocab_size} tokens")

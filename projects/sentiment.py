@@ -46,7 +46,7 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
 from mingpt.checkpoint import checked_config, load_checkpoint, no_checkpoint, refuse_non_tensors, with_options
-from mingpt.checks import check_options_before_data
+from mingpt.checks import DROPOUT_OPTIONS, check_options_before_data
 from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
                          read_text)
 from mingpt.model import GPT
@@ -63,9 +63,6 @@ BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenb
                                        '6cbcc5ca5e590fb9ace161a5b93e4ecf280d7118104be0d63b686c004cfa70ae')}
 LABELS = ('negative', 'positive')
 TOKENIZERS = ('bpe', 'gpt2', 'char')
-DROPOUT = ('embd_pdrop', 'resid_pdrop', 'attn_pdrop')  # the model options that apply to system.init's model too
-
-
 def get_config(stage='finetune'):
     """The options and their defaults; the trainer's (iterations, learning rate, ...) depend on the stage."""
     C = CN()
@@ -351,7 +348,7 @@ def load_lm(config, tokenizer_texts):
         shape, state, tokenizer = saved_gpt(ckpt, init)
         check_shape_asked(config.model, shape, init)
         check_tokenizer_asked(config.data, tokenizer.kind, init)
-        shape.merge_from_dict({k: getattr(config.model, k) for k in DROPOUT})
+        shape.merge_from_dict({k: getattr(config.model, k) for k in DROPOUT_OPTIONS})
         config.model = shape
         gpt = GPT(shape)
         gpt.load_state_dict(state)
@@ -370,7 +367,7 @@ def load_lm(config, tokenizer_texts):
         check_tokenizer_asked(config.data, 'gpt2', init)  # before the weights are read (or downloaded)
         gpt, tokenizer = GPT.from_pretrained(init), Vocabulary('gpt2')
         check_shape_asked(config.model, gpt.config, init)
-        gpt = with_options(gpt, **{k: getattr(config.model, k) for k in DROPOUT})
+        gpt = with_options(gpt, **{k: getattr(config.model, k) for k in DROPOUT_OPTIONS})
         gpt.train()  # from_pretrained gives it in eval mode, for sampling: without dropout
         if gpt.config.vocab_size != tokenizer.vocab_size:
             raise ConfigError(f"{init} has a vocabulary of {gpt.config.vocab_size} tokens, not GPT-2's "
@@ -623,7 +620,7 @@ def check_model_options(config):
     shape = {}
     if init or not training:  # a model brought
         shape = dict(model_type=M.model_type or get_config().model.model_type, n_layer=None, n_head=None, n_embd=None)
-        kept = [*shape, *(DROPOUT if training else ())]
+        kept = [*shape, *(DROPOUT_OPTIONS if training else ())]
         source = (f"system.init={init!r}" if training
                   else f"the classifier {config.system.stage} reads (system.checkpoint)")  # evaluate or predict
         refuse_ignored('model', M, get_config().model, [k for k in M.to_dict() if k not in kept],
