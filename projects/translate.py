@@ -366,10 +366,12 @@ def check_options(config):
     if D.tokenizer == 'char':
         refuse_ignored('data', D, get_config().data, ['vocab_size'], "data.tokenizer='char' takes every character "
                        "of the pairs; vocab_size is the size of a byte-level BPE: add --data.tokenizer=bpe")
-    elif check_range('data.vocab_size', D.vocab_size, 1, integer=True) < 256 + len(SPECIALS):  # before the pairs
-        raise ConfigError(f"data.vocab_size={D.vocab_size} is too small: a byte-level BPE's vocabulary counts the 256 "
-                          f"byte tokens, the merges and the {len(SPECIALS)} special tokens, so it must be at least "
-                          f"{256 + len(SPECIALS)}")
+    else:  # before the pairs are read; a whole float (300.0, from Python) as train_bpe's int
+        D.vocab_size = check_range('data.vocab_size', D.vocab_size, 1, integer=True)
+        if D.vocab_size < 256 + len(SPECIALS):
+            raise ConfigError(f"data.vocab_size={D.vocab_size} is too small: a byte-level BPE's vocabulary counts the "
+                              f"256 byte tokens, the merges and the {len(SPECIALS)} special tokens, so it must be at "
+                              f"least {256 + len(SPECIALS)}")
 
 
 def resume_records(config, vocab, pairs):

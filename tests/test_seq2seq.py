@@ -717,6 +717,15 @@ def test_project_refuses_before_training(option, message, tmp_path):
     assert not tmp_path.exists() or not any(tmp_path.iterdir())  # nothing written
 
 
+def test_project_takes_a_whole_float_vocab_size_as_its_int():
+    """From Python, data.vocab_size=300.0 passed the check and train_bpe then refused it as 'not an int'."""
+    translate = load_project('translate')
+    config = translate.get_config()
+    config.data.tokenizer, config.data.vocab_size = 'bpe', 300.0
+    translate.check_options(config)
+    assert config.data.vocab_size == 300 and type(config.data.vocab_size) is int
+
+
 def test_project_looks_for_data_path_as_every_project_does(tmp_path, monkeypatch):
     """A relative data.path was read from this folder alone (not $MINGPT_DATA_DIR's), and a missing one was
     '[Errno 2] No such file or directory' with no fix."""
