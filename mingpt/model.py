@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt import checks
+from mingpt.checkpoint import rebuild_model, refuse_untied_state_dict
 from mingpt.sampling import end_ids, sample_next, warn_if_ignored
 from mingpt.utils import CfgNode as CN, check_range, eval_mode, other_rank
 

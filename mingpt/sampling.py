@@ -31,8 +31,8 @@ def check_sampling(temperature=1.0, top_k=None, top_p=None, prefix='', do_sample
     """Reject settings that would leave no token to sample, naming the option (after prefix, e.g. 'sample.') and
     its range. Greedy decoding (do_sample=False) ignores them but refuses the same values, so that a typo such as
     temperature=-1 is named either way; temperature=0 alone is greedy's own (the limit below), so it passes there."""
-    if temperature == 0 and not do_sample:
-        return check_sampling(1.0, top_k, top_p, prefix)
+    if temperature == 0 and not do_sample:  # greedy's own: no temperature of sampling's to check
+        temperature = 1.0
     if temperature == 0:  # what sampling tends to as the temperature falls: the most likely token
         raise ConfigError(f"{prefix}temperature={temperature!r} is out of range: it must be a number > 0 (it divides "
                           "the logits); for greedy decoding, the limit of temperature -> 0, use do_sample=False "
