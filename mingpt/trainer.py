@@ -931,10 +931,14 @@ class StepSampler:
 
 class LinesAboveBar:
     """Within it, stdout's lines go above the progress bar instead of onto its line (tqdm.write would not clear a
-    bar on stderr while stdout is redirected)."""
+    bar on stderr while stdout is redirected). A terminal (or a notebook, whose output also takes '\\r') has the bar's
+    line cleared and drawn again below each line; a file or a pipe keeps every character, so there the bar's line is
+    ended once and drawn again when the callback returns (else a log had each line after a bar's text)."""
 
     def __init__(self, bar):
         self.bar, self.pending = bar, ''
+        self.in_log = bar.fp in (sys.__stderr__, sys.__stdout__) and not bar.fp.isatty()  # a notebook's: no __stderr__
+        self.bar_ended = False
 
     def __enter__(self):
         self.out, sys.stdout = sys.stdout, self
@@ -943,22 +947,35 @@ class LinesAboveBar:
         sys.stdout = self.out
         if self.pending:  # the start of a line, printed with end=''
             self.out.write(self.pending)
+        if self.bar_ended:
+            self.out.flush()
+            self.bar.refresh()
 
     def write(self, text):
         self.pending += text
         if '\n' in self.pending:
             lines, _, self.pending = self.pending.rpartition('\n')
-            self.bar.clear()
-            self.out.write(lines + '\n')
-            self.bar.refresh()
+            self.show(lines + '\n', redraw=True)
         return len(text)
 
     def flush(self):  # e.g. input()'s prompt, which has no newline: shown now, not when the callback returns
         if self.pending:
-            self.bar.clear()
-            self.out.write(self.pending)
+            self.show(self.pending, redraw=False)  # the bar would draw over the line's start
             self.pending = ''
         self.out.flush()
+
+    def show(self, text, redraw):
+        if not self.in_log:
+            self.bar.clear()
+            self.out.write(text)
+            if redraw:
+                self.bar.refresh()
+            return
+        if not self.bar_ended:
+            self.bar.fp.write('\n')
+            self.bar.fp.flush()
+            self.bar_ended = True
+        self.out.write(text)
 
     def __getattr__(self, name):  # isatty, encoding...: stdout's own
         return getattr(self.out, name)

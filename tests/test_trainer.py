@@ -575,6 +575,30 @@ def test_callback_prints_go_above_the_progress_bar(monkeypatch):
     assert '3/3' in raw.rsplit('done\n', 1)[-1]  # and the bar is drawn again below it
 
 
+def test_callback_prints_start_their_own_lines_in_a_log():
+    """python projects/chargpt.py 2>&1 | tee log: a file keeps the '\\r' that clears the bar's line on a terminal, so
+    each printed line went on after the bar's text in the log (and, with stdout buffered, after later bars). There the
+    bar's line is ended instead, and drawn again after the callback's lines."""
+    code = ("from mingpt.model import GPT; from mingpt.trainer import Trainer; from mingpt.data import TokenDataset\n"
+            "C = GPT.get_default_config(); C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 7, 8\n"
+            "T = Trainer.get_default_config(); T.max_iters, T.batch_size, T.device = 3, 4, 'cpu'\n"
+            "trainer = Trainer(T, GPT(C), TokenDataset(list(range(7)) * 4, 8, 7))\n"
+            "trainer.add_callback('on_batch_end', lambda t: print(f'iter {t.iter_num}\\nsample {t.iter_num}'))\n"
+            "trainer.run()\n")
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}  # stdout buffered, as a pipe's is
+    env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, '-c', code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         timeout=300)
+    log = out.stdout.decode()  # as the file holds it: text=True would read each '\r' as a line's end
+    assert out.returncode == 0, log
+    lines = log.split('\n')
+    for i in range(3):
+        assert lines.index(f'iter {i}') + 1 == lines.index(f'sample {i}'), log  # whole lines, in order
+        assert 'training:' in lines[lines.index(f'iter {i}') - 1], log  # below the bar's line
+        assert 'training:' in lines[lines.index(f'sample {i}') + 1], log  # and the bar drawn again below
+    assert '3/3' in ''.join(lines[lines.index('sample 2'):]), log
+
+
 def test_a_flushed_line_start_shows_at_once(monkeypatch):
     # e.g. input()'s prompt: no newline, flushed, and the user must see it while the callback waits
     screen = io.StringIO()
