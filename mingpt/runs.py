@@ -185,7 +185,8 @@ def check_same_run(ckpt, path, model, config, extras, must_match=(), device='cpu
     # the options that chose the data, where both runs were started by a project (its config.data)
     runs = ckpt.get('config') or {}, extras.get('config') or {}
     there, here = (run.get('data') or {} for run in runs)
-    options = f" (data options: {describe_difference(there, here)})" if there and here and there != here else ''
+    data_diff = describe_difference(there, here) if there and here and there != here else ''
+    options = f" (data options: {data_diff})" if data_diff else ''
     args = os.path.join(os.path.dirname(path), 'args.txt')  # written by the run that saved path
     command = f" (the command it last ran with is in {args})" if os.path.exists(args) else ''
     held, max_iters = ckpt['iter_num'], config.max_iters
@@ -209,8 +210,9 @@ def check_same_run(ckpt, path, model, config, extras, must_match=(), device='cpu
     if isinstance(model_config, CN):
         diff = changed_settings(saved, model_config.to_dict())
         if diff:
+            data = f" and other data options ({data_diff})" if data_diff else ''  # one sentence, not (...) (...)
             raise ConfigError(f"cannot resume from {path}: its model was built with other settings "
-                              f"({'; '.join(diff)}){options}; give the model the settings it was trained "
+                              f"({'; '.join(diff)}){data}; give the model the settings it was trained "
                               f"with{command}, or start a new run in another work_dir")
     trainable = trainable_names(model)
     differ = sorted(set(ckpt.get('trainable', trainable)) ^ set(trainable))  # older checkpoints do not record it

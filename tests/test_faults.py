@@ -335,8 +335,9 @@ def test_a_resume_names_the_data_options_that_changed(tmp_path, text, capsys):
                      '--trainer.resume=True')) == 6
     assert re.search(r"note: .*ckpt.pt was trained on other data \(data options: path='.*text.txt' there, "
                      r"'.*shuffled.txt' here\); training goes on with this run's", capsys.readouterr().out)
+    # one sentence: the two groups back to back, '(block_size=16 there, 8 here) (data options: ...)', read as a slip
     with pytest.raises(ConfigError, match=r"its model was built with other settings \(block_size=16 there, 8 here\) "
-                                          r"\(data options: block_size=16 there, 8 here\); give the model"):
+                                          r"and other data options \(block_size=16 there, 8 here\); give the model"):
         train(tmp_path, shuffled, '--trainer.max_iters=9', '--trainer.resume=True', '--data.block_size=8')
 
 
