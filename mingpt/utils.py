@@ -369,7 +369,8 @@ STOP_SIGNALS = (signal.SIGTERM,) + ((signal.SIGHUP,) if hasattr(signal, 'SIGHUP'
 def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
     prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130, SIGTERM with 143 and SIGHUP
-    (the terminal closed; not under nohup) with 129, without a traceback; a closed pipe (| head) ends it quietly; a
+    (the terminal closed; not under nohup) with 129, without a traceback; a warning prints as `warning: <message>`,
+    without the file, line and source that Python adds for a developer; a closed pipe (| head) ends it quietly; a
     character that stdout cannot encode prints as a \\u escape. Under torchrun only rank 0 prints on stdout: every
     process runs the script, and the others would repeat it; their errors and warnings still reach stderr. `--debug`
     on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too, and every rank's
@@ -383,6 +384,10 @@ def run_cli(main, argv=None):
     previous = {sig: signal.signal(sig, _terminate) for sig in STOP_SIGNALS
                 if main_thread and signal.getsignal(sig) != signal.SIG_IGN}
     quiet = other_rank() and not debug
+    # the format, not showwarning, is replaced: a caller's catch_warnings(record=True) (pytest.warns) still records
+    formatwarning = warnings.formatwarning
+    if not debug:
+        warnings.formatwarning = _format_warning
     try:
         with open(os.devnull, 'w') as devnull, redirect_stdout(devnull if quiet else sys.stdout):
             return main(argv)
@@ -411,8 +416,13 @@ def run_cli(main, argv=None):
         # the shell's codes, 128 + the signal (SIGINT's is 2; a Trainer said how to go on); from None as above
         raise SystemExit(128 + (e.signum if terminated else signal.SIGINT)) from None
     finally:
+        warnings.formatwarning = formatwarning
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def _format_warning(message, category, filename, lineno, line=None):
+    return f"warning: {message}\n"
 
 
 def make_folder(folder):

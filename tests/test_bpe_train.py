@@ -445,16 +445,20 @@ def test_command_line_trains_shows_and_saves(tmp_path):
     out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', str(corpus), '--vocab-size', '100', '--out',
                           str(tmp_path / 'small')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith('error: ') and 'Traceback' not in out.stderr
-    # a warning names the line of the module run as the script, not runpy's (warn_caller stopped at the first frame
-    # outside mingpt: '<frozen runpy>:88: UserWarning: no pair...')
+    # a warning prints as a command's, 'warning: ...', where it was '.../bpe.py:935: UserWarning: ...' and a line of
+    # bpe.py's source; --debug shows Python's form, which names the line of the module run as the script, not runpy's
+    # (warn_caller stopped at the first frame outside mingpt: '<frozen runpy>:88: UserWarning: no pair...')
     (tmp_path / 'ab.txt').write_text('ab')
-    out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', 'ab.txt', '--vocab-size', '300', '--out',
-                          str(tmp_path / 'ab')], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
-    assert out.returncode == 0 and re.search(r'bpe\.py:\d+: UserWarning: no pair of symbols is left', out.stderr)
+    for debug in (['--debug'], []):
+        out = subprocess.run([sys.executable, '-m', 'mingpt.bpe', 'train', 'ab.txt', '--vocab-size', '300', '--out',
+                              str(tmp_path / 'ab'), *debug], capture_output=True, text=True, env=env, timeout=120,
+                             cwd=tmp_path)
+        assert out.returncode == 0 and bool(debug) == bool(re.search(r'bpe\.py:\d+: UserWarning: no pair', out.stderr))
+    assert '\nwarning: no pair of symbols is left' in out.stderr and 'warn_caller(' not in out.stderr, out.stderr
     # on a line of its own once the bar has drawn its last merge, not written into the bar's line (with the bar
     # drawn again after it)
     lines = out.stderr.split('\n')
-    at = next(i for i, line in enumerate(lines) if 'UserWarning' in line)
+    at = next(i for i, line in enumerate(lines) if 'warning: ' in line)
     assert 'BPE merges' not in lines[at] and re.search(r'BPE merges: .* 1/43 \[[^\r]*$', lines[at - 1])
     assert not any('BPE merges' in line for line in lines[at:])
 

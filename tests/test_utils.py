@@ -748,6 +748,24 @@ def test_mingpt_debug_0_is_off_and_the_hint_comes_only_without_the_traceback(cap
         assert ('Traceback' in err, 'run with --debug' in err) == (debug, not debug), value
 
 
+def test_a_commands_warning_prints_as_its_errors_do(tmp_path):
+    """A command's warning showed Python's '.../bpe.py:935: UserWarning: ...' and a line of mingpt's source, for a
+    user who runs it and changes none of it; it is 'warning: ...', as an error is 'error: ...'. --debug keeps Python's
+    form, and formatwarning is given back after the command."""
+    code = ("import sys, warnings\nfrom mingpt.utils import run_cli\n"
+            "run_cli(lambda argv: warnings.warn('the vocabulary is smaller'))\n"
+            "warnings.warn('after the command')\n")
+    env = {k: v for k, v in os.environ.items() if k != 'MINGPT_DEBUG'}
+    env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])
+    for debug in ([], ['--debug']):
+        out = subprocess.run([sys.executable, '-c', code, *debug], capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        first, *rest = out.stderr.splitlines()
+        assert (first == 'warning: the vocabulary is smaller') == (not debug), out.stderr
+        assert 'UserWarning: after the command' in rest[-1], out.stderr
+
+
 def test_under_torchrun_only_rank_0_prints_and_every_rank_reports_errors_and_warnings(capsys, monkeypatch):
     """Every process of a torchrun runs the whole script: 8 GPUs showed each line ('number of parameters', samples)
     8 times. Ranks other than 0 keep stdout quiet; what goes wrong on them still shows; --debug shows it all."""
