@@ -31,8 +31,9 @@ prompt once its batch is done (or stopped: Ctrl-C prints the batch's text so far
 generated). A batch of one row prints its text as it is generated. --compile compiles the decode step
 (mingpt/engine.py; on CUDA as a CUDA graph): it costs seconds to minutes once per batch shape, before the clock
 starts, and pays off over many tokens. Generated text goes to stdout (on a terminal, control characters other than
-newline and tab shown as escapes, '\\x1b', '\\r', so that a stray one cannot garble the screen; to a file or a pipe,
-as written); everything else, ending with the tokens/s and the time to the first token, to stderr.
+newline and tab, and the invisible bidirectional controls, shown as escapes, '\\x1b', '\\r', '\\u202e', so that a
+stray one cannot garble or reorder the screen; to a file or a pipe, as written); everything else, ending with the
+tokens/s and the time to the first token, to stderr.
 """
 import codecs
 import contextlib
@@ -199,14 +200,16 @@ def text_of(tokenizer, ids, ends):
     return tokenizer.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
-# the C0 controls but tab and newline, DEL, and the C1 controls: each can move the cursor, or begin an escape sequence
-CONTROLS = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f]')
+# the C0 controls but tab and newline, DEL, and the C1 controls: each can move the cursor, or begin an escape sequence;
+# and Unicode's Bidi_Control characters (U+202E, right-to-left override...), invisible, which reorder the rest of the
+# line on screen. Other invisible format characters stay: the zero-width joiner and the tags build emoji and flags
+CONTROLS = re.compile(r'[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]')
 
 
 def write(text):
-    """Write generated text to stdout. On a terminal a control character (CONTROLS) is written as its escape, '\\x1b'
-    or '\\r': a small model's random bytes could otherwise recolour, clear or garble the screen. To a file or a pipe
-    the text goes as the model wrote it."""
+    """Write generated text to stdout. On a terminal a control character (CONTROLS) is written as its escape, '\\x1b',
+    '\\r' or '\\u202e': a small model's random bytes could otherwise recolour, clear, garble or reorder the screen. To
+    a file or a pipe the text goes as the model wrote it."""
     if sys.stdout.isatty():
         text = CONTROLS.sub(lambda m: m.group().encode('unicode_escape').decode('ascii'), text)
     sys.stdout.write(text)

@@ -1085,6 +1085,18 @@ def test_a_trained_checkpoint_says_how_long_it_trained_in_chargpt_and_generate(t
     assert 'trained for' not in capsys.readouterr().err
 
 
+def test_every_bidirectional_control_is_escaped_on_a_terminal():
+    """Unicode's Bidi_Control characters, by Python's Unicode database: those of the explicit bidirectional classes
+    (embeddings, overrides, isolates) and the three marks; and no letter around them."""
+    import unicodedata
+    g = generate_module()
+    explicit = {'LRE', 'RLE', 'PDF', 'LRO', 'RLO', 'LRI', 'RLI', 'FSI', 'PDI'}
+    reordering = [c for c in map(chr, range(0x110000)) if unicodedata.bidirectional(c) in explicit]
+    marks = [unicodedata.lookup(f'{name} MARK') for name in ('LEFT-TO-RIGHT', 'RIGHT-TO-LEFT', 'ARABIC LETTER')]
+    assert len(reordering) == 9 and all(g.CONTROLS.fullmatch(c) for c in reordering + marks)
+    assert not g.CONTROLS.search('abc \u05d0\u0627 \u200d\u00ad\u00e9')  # Hebrew, Arabic, joiner, soft hyphen
+
+
 class Writes(Clocked):
     """A model whose stream writes the ids `ids`, one a step, in every row."""
 
@@ -1100,11 +1112,12 @@ class Writes(Clocked):
 @pytest.mark.parametrize('tty', [True, False])
 @pytest.mark.parametrize('how', ['streamed', 'batch', 'beams'])
 def test_control_characters_are_escaped_on_a_terminal_and_kept_in_a_file(how, tty, tmp_path, capsys, monkeypatch):
-    """A sample's control bytes went raw to the terminal: '\\x1b[2J' cleared it, '\\r' wrote over the line's start.
-    On a terminal they are now shown as their escapes (tab and newline stay as they are); piped, the text is kept."""
+    """A sample's control bytes went raw to the terminal: '\\x1b[2J' cleared it, '\\r' wrote over the line's start,
+    U+202E (right-to-left override) showed the rest of the line backwards. On a terminal they are now shown as their
+    escapes (tab and newline stay as they are, and the zero-width joiner of an emoji); piped, the text is kept."""
     from mingpt.data import CharTokenizer
     g = generate_module()
-    text = 'a\x1b[2Jb\rc\x00\td\x7f\x85e'
+    text = 'a\x1b[2Jb\rc\x00\td\x7f\x85e\u202ef\u2067g\u200dh'
     tokenizer = CharTokenizer(sorted(set(text + '\n')))
     ids = tokenizer.encode(text)
     monkeypatch.setattr(g, 'load', lambda name, device, dtype: (Writes(ids), tokenizer))
@@ -1115,5 +1128,5 @@ def test_control_characters_are_escaped_on_a_terminal_and_kept_in_a_file(how, tt
     options = {'streamed': ['--prompt=a'], 'batch': [f'--prompt_file={tmp_path / "prompts.txt"}'],
                'beams': ['--prompt=a', '--num_beams=2']}[how]
     g.main(['--model=fake', f'--max_new_tokens={len(ids)}', '--device=cpu', *options])
-    shown = 'a' + ('a\\x1b[2Jb\\rc\\x00\td\\x7f\\x85e' if tty else text) + '\n'
+    shown = 'a' + ('a\\x1b[2Jb\\rc\\x00\td\\x7f\\x85e\\u202ef\\u2067g\u200dh' if tty else text) + '\n'
     assert capsys.readouterr().out == shown * (2 if how == 'batch' else 1)
