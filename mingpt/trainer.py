@@ -930,54 +930,67 @@ class StepSampler:
 
 
 class LinesAboveBar:
-    """Within it, stdout's lines go above the progress bar instead of onto its line (tqdm.write would not clear a
-    bar on stderr while stdout is redirected). A terminal (or a notebook, whose output also takes '\\r') has the bar's
-    line cleared and drawn again below each line; a file or a pipe keeps every character, so there the bar's line is
-    ended once and drawn again when the callback returns (else a log had each line after a bar's text)."""
+    """Within it, the lines printed on stdout and stderr (a callback's prints and warnings) go above the progress bar
+    instead of onto its line (tqdm.write would not clear a bar on stderr while stdout is redirected). A terminal (or a
+    notebook, whose output also takes '\\r') has the bar's line cleared and drawn again below each line; a file or a
+    pipe keeps every character, so there the bar's line is ended once and drawn again when the callback returns (else
+    a log had each line after a bar's text)."""
 
     def __init__(self, bar):
-        self.bar, self.pending = bar, ''
+        self.bar, self.bar_ended = bar, False
         self.in_log = bar.fp in (sys.__stderr__, sys.__stdout__) and not bar.fp.isatty()  # a notebook's: no __stderr__
-        self.bar_ended = False
 
     def __enter__(self):
-        self.out, sys.stdout = sys.stdout, self
+        self.streams = sys.stdout, sys.stderr
+        self.writers = sys.stdout, sys.stderr = LineWriter(self, sys.stdout), LineWriter(self, sys.stderr)
 
     def __exit__(self, *exc):
-        sys.stdout = self.out
-        if self.pending:  # the start of a line, printed with end=''
-            self.out.write(self.pending)
+        sys.stdout, sys.stderr = self.streams
+        for writer in self.writers:
+            writer.end()
         if self.bar_ended:
-            self.out.flush()
             self.bar.refresh()
 
-    def write(self, text):
-        self.pending += text
-        if '\n' in self.pending:
-            lines, _, self.pending = self.pending.rpartition('\n')
-            self.show(lines + '\n', redraw=True)
-        return len(text)
-
-    def flush(self):  # e.g. input()'s prompt, which has no newline: shown now, not when the callback returns
-        if self.pending:
-            self.show(self.pending, redraw=False)  # the bar would draw over the line's start
-            self.pending = ''
-        self.out.flush()
-
-    def show(self, text, redraw):
+    def show(self, out, text, redraw):
+        """Write text to out, a stream of the two, where the bar was; redraw: then draw the bar below it."""
         if not self.in_log:
             self.bar.clear()
-            self.out.write(text)
+            out.write(text)
             if redraw:
                 self.bar.refresh()
             return
         if not self.bar_ended:
             self.bar.fp.write('\n')
-            self.bar.fp.flush()
             self.bar_ended = True
-        self.out.write(text)
+        out.write(text)
+        out.flush()  # in order with the other stream's lines, where both go to one log
 
-    def __getattr__(self, name):  # isatty, encoding...: stdout's own
+
+class LineWriter:
+    """stdout or stderr within LinesAboveBar: its whole lines, and a line's start when flushed, go above the bar."""
+
+    def __init__(self, above, out):
+        self.above, self.out, self.pending = above, out, ''
+
+    def write(self, text):
+        self.pending += text
+        if '\n' in self.pending:
+            lines, _, self.pending = self.pending.rpartition('\n')
+            self.above.show(self.out, lines + '\n', redraw=True)
+        return len(text)
+
+    def flush(self):  # e.g. input()'s prompt, which has no newline: shown now, not when the callback returns
+        if self.pending:
+            self.above.show(self.out, self.pending, redraw=False)  # the bar would draw over the line's start
+            self.pending = ''
+        self.out.flush()
+
+    def end(self):
+        if self.pending:  # the start of a line, printed with end=''
+            self.out.write(self.pending)
+        self.out.flush()
+
+    def __getattr__(self, name):  # isatty, encoding...: the stream's own
         return getattr(self.out, name)
 
 

@@ -566,12 +566,14 @@ def test_callback_prints_go_above_the_progress_bar(monkeypatch):
     monkeypatch.setattr(sys, 'stderr', screen)
     trainer = make_trainer(max_iters=3, quiet=False)
     trainer.add_callback('on_batch_end', lambda t: print('iter', t.iter_num, 'done'))
+    trainer.add_callback('on_batch_end', lambda t: print('note', t.iter_num, file=sys.stderr))  # as a warning is
     trainer.run()
     raw = screen.getvalue()
     for i in range(3):
-        before = raw[:raw.index(f'iter {i} done\n')]
-        # the bar's line was cleared (carriage return, blanks, carriage return), so the text starts its own line
-        assert before.rsplit('\n', 1)[-1].rsplit('\r', 1)[-1] == '', repr(before[-120:])
+        for line in (f'iter {i} done\n', f'note {i}\n'):
+            before = raw[:raw.index(line)]
+            # the bar's line was cleared (carriage return, blanks, carriage return), so the text starts its own line
+            assert before.rsplit('\n', 1)[-1].rsplit('\r', 1)[-1] == '', repr(before[-120:])
     assert '3/3' in raw.rsplit('done\n', 1)[-1]  # and the bar is drawn again below it
 
 
@@ -579,11 +581,15 @@ def test_callback_prints_start_their_own_lines_in_a_log():
     """python projects/chargpt.py 2>&1 | tee log: a file keeps the '\\r' that clears the bar's line on a terminal, so
     each printed line went on after the bar's text in the log (and, with stdout buffered, after later bars). There the
     bar's line is ended instead, and drawn again after the callback's lines."""
-    code = ("from mingpt.model import GPT; from mingpt.trainer import Trainer; from mingpt.data import TokenDataset\n"
+    code = ("import sys\nfrom mingpt.model import GPT; from mingpt.trainer import Trainer\n"
+            "from mingpt.data import TokenDataset\n"
             "C = GPT.get_default_config(); C.model_type, C.vocab_size, C.block_size = 'gpt-nano', 7, 8\n"
             "T = Trainer.get_default_config(); T.max_iters, T.batch_size, T.device = 3, 4, 'cpu'\n"
             "trainer = Trainer(T, GPT(C), TokenDataset(list(range(7)) * 4, 8, 7))\n"
-            "trainer.add_callback('on_batch_end', lambda t: print(f'iter {t.iter_num}\\nsample {t.iter_num}'))\n"
+            "def report(t):\n"
+            "    print(f'note {t.iter_num}', file=sys.stderr)\n"  # a warning's way
+            "    print(f'iter {t.iter_num}\\nsample {t.iter_num}')\n"
+            "trainer.add_callback('on_batch_end', report)\n"
             "trainer.run()\n")
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONUNBUFFERED'}  # stdout buffered, as a pipe's is
     env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])
@@ -593,8 +599,8 @@ def test_callback_prints_start_their_own_lines_in_a_log():
     assert out.returncode == 0, log
     lines = log.split('\n')
     for i in range(3):
-        assert lines.index(f'iter {i}') + 1 == lines.index(f'sample {i}'), log  # whole lines, in order
-        assert 'training:' in lines[lines.index(f'iter {i}') - 1], log  # below the bar's line
+        assert lines.index(f'note {i}') + 1 == lines.index(f'iter {i}') == lines.index(f'sample {i}') - 1, log
+        assert 'training:' in lines[lines.index(f'note {i}') - 1], log  # whole lines below the bar's line, in order
         assert 'training:' in lines[lines.index(f'sample {i}') + 1], log  # and the bar drawn again below
     assert '3/3' in ''.join(lines[lines.index('sample 2'):]), log
 
