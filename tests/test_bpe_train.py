@@ -268,6 +268,8 @@ def test_vocab_size_accounting():
         small = train_bpe('abcd', 400)
     assert caught.pop(UserWarning).filename == __file__  # the caller's line, not bpe.py's
     assert len(small.encoder) == 256 + 3 + 1
+    with pytest.warns(UserWarning, match='left after 1 merge: '):  # not '1 merges'
+        train_bpe('ab', 400)
 
 
 def test_save_then_load(tmp_path):
