@@ -21,7 +21,7 @@ from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weight
                                parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
-                          write_text_atomically)
+                          write_failed, write_text_atomically)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -325,7 +325,11 @@ def save_gpt2(model, save_directory, eos_token_id=None):
     tensors = {k: v.t() if k.endswith(HF_CONV1D) else v
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / 'model.safetensors', lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
+    weights_path = folder / 'model.safetensors'
+    try:
+        atomic_write(weights_path, lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
+    except OSError as e:  # a full disk's '[Errno 28] No space left on device' names no file
+        raise write_failed(weights_path, e, "the model's weights ") from e
     write_text_atomically(folder / 'generation_config.json', json.dumps(generation, indent=2) + '\n')
     write_text_atomically(folder / 'config.json', json.dumps(hf, indent=2) + '\n')
     return folder

@@ -1,6 +1,8 @@
 """GPT.from_pretrained / save_pretrained against Hugging Face's GPT2LMHeadModel: same logits, same greedy text,
 both key layouts, both file formats, and clear errors. Offline: every checkpoint is made here with random weights."""
+import errno
 import json
+import os
 import re
 
 import pytest
@@ -115,6 +117,27 @@ def test_save_pretrained_holds_no_copy_of_the_weights_while_writing(tmp_path, mo
     ours = {p.untyped_storage().data_ptr() for p in model.parameters()}
     assert len(written) == len(pretrained.gpt2_weight_shapes(C))
     assert all(t.untyped_storage().data_ptr() in ours for t in written.values())
+
+
+def test_a_full_disk_in_save_pretrained_names_its_weights_file_and_keeps_the_last_save(tmp_path, monkeypatch):
+    """A full disk while model.safetensors was written said only '[Errno 28] No space left on device', of no file
+    (save_checkpoint's and config.json's writes named theirs)."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
+    model = GPT(C)
+    model.save_pretrained(tmp_path)
+    before = (tmp_path / 'model.safetensors').read_bytes()
+
+    def full_disk(tensors, path, metadata):
+        open(path, 'wb').write(b'half a file')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(pretrained, 'write_safetensors', full_disk)
+    with pytest.raises(OSError, match=rf"could not write the model's weights {re.escape(str(tmp_path))}/model"
+                                      r"\.safetensors \(\[Errno 28\] No space left on device; [\d,]+ bytes are free "
+                                      r"there\); the one there before is unchanged\. If the disk is full"):
+        GPT(C).save_pretrained(tmp_path)
+    assert (tmp_path / 'model.safetensors').read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['config.json', 'generation_config.json', 'model.safetensors']
 
 
 def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
