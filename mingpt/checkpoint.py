@@ -99,7 +99,9 @@ def load_checkpoint(path, map_location='cpu', mmap=False):
     if kind not in ('zip', 'torch'):  # refused before torch.load, whose advice (weights_only=False) fits no such file
         ours = "a mingpt checkpoint is the model.pt (or ckpt.pt) that a training run writes in its work_dir"
         advice = hf if kind in ('safetensors', 'json') else ours
-        if kind == 'safetensors' and Path(path).name != 'model.safetensors':  # renamed: the folder would lack it
+        # renamed, the folder lacks it; a shard (model-00001-of-00002.safetensors) is read through the folder's index
+        shard = re.fullmatch(r'model-\d+-of-\d+\.safetensors', Path(path).name)
+        if kind == 'safetensors' and Path(path).name != 'model.safetensors' and not shard:
             advice += "; from_pretrained reads the weights named model.safetensors: rename the file back"
         raise ValueError(f"{path} is not a mingpt checkpoint: it is {what}; {advice}")
     if kind == 'zip':

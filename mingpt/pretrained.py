@@ -28,6 +28,8 @@ HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
 HF_CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_proj.weight')  # (in, out)
 HF_BUFFERS = ('.attn.bias', '.attn.masked_bias')  # HF's causal mask constants, not parameters
 HF_LAYER = re.compile(r'(?:transformer\.)?h\.(\d+)\.')  # a weight of block i, in either key layout
+# the weights' file, first found first read; the .index.json names the shards of weights saved in several files
+HF_WEIGHTS = ('model.safetensors', 'pytorch_model.bin', 'model.safetensors.index.json', 'pytorch_model.bin.index.json')
 
 
 def gpt2_weight_shapes(config):
@@ -71,7 +73,7 @@ def _hf_files(name_or_path):
     folder = Path(name_or_path).expanduser()
     # a folder named like a hub id ('gpt2') is the model only if it holds a config.json
     if folder.is_dir() and (name_or_path not in HF_MODELS or (folder / 'config.json').exists()):
-        weights = [folder / f for f in ('model.safetensors', 'pytorch_model.bin') if (folder / f).is_file()]
+        weights = [folder / f for f in HF_WEIGHTS if (folder / f).is_file()]
         if not (folder / 'config.json').is_file() or not weights:
             raise _not_a_hf_directory(folder)
         return folder / 'config.json', weights[0]
@@ -96,8 +98,7 @@ def _hf_files(name_or_path):
 
 def _not_a_hf_directory(folder):
     """The error for a folder without config.json or a weights file: what it has, and what may stand in their place
-    (sharded weights, a mingpt checkpoint, the folder a zip file unpacked into, a link to nothing, a folder)."""
-    sharded = ' (sharded checkpoints, *.index.json, are not supported)' if any(folder.glob('*.index.json')) else ''
+    (a mingpt checkpoint, the folder a zip file unpacked into, a link to nothing, a folder)."""
     has = sorted(name for name in os.listdir(folder) if not name.startswith('.'))  # not .lock, .git, .DS_Store
     has = ', '.join(has[:10]) + (f" and {len(has) - 10} more" if len(has) > 10 else '') if has else 'nothing'
     ours = sorted(str(p) for p in folder.glob('*.pt'))  # a run's folder: the checkpoint is a file in it
@@ -105,15 +106,16 @@ def _not_a_hf_directory(folder):
             "--model or --system.init)") if ours else ''
     inner = sorted(str(p.parent) for p in folder.glob('*/config.json'))  # a zip file unpacked into its own folder
     inner = f"; {inner[0]} holds a config.json: pass that folder" if inner else ''
-    names = [folder / name for name in ('config.json', 'model.safetensors', 'pytorch_model.bin')]
+    names = [folder / name for name in ('config.json', *HF_WEIGHTS)]
     links = [f"{p.name} is a link to {os.readlink(p)}, which does not exist"
              for p in names if p.is_symlink() and not p.exists()]
     folders = [f"{p.name} is a folder" for p in names if p.is_dir()]
     # Hugging Face's cache links each file to its blob: cp -r copies the links, which then lead nowhere
     copied = " (a folder copied out of Hugging Face's cache keeps its links: copy it with cp -rL)" if links else ''
     broken = f"; but {', '.join(links + folders)}{copied}" if links or folders else ''
-    return FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory{sharded}: it needs config.json and "
-                             f"model.safetensors or pytorch_model.bin; it has {has}{ours}{inner}{broken}")
+    return FileNotFoundError(f"{folder} is not a Hugging Face GPT-2 directory: it needs config.json and "
+                             "model.safetensors or pytorch_model.bin (or the .index.json of their shards); it has "
+                             f"{has}{ours}{inner}{broken}")
 
 
 def _hf_hub_snapshot(name):
@@ -125,8 +127,7 @@ def _hf_hub_snapshot(name):
         repo = Path(hub).expanduser() / folder
         ref = repo / 'refs' / 'main'  # names the revision the last download saved
         snapshot = repo / 'snapshots' / ref.read_text().strip() if ref.is_file() else None
-        if snapshot and (snapshot / 'config.json').is_file() and any(
-                (snapshot / f).is_file() for f in ('model.safetensors', 'pytorch_model.bin')):
+        if snapshot and (snapshot / 'config.json').is_file() and any((snapshot / f).is_file() for f in HF_WEIGHTS):
             return snapshot
     return None
 
@@ -170,9 +171,11 @@ def _named_dtype(name, config_path):
 
 
 def _read_hf_weights(path, dtype=None):
-    """The state dict in a model.safetensors or pytorch_model.bin, read as what its first bytes say it is (a
-    safetensors file renamed pytorch_model.bin loads); a safetensors file's floating-point tensors in dtype, each
-    converted as it is read (torch.save's file is read whole first)."""
+    """The state dict in a model.safetensors or pytorch_model.bin (or in the shards an .index.json names), read as
+    what its first bytes say it is (a safetensors file renamed pytorch_model.bin loads); a safetensors file's
+    floating-point tensors in dtype, each converted as it is read (torch.save's file is read whole first)."""
+    if path.name.endswith('.index.json'):
+        return _read_hf_shards(path, dtype)
     safetensors = _weights_format(path) == 'safetensors'
     if not safetensors:
         refuse_compressed(path)  # torch.save's zip archive stores its members as they are
@@ -190,6 +193,28 @@ def _read_hf_weights(path, dtype=None):
                            f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or corrupt; delete it "
                            "and download or save it again") from None
     refuse_non_tensors(weights, path, "GPT-2 weights")  # torch.load gives any plain data a .bin holds
+    return weights
+
+
+def _read_hf_shards(index, dtype=None):
+    """The state dict of weights saved in several files (transformers' save_pretrained splits those past its
+    max_shard_size, 5 GB in transformers 4: gpt2-xl in float32), each read as _read_hf_weights reads a whole one:
+    the index's weight_map names each weight's file, beside the index."""
+    weight_map = json_object(index, 'the model').get('weight_map')
+    if not (isinstance(weight_map, dict) and weight_map and all(isinstance(f, str) for f in weight_map.values())):
+        raise ValueError(f"{index} has no weight_map (each weight's name to the file of its shard): the file is "
+                         "damaged or not a shard index; download or save the model again")
+    weights = {}
+    for shard in dict.fromkeys(weight_map.values()):  # each file once, in the index's order
+        path = index.parent / shard
+        if Path(shard).name != shard or not shard.endswith(('.safetensors', '.bin')) or not path.is_file():
+            raise ValueError(f"{index} names the shard {shard!r}, which is not a weights file in {index.parent}: "
+                             "the folder is incomplete; download or save the model again")
+        weights.update(_read_hf_weights(path, dtype))
+        lacks = sorted(name for name, f in weight_map.items() if f == shard and name not in weights)
+        if lacks:
+            raise ValueError(f"{path} lacks {len(lacks)} of the weights {index.name} puts there, e.g. {lacks[:3]}: "
+                             "the shard is not the one the index was written with; download or save the model again")
     return weights
 
 

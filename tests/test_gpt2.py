@@ -454,7 +454,8 @@ def test_directory_without_weights(small_dir):
     (small_dir / 'model.safetensors').unlink()
     for hidden in ('.lock', '.gitattributes'):  # a run's lock, a clone's git files: not what the user looks for
         (small_dir / hidden).touch()
-    with pytest.raises(FileNotFoundError, match='pytorch_model.bin; it has config.json, generation_config.json$'):
+    with pytest.raises(FileNotFoundError, match=r'pytorch_model.bin \(or the .index.json of their shards\); it '
+                                                r'has config.json, generation_config.json$'):
         GPT.from_pretrained(small_dir)
     for i in range(10):  # a crowded folder is listed in part
         (small_dir / f'x{i}.txt').touch()
@@ -552,6 +553,56 @@ def test_gpt2_weights_the_model_lost_are_named_not_blamed_on_the_file(tmp_path, 
     with pytest.raises(ValueError, match=r"holds GPT-2's '(transformer\.)?h.0.ln_1.bias', which this model has not "
                                          r"\(changed in model.py\?\)"):
         RMSNormGPT.from_pretrained(folder)
+
+
+def save_in_shards(model, folder, fmt):
+    """save_pretrained's folder of weights in several files, named by an index: 'safetensors' as transformers writes
+    it, 'bin' as transformers 4 wrote it with safe_serialization=False (pytorch_model-00001-of-0000N.bin)."""
+    model.save_pretrained(folder, max_shard_size='20KB')
+    index = json.loads((folder / 'model.safetensors.index.json').read_text())
+    if fmt == 'bin':
+        renamed = {}
+        for shard in sorted(set(index['weight_map'].values())):
+            renamed[shard] = shard.replace('model', 'pytorch_model').replace('.safetensors', '.bin')
+            torch.save(load_file(folder / shard), folder / renamed[shard])
+            (folder / shard).unlink()
+        index['weight_map'] = {name: renamed[shard] for name, shard in index['weight_map'].items()}
+        (folder / 'model.safetensors.index.json').unlink()
+        (folder / 'pytorch_model.bin.index.json').write_text(json.dumps(index))
+    return sorted(set(index['weight_map'].values()))
+
+
+@pytest.mark.parametrize('fmt', ['safetensors', 'bin'])
+def test_a_folder_of_weights_in_shards_loads_with_hugging_faces_logits(tmp_path, fmt):
+    """transformers' save_pretrained splits weights past its max_shard_size (5 GB in transformers 4: gpt2-xl in
+    float32, fine-tuned) into files an index names; such a folder was refused as 'not supported'."""
+    hf = hf_model(**SMALL)
+    shards = save_in_shards(hf, tmp_path, fmt)
+    assert len(shards) > 2
+    assert_same_as_hf(GPT.from_pretrained(tmp_path), hf, SMALL['vocab_size'], steps=3)
+    bf16 = GPT.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16}
+    if fmt == 'safetensors':  # a shard given as a checkpoint: not 'rename the file back' to model.safetensors
+        with pytest.raises(ValueError, match=rf"{shards[0]} is not a mingpt checkpoint: it is .*; for Hugging Face "
+                                             rf"GPT-2 weights give their folder, {re.escape(str(tmp_path))}, with "
+                                             r"their config.json in it \(GPT.from_pretrained\(folder\), a project's "
+                                             r"--model or --system.init\)$"):
+            GPT.from_checkpoint(tmp_path / shards[0])
+
+
+def test_a_folder_of_weights_in_shards_with_one_missing_or_another_names_it(tmp_path):
+    shards = save_in_shards(hf_model(**SMALL), tmp_path, 'safetensors')
+    (tmp_path / shards[1]).rename(tmp_path / 'elsewhere')
+    with pytest.raises(ValueError, match=rf"model.safetensors.index.json names the shard '{shards[1]}', which is "
+                                         rf"not a weights file in {re.escape(str(tmp_path))}: the folder is "
+                                         r"incomplete; download or save the model again$"):
+        GPT.from_pretrained(tmp_path)
+    (tmp_path / 'elsewhere').rename(tmp_path / shards[1])
+    (tmp_path / shards[2]).write_bytes((tmp_path / shards[1]).read_bytes())  # the same file copied over another
+    with pytest.raises(ValueError, match=rf"{shards[2]} lacks \d+ of the weights model.safetensors.index.json puts "
+                                         r"there, e.g. \['transformer\.h\.\d.*: the shard is not the one the index "
+                                         r"was written with; download or save the model again$"):
+        GPT.from_pretrained(tmp_path)
 
 
 @pytest.mark.parametrize('layout', ['safetensors', 'bin'])
