@@ -17,8 +17,8 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.checks import DROPOUT_OPTIONS
-from mingpt.checkpoint import (STACK_LAYER, file_kind, load_refused, load_weights, no_checkpoint, numbered_blocks,
-                               parameters_on_meta, refuse_compressed, refuse_non_tensors)
+from mingpt.checkpoint import (STACK_LAYER, file_kind, load_checkpoint, load_refused, load_weights, no_checkpoint,
+                               numbered_blocks, parameters_on_meta, refuse_compressed, refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
                           write_failed, write_text_atomically)
@@ -51,9 +51,7 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
     the one the weights are stored in, as transformers' from_pretrained(dtype='auto') does. Weights that GPT-2 has
     not (a layer or probe added to model.py) keep their initial values, with a warning. The weights are held once:
     read, then made the model's own as they are converted."""
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point or dtype == 'auto'):
-        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or 'auto' (the dtype the "
-                        f"model was saved in), not {dtype!r}")
+    check_dtype(dtype)
     config_path, weights_path = _hf_files(name_or_path)
     config, saved_dtype = _config_from_hf(cls.get_default_config(), config_path)
     if dtype == 'auto':
@@ -66,6 +64,14 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
         model = cls(config).to(dtype)
     _load_hf_weights(model, weights, weights_path)
     return model.eval()
+
+
+def check_dtype(dtype):
+    """Refuse a dtype that from_pretrained and load_model_and_tokenizer cannot load a model in, before anything is
+    read (torch's own error for the string 'bfloat16' spoke of an 'invalid device string')."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point or isinstance(dtype, str) and dtype == 'auto'):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or 'auto' (the dtype the "
+                        f"model was saved in), not {dtype!r}")
 
 
 def _hf_files(name_or_path):
@@ -560,8 +566,9 @@ def hf_generation_ids(name):
 
 def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
-    records; or GPT-2 from a hub id or a Hugging Face directory (converted to dtype as it loads), with the directory's
-    tokenizer if it has one (tokenizer.json, or vocab.json and merges.txt).
+    records (dtype 'auto': the dtype of its weights, as from_pretrained's); or GPT-2 from a hub id or a Hugging Face
+    directory (converted to dtype as it loads), with the directory's tokenizer if it has one (tokenizer.json, or
+    vocab.json and merges.txt).
     Otherwise the tokenizer is GPT-2's, and the model's vocabulary must be GPT-2's 50257 tokens. A vocabulary padded
     past the tokenizer's (nanoGPT pads GPT-2's 50257 tokens to 50304) keeps only the tokenizer's ids: sampling could
     give the others, which have no text. with_note=True adds a third value: how long a checkpoint trained
@@ -571,7 +578,12 @@ def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     if str(name).endswith(('.pt', '.pth')) and not Path(name).exists():
         raise no_checkpoint(name, "train one first (e.g. python projects/chargpt.py writes out/chargpt/model.pt), or "
                                   "give a GPT-2 hub id or a Hugging Face directory")
+    check_dtype(dtype)
     if Path(name).is_file():
+        if dtype == 'auto':  # as from_pretrained's: the dtype of the weights saved, which from_checkpoint makes float32
+            saved = load_checkpoint(name, mmap=True).get('model')  # mapped: the dtypes, without reading the weights
+            dtype = next((w.dtype for w in (saved.values() if isinstance(saved, dict) else ())
+                          if isinstance(w, torch.Tensor) and w.is_floating_point()), torch.float32)
         model, checkpoint = GPT.from_checkpoint(name)
         model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)
     else:

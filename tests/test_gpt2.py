@@ -796,6 +796,26 @@ def test_a_checkpoint_whose_tokenizer_outnumbers_its_model_vocabulary_is_refused
         pretrained.load_model_and_tokenizer(str(tmp_path / 'bad.pt'))
 
 
+def test_load_model_and_tokenizer_takes_the_dtypes_from_pretrained_takes_for_a_checkpoint_too(tmp_path):
+    """dtype='auto' loaded a Hugging Face folder in its saved dtype, but a checkpoint failed in torch's model.to with
+    'Expected one of cpu, cuda, ... device type at start of device string: auto'; the string 'bfloat16' was an
+    'Invalid device string' there."""
+    from mingpt.data import CharTokenizer
+    from mingpt.checkpoint import model_state, save_checkpoint
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(n_layer=1, n_head=1, n_embd=8, vocab_size=3, block_size=4))
+    model = GPT(C).to(torch.bfloat16)
+    save_checkpoint({**model_state(model), **pretrained.tokenizer_record(CharTokenizer('abc'))}, tmp_path / 'm.pt')
+    loaded = pretrained.load_model_and_tokenizer(str(tmp_path / 'm.pt'), 'auto')[0]
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    assert all(torch.equal(a, b) for a, b in zip(loaded.parameters(), model.parameters()))
+    model.save_pretrained(tmp_path / 'hf')
+    for name in (tmp_path / 'm.pt', tmp_path / 'hf'):  # refused before either is read
+        with pytest.raises(TypeError, match=r"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or "
+                                            r"'auto' \(the dtype the model was saved in\), not 'bfloat16'$"):
+            pretrained.load_model_and_tokenizer(str(name), 'bfloat16')
+
+
 def test_a_path_from_the_home_directory_loads_with_its_tokenizer(tmp_path, monkeypatch):
     """from_pretrained expands '~' but load_model_and_tokenizer looked for '~/...' as typed: a checkpoint there was
     'no checkpoint', and a Hugging Face folder there lost its own tokenizer (GPT-2's was used instead)."""
