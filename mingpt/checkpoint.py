@@ -264,12 +264,15 @@ def checked_config(cls, checkpoint, weights, path):
 
 def with_options(model, **options):
     """model, or its weights in a new model of its class built with these config options (e.g. a fine-tune's own
-    dropout, where a checkpoint or config.json gave another), where they differ from model.config's."""
+    dropout, where a checkpoint or config.json gave another), where they differ from model.config's: in model's
+    dtype, on its device and in its mode, holding model's own tensors (no copy, no random initialisation)."""
     if all(getattr(model.config, k) == v for k, v in options.items()):
         return model
-    state, model = model.state_dict(), type(model)(CfgNode(**{**model.config.to_dict(), **options}))
-    model.load_state_dict(state)
-    return model
+    weight = next(model.parameters())
+    with parameters_on_meta():
+        new = type(model)(CfgNode(**{**model.config.to_dict(), **options})).to(weight.dtype)
+    load_weights(new, model.state_dict(), weight.device)
+    return new.train(model.training)
 
 
 def rebuild_model(cls, path, map_location='cpu'):

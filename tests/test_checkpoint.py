@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import deflate, refusal_of_a_pickled_path
-from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
+from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint, with_options
 from mingpt.model import GPT
 from mingpt.utils import CfgNode as CN
 
@@ -81,6 +81,25 @@ def test_checkpoint_roundtrip_and_clear_errors(tmp_path):
         load_checkpoint(tmp_path / 'foreign.pt')
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / 'missing.pt')
+
+
+def test_with_options_keeps_the_models_dtype_mode_and_weights_tied_without_a_copy():
+    """with_options (a fine-tune's own dropout) built the new model in float32 and in training mode: a bfloat16 model
+    (from_pretrained(dtype=torch.bfloat16)) came back in float32, twice its memory, and an eval one in training, with
+    a random initialisation and a second copy of the weights made on the way."""
+    model = tiny().to(torch.bfloat16).eval()
+    rng = torch.get_rng_state()
+    changed = with_options(model, attn_pdrop=0.25, embd_pdrop=0.0)
+    assert torch.equal(torch.get_rng_state(), rng)  # no random initialisation
+    assert (changed.config.attn_pdrop, changed.transformer.h[0].attn.attn_dropout.p) == (0.25, 0.25)
+    assert {p.dtype for p in changed.parameters()} == {torch.bfloat16} and not changed.training
+    assert changed.lm_head.weight is changed.transformer.wte.weight
+    ours = {p.data_ptr() for p in model.parameters()}
+    assert all(p.data_ptr() in ours for p in changed.parameters())
+    x = torch.randint(11, (2, 6))
+    assert torch.equal(changed(x)[0], model(x)[0])
+    assert with_options(model.train(), attn_pdrop=0.5).training
+    assert with_options(model, attn_pdrop=model.config.attn_pdrop) is model
 
 
 def test_a_checkpoint_of_another_format_version_is_refused_and_a_missing_one_names_the_way_on(tmp_path):
