@@ -44,6 +44,7 @@ def save_checkpoint(checkpoint, path):
         raise write_failed(path, e, 'the checkpoint ') from e
 
 
+LFS_POINTER = "a Git LFS pointer, not the file itself (git lfs pull gets it)"  # what a clone without git-lfs holds
 TORCH_PICKLE = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)[2:-1]  # the magic number torch.save once pickled first
 
 
@@ -65,7 +66,7 @@ def file_kind(path):
         return None, ("a Python pickle that torch.save did not write; unpickling it could run code of the file's "
                       "choosing")
     if start.startswith(b'version '):
-        return None, "a Git LFS pointer, not the file itself (git lfs pull gets it)"
+        return None, LFS_POINTER
     if not start:
         return None, "empty (0 bytes)"
     text = start.decode('utf-8', 'ignore')  # 'ignore': the 32 bytes may end inside a character

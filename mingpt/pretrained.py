@@ -17,8 +17,9 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.checks import DROPOUT_OPTIONS
-from mingpt.checkpoint import (STACK_LAYER, file_kind, load_checkpoint, load_refused, load_weights, no_checkpoint,
-                               numbered_blocks, parameters_on_meta, refuse_compressed, refuse_non_tensors)
+from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, file_kind, load_checkpoint, load_refused, load_weights,
+                               no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
+                               refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
                           write_failed, write_text_atomically)
@@ -231,7 +232,8 @@ def _weights_format(path):
     kind, what = file_kind(path)
     if kind in ('zip', 'torch'):
         return 'torch'
-    if kind == 'safetensors' or path.suffix == '.safetensors':  # read_safetensors says why one is not whole
+    # read_safetensors says why one is not whole; a pointer is not one cut short, to delete and download again
+    if kind == 'safetensors' or path.suffix == '.safetensors' and what != LFS_POINTER:
         return 'safetensors'
     raise ValueError(f"{path} was not loaded: it is {what}; GPT-2's weights are a file that torch.save or "
                      "save_pretrained wrote")

@@ -76,6 +76,18 @@ def test_a_pytorch_model_bin_that_no_torch_save_wrote_is_named_unread(hf, conten
     assert (folder / 'pytorch_model.bin').read_bytes() == content  # nothing written or removed
 
 
+def test_a_model_safetensors_that_is_a_git_lfs_pointer_says_to_get_the_file_not_to_delete_it(hf):
+    """A hub repo cloned without git-lfs holds pointers: model.safetensors said 'git lfs pull', then that the file was
+    'truncated or corrupt; delete it and download or save it again'."""
+    _, folder = hf
+    pointer = b'version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 548105171\n'
+    (folder / 'model.safetensors').write_bytes(pointer)
+    with pytest.raises(ValueError, match=r"model.safetensors was not loaded: it is a Git LFS pointer, not the file "
+                                         r"itself \(git lfs pull gets it\); GPT-2's weights are a file that "
+                                         r"torch.save or save_pretrained wrote$"):
+        GPT.from_pretrained(folder)
+
+
 def test_torch_saves_older_format_still_loads(hf):
     """Hugging Face's first GPT-2 uploads are torch.save files of the format before the zip archive."""
     model, folder = hf
