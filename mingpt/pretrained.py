@@ -337,6 +337,11 @@ def save_gpt2(model, save_directory, eos_token_id=None):
         raise ValueError(f"only GPT-2's own shapes have a Hugging Face layout; {len(other)} of this model's weights "
                          f"differ, e.g. {'; '.join(other[:2])} (changed in model.py? e.g. one key/value head, a wider "
                          f"MLP): {instead}")
+    head, wte = weights['lm_head.weight'], weights['transformer.wte.weight']
+    if not (head.shape == wte.shape and torch.equal(head, wte)):  # GPT2LMHeadModel would read wte as the head
+        raise ValueError("this model's output head (lm_head.weight) differs from its token embedding (transformer."
+                         "wte.weight): GPT-2 ties them into one matrix, and Hugging Face's layout holds that one alone "
+                         f"(GPT2LMHeadModel would read wte as the head): {instead}")
     check_computes_gpt2(model)
     hf = dict(model_type='gpt2', architectures=['GPT2LMHeadModel'], vocab_size=c.vocab_size,
               n_positions=c.block_size, n_embd=c.n_embd, n_layer=c.n_layer, n_head=c.n_head, n_inner=None,

@@ -140,6 +140,24 @@ def test_a_full_disk_in_save_pretrained_names_its_weights_file_and_keeps_the_las
     assert sorted(p.name for p in tmp_path.iterdir()) == ['config.json', 'generation_config.json', 'model.safetensors']
 
 
+def test_save_pretrained_of_a_model_whose_head_was_untied_names_the_head(tmp_path):
+    """A head untied from the token embedding (and trained apart) was refused as a forward pass 'changed in
+    model.py?', whose logits differ from GPT-2's; one untied but still equal is GPT-2 and is written."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
+    model = GPT(C)
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    model.save_pretrained(tmp_path / 'equal')
+    with torch.no_grad():
+        model.lm_head.weight.mul_(1.5)
+    with pytest.raises(ValueError, match=r"^this model's output head \(lm_head.weight\) differs from its token "
+                                         r"embedding \(transformer.wte.weight\): GPT-2 ties them into one matrix, "
+                                         r"and Hugging Face's layout holds that one alone \(GPT2LMHeadModel would "
+                                         r"read wte as the head\): save it with the trainer's checkpoint"):
+        model.save_pretrained(tmp_path / 'untied')
+    assert not (tmp_path / 'untied').exists()
+
+
 def test_safetensors_reader_and_writer_agree_with_the_library(tmp_path):
     """Our safetensors code reads what Hugging Face's library writes, and writes what it reads: every dtype we map,
     odd shapes (a scalar, an empty tensor), and the metadata."""
