@@ -22,7 +22,7 @@ from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, file_kind, load_checkpo
                                refuse_non_tensors)
 from mingpt.data import CharTokenizer, data_roots, fetch
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
-                          write_failed, write_text_atomically)
+                          write_failed)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
 HF_URL = 'https://huggingface.co/{name}/resolve/main/{file}'
@@ -363,14 +363,29 @@ def save_gpt2(model, save_directory, eos_token_id=None):
     tensors = {k: v.t() if k.endswith(HF_CONV1D) else v
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
     folder.mkdir(parents=True, exist_ok=True)
-    weights_path = folder / 'model.safetensors'
-    try:
-        atomic_write(weights_path, lambda tmp: write_safetensors(tensors, tmp, metadata={'format': 'pt'}))
-    except OSError as e:  # a full disk's '[Errno 28] No space left on device' names no file
-        raise write_failed(weights_path, e, "the model's weights ") from e
-    write_text_atomically(folder / 'generation_config.json', json.dumps(generation, indent=2) + '\n')
-    write_text_atomically(folder / 'config.json', json.dumps(hf, indent=2) + '\n')
+    def text(value): return lambda tmp: Path(tmp).write_text(json.dumps(value, indent=2) + '\n', encoding='utf-8')
+    def safetensors(tmp): write_safetensors(tensors, tmp, metadata={'format': 'pt'})
+    # config.json, which makes a folder a model's, renamed last
+    write_together(folder, {'config.json': text(hf), 'generation_config.json': text(generation),
+                            'model.safetensors': safetensors})
     return folder
+
+
+def write_together(folder, writes):
+    """Write the files of writes ({name: write(tmp)}) into folder, each atomically (atomic_write), every one of them
+    before any replaces the file there: a failed write (a full disk) leaves the earlier save whole, where one at a
+    file written after the weights left the new weights beside the earlier config.json. Each file's atomic_write
+    holds the next ones' inside it, so the last is renamed first and the first last."""
+    (name, write), *rest = writes.items()
+
+    def write_all(tmp):
+        try:
+            write(tmp)
+        except OSError as e:  # a full disk's '[Errno 28] No space left on device' names no file
+            raise write_failed(folder / name, e) from e
+        if rest:
+            write_together(folder, dict(rest))
+    atomic_write(folder / name, write_all)
 
 
 def config_end_ids(eos_token_id, vocab_size):

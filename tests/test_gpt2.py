@@ -4,11 +4,12 @@ import errno
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import PER_BACKEND, deflate
+from conftest import PER_BACKEND, deflate, full_disk_at
 from mingpt import data, pretrained
 from mingpt import model as model_py
 from mingpt.model import GPT
@@ -119,25 +120,33 @@ def test_save_pretrained_holds_no_copy_of_the_weights_while_writing(tmp_path, mo
     assert all(t.untyped_storage().data_ptr() in ours for t in written.values())
 
 
-def test_a_full_disk_in_save_pretrained_names_its_weights_file_and_keeps_the_last_save(tmp_path, monkeypatch):
-    """A full disk while model.safetensors was written said only '[Errno 28] No space left on device', of no file
-    (save_checkpoint's and config.json's writes named theirs)."""
+@pytest.mark.parametrize('full_at', ['model.safetensors', 'generation_config.json', 'config.json'])
+def test_a_full_disk_in_save_pretrained_names_the_file_and_keeps_the_earlier_save_whole(tmp_path, monkeypatch,
+                                                                                        full_at):
+    """A full disk while model.safetensors was written said only '[Errno 28] No space left on device', of no file;
+    one at generation_config.json or config.json, written after the weights had replaced the earlier ones, left the
+    new weights beside the earlier config.json (refused as not belonging together, or the earlier end tokens)."""
     C = GPT.get_default_config()
-    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=11, block_size=8))
-    model = GPT(C)
-    model.save_pretrained(tmp_path)
-    before = (tmp_path / 'model.safetensors').read_bytes()
+    C.merge_from_dict(dict(model_type=None, n_layer=1, n_head=2, n_embd=8, vocab_size=11, block_size=8))
+    earlier = GPT(C).eval()
+    earlier.save_pretrained(tmp_path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
     def full_disk(tensors, path, metadata):
         open(path, 'wb').write(b'half a file')
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(pretrained, 'write_safetensors', full_disk)
-    with pytest.raises(OSError, match=rf"could not write the model's weights {re.escape(str(tmp_path))}/model"
-                                      r"\.safetensors \(\[Errno 28\] No space left on device; [\d,]+ bytes are free "
-                                      r"there\); the one there before is unchanged\. If the disk is full"):
-        GPT(C).save_pretrained(tmp_path)
-    assert (tmp_path / 'model.safetensors').read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ['config.json', 'generation_config.json', 'model.safetensors']
+    if full_at == 'model.safetensors':
+        monkeypatch.setattr(pretrained, 'write_safetensors', full_disk)
+    else:
+        monkeypatch.setattr(Path, 'write_text', full_disk_at(full_at))
+    C.n_layer = 2
+    with pytest.raises(OSError, match=rf"^could not write {re.escape(str(tmp_path / full_at))} \(\[Errno 28\] No "
+                                      r"space left on device; [\d,]+ bytes are free there\); the one there before "
+                                      r"is unchanged\. If the disk is full"):
+        GPT(C).save_pretrained(tmp_path, eos_token_id=3)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files  # no temporary file left either
+    x = torch.randint(11, (2, 5))
+    torch.testing.assert_close(GPT.from_pretrained(tmp_path)(x)[0], earlier(x)[0], rtol=0, atol=0)
 
 
 def test_save_pretrained_of_a_model_whose_head_was_untied_names_the_head(tmp_path):

@@ -1022,8 +1022,8 @@ def test_a_full_disk_while_a_tokenizer_or_gpt2s_config_is_saved_names_the_file(t
     def full(path, text, **kw):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(Path, 'write_text', full)
-    # the first file each writes (save_pretrained writes config.json last)
-    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'generation_config.json')):
+    # the first file each writes (save_pretrained writes config.json first and renames it over the last one last)
+    for save, name in ((encoder.save, 'vocab.bpe'), (model.save_pretrained, 'config.json')):
         with pytest.raises(OSError, match=rf"could not write {re.escape(str(tmp_path / name))} \(\[Errno 28\] No "
                                           r"space left on device; [\d,]+ bytes are free there\); no file was left"):
             save(tmp_path)
