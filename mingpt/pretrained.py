@@ -485,6 +485,17 @@ def read_safetensors(path, dtype=None):
             f.readinto(tensor.view(torch.uint8).numpy())
             tensor = tensor.reshape(shape)
             tensors[name] = tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
+    # the tensors must lie one after another over the data, as the safetensors library requires
+    covered, whole = 0, True
+    for begin, end in sorted(t['data_offsets'] for t in header.values()):
+        whole = begin == covered
+        if not whole:
+            break
+        covered = end
+    if not whole or covered != data_size:
+        raise ValueError(f"the tensors do not lie one after another over the {data_size} bytes after the header "
+                         f"(from byte {covered}: a gap, an overlap or bytes appended); the safetensors library refuses "
+                         "it too")
     return tensors
 
 

@@ -209,6 +209,16 @@ def safetensors_bytes(header, data=b''):
      r"tensor 'w' \[4\] lies at bytes 0..8 of 16"),
     (safetensors_bytes({'w': {'dtype': 'C64', 'shape': [1], 'data_offsets': [0, 8]}}, bytes(8)),
      r"tensor 'w' has dtype C64; this reader knows F64, F32"),
+    # bytes appended (the library: 'incomplete metadata, file not fully covered'), a gap, two tensors in one place
+    (safetensors_bytes({'w': {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]}}, bytes(16)),
+     r"the tensors do not lie one after another over the 16 bytes after the header \(from byte 8: a gap, an "
+     r"overlap or bytes appended\); the safetensors library refuses it too"),
+    (safetensors_bytes({'a': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]},
+                        'b': {'dtype': 'F32', 'shape': [1], 'data_offsets': [8, 12]}}, bytes(12)),
+     r"over the 12 bytes after the header \(from byte 4"),
+    (safetensors_bytes({'a': {'dtype': 'F32', 'shape': [2], 'data_offsets': [0, 8]},
+                        'b': {'dtype': 'F32', 'shape': [1], 'data_offsets': [4, 8]}}, bytes(8)),
+     r"over the 8 bytes after the header \(from byte 8"),
 ])
 def test_a_file_that_is_not_whole_safetensors_is_named(tmp_path, content, says):
     (tmp_path / 'model.safetensors').write_bytes(content)
