@@ -537,11 +537,18 @@ def make_classifier(C, gpt, tokenizer):
     fine-tuned one back (load_classifier)."""
     label_ids = None
     if C.head == 'label_words':
+        if len(C.label_words) != len(LABELS):
+            raise ConfigError(f"classifier.label_words must be {len(LABELS)} words, one per class "
+                              f"({', '.join(LABELS)}), not {C.label_words!r}")
         label_ids = [tokenizer.encode(w) for w in C.label_words]
-        if len(label_ids) != len(LABELS) or any(len(i) != 1 or i[0] == tokenizer.unk for i in label_ids):
-            raise ConfigError(f"classifier.label_words must be {len(LABELS)} words ({', '.join(LABELS)}) that are "
-                              f"one token each in the vocabulary; {C.label_words!r} encode to {label_ids} (the "
-                              f"unknown token's id: {tokenizer.unk})")
+        bad = [f"{w!r} is {len(i)} tokens" if len(i) != 1 else f"{w!r} is not in the vocabulary (the unknown token)"
+               for w, i in zip(C.label_words, label_ids) if len(i) != 1 or i[0] == tokenizer.unk]
+        if bad:
+            # a cut vocabulary (bpe, char) holds only what its training sentences hold: data.train_limit cuts it too
+            raise ConfigError(f"classifier.label_words must be one token each in the {tokenizer.kind} vocabulary: "
+                              f"{'; '.join(bad)}. Choose words that occur in the training sentences (with a leading "
+                              "space for bpe and gpt2, single characters for char), or use data.tokenizer=gpt2, "
+                              "which holds every GPT-2 token")
         label_ids = [i[0] for i in label_ids]
     elif C.head != 'linear':
         raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")

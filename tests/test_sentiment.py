@@ -755,7 +755,15 @@ def test_label_words_must_be_known_single_tokens():
     config.classifier.label_words = (' bad', ' film')
     assert sentiment.make_classifier(config.classifier, gpt, tokenizer).head.weight.shape == (2, 16)
     config.classifier.label_words = (' bad', ' good')  # one GPT-2 token, but not one of the training sentences'
-    with pytest.raises(ConfigError, match=r"encode to \[\[\d+\], \[(\d+)\]\] \(the unknown token's id: \1\)"):
+    # each word that fails is named with its reason, and the message says what to choose instead
+    with pytest.raises(ConfigError, match=r"bpe vocabulary: ' good' is not in the vocabulary \(the unknown token\)\. "
+                                          r"Choose words that occur in the training sentences.*data.tokenizer=gpt2"):
+        sentiment.make_classifier(config.classifier, gpt, tokenizer)
+    config.classifier.label_words = (' badfilm', ' bad')
+    with pytest.raises(ConfigError, match=r"' badfilm' is 2 tokens\. Choose"):
+        sentiment.make_classifier(config.classifier, gpt, tokenizer)
+    config.classifier.label_words = (' bad',)
+    with pytest.raises(ConfigError, match=r"must be 2 words, one per class \(negative, positive\), not \(' bad',\)"):
         sentiment.make_classifier(config.classifier, gpt, tokenizer)
     config.classifier.head = 'mlp'
     with pytest.raises(ConfigError, match=r"classifier.head must be 'linear' or 'label_words', not 'mlp'"):
