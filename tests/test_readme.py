@@ -220,3 +220,17 @@ def test_the_readmes_redo_of_a_notebook_run_starts_it_anew_after_a_resume():
         saved = json.loads(json.dumps(run.to_dict()))  # as the run's config.json reads back
         again = parse('chargpt', args_of(saved) + ast.literal_eval(recipe.group(1)))
         assert not again.trainer.resume and again.system.work_dir == 'out/again', (resume, again.trainer.resume)
+
+
+def test_the_readmes_offline_stand_in_for_gpt2_is_read_as_gpt2(tmp_path, monkeypatch):
+    """Offline, the README's python -c line makes the folder that its sentiment command fine-tunes in GPT-2's place:
+    Hugging Face's layout, with GPT-2's vocabulary (sentiment.py refuses any other with GPT-2's tokenizer)."""
+    from mingpt.model import GPT
+    line = re.search(r'^python -c "(.*)"$', README, re.M)
+    assert line, "the README no longer prints the stand-in for GPT-2's weights"
+    folder = re.search(r"save_pretrained\('([\w-]+)'\)", line.group(1)).group(1)
+    assert f'--system.init={folder} ' in README
+    monkeypatch.chdir(tmp_path)
+    exec(line.group(1), {})
+    model = GPT.from_pretrained(folder)
+    assert model.config.vocab_size == 50257 and model.config.n_layer == 3
