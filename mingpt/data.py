@@ -240,13 +240,7 @@ def read_corpus(path):
             print(f"{path.name} is a Project Gutenberg book: training on its text, {len(body):,} of the file's "
                   f"{len(text):,} characters (not its header and licence)")
         return body
-    # as the shell's *.txt, in upper case too (BOOK.TXT from Windows): no hidden files, such as the ._ files of a Mac's
-    # copy to a USB stick (not text)
-    files = sorted(p for p in path.iterdir()
-                   if p.suffix.lower() == '.txt' and p.is_file() and not p.name.startswith('.'))
-    if not files:
-        raise FileNotFoundError(f"{path} is a folder with no .txt file in it (only those directly in it are read, "
-                                "not its subfolders'); put the text files to train on there, or pass a file's path")
+    files = corpus_files(path)
     bodies, books = [], 0
     for file in files:  # one file's whole text at a time, not all of them and all their bodies
         text = read_text(file)
@@ -258,6 +252,21 @@ def read_corpus(path):
     print(f"reading {len(files)} .txt file{'s' if len(files) > 1 else ''} of {path}, in this order: {names} "
           f"({len(text):,} characters of text{cut})")
     return text
+
+
+def corpus_files(path):
+    """The files read_corpus reads for path, in its order: the file itself, or a folder's .txt files."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    # as the shell's *.txt, in upper case too (BOOK.TXT from Windows): no hidden files, such as the ._ files of a Mac's
+    # copy to a USB stick (not text)
+    files = sorted(p for p in path.iterdir()
+                   if p.suffix.lower() == '.txt' and p.is_file() and not p.name.startswith('.'))
+    if not files:
+        raise FileNotFoundError(f"{path} is a folder with no .txt file in it (only those directly in it are read, "
+                                "not its subfolders'); put the text files to train on there, or pass a file's path")
+    return files
 
 
 # (first bytes, what the file is, the command that decompresses it) of the usual compressed formats of one file; not

@@ -24,6 +24,7 @@ import time
 import torch
 
 from mingpt.checkpoint import load_checkpoint
+from mingpt.data import corpus_files, fetch, sha256_of
 from mingpt.model import GPT
 from mingpt.plot import loss_figure, new_figure, read_metrics, save
 from mingpt.runs import changed_settings
@@ -129,7 +130,11 @@ def check_resumable(work_dir, settings):
     # a setting None here is one the run fills in: the model's size from model_type, vocab_size and block_size from
     # the data, trainer.work_dir from system.work_dir
     given = {key: value for key, value in settings.items() if value is not None}
-    diff = changed_settings(flat(ckpt.get('config') or {}), given, skip=MAY_CHANGE_ON_RESUME)
+    trained = flat(ckpt.get('config') or {})
+    diff = changed_settings(trained, given, skip=MAY_CHANGE_ON_RESUME)
+    if trained.get('data.path') != settings['data.path'] and not same_text(trained.get('data.path'),
+                                                                             settings['data.path']):
+        diff.append(f"data.path={trained.get('data.path')!r} there, {settings['data.path']!r} here: another text")
     if diff:
         raise ConfigError(f"cannot resume the ablation: {work_dir} was trained with other settings ({'; '.join(diff)});"
                           f" resume with the options it was trained with (its chargpt command is in "
@@ -138,6 +143,20 @@ def check_resumable(work_dir, settings):
     if max_iters is not None and held > max_iters:
         raise ConfigError(f"cannot resume the ablation: {work_dir} has trained {held} iterations, more than "
                           f"trainer.max_iters={max_iters}; give --trainer.max_iters={held} or more")
+
+
+def same_text(trained, given):
+    """Whether data.path `given` names the text a run was trained on at `trained` (None: Tiny Shakespeare), byte for
+    byte: a text may move, but a finished run read back on another would be reported under its name. A text no longer
+    found where it was has moved: the run's own resume still refuses another vocabulary."""
+    def digest(path):
+        try:
+            found = fetch('tinyshakespeare/input.txt', path=path, folder=True)  # as chargpt does, not downloading
+            return [sha256_of(f) for f in corpus_files(found)]
+        except FileNotFoundError:
+            return None
+    before = digest(trained)
+    return before is None or before == digest(given)
 
 
 def run_chargpt(args):

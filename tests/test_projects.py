@@ -613,12 +613,21 @@ def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_ta
         with pytest.raises(ConfigError, match=says):
             ablation.main(args + ['--trainer.resume=True', change])
         assert (tmp_path / 'ab' / 'results.md').read_text() == table
+    # another text was read back as if trained on it (data.path counted as where a text lies, not which one)
+    (tmp_path / 'other.txt').write_text("Second Citizen:\nWe are accounted poor citizens.\n\n" * 40)
+    with pytest.raises(ConfigError, match=r"\(data.path='[^']*text.txt' there, '[^']*other.txt' here: another text\)"):
+        ablation.main(args + ['--trainer.resume=True', f'--data.path={tmp_path / "other.txt"}'])
+    assert (tmp_path / 'ab' / 'results.md').read_text() == table
     # both at once were taken as a resume: the finished run read back, though the user asked to replace it
     with pytest.raises(ConfigError, match=r"trainer.resume=True continues the ablation's runs and "
                                           r"trainer.overwrite=True replaces them: give one of them"):
         ablation.main(args + ['--trainer.resume=True', '--trainer.overwrite=True'])
     assert (tmp_path / 'ab' / 'results.md').read_text() == table
     ablation.main(args + ['--trainer.resume=True', '--trainer.device=cpu', '--sample.length=50'])  # was refused
+    (tmp_path / 'moved').mkdir()  # the same text elsewhere, as a file and in a folder of .txt files: read back
+    (tmp_path / 'moved' / 'a.txt').write_bytes((tmp_path / 'text.txt').read_bytes())
+    for moved in ('moved', 'moved/a.txt'):
+        ablation.main(args + ['--trainer.resume=True', f'--data.path={tmp_path / moved}'])
 
     def row(text):  # the gpt2 row's variant, options, parameters and val loss (read back: its time is '-')
         return next(line for line in text.splitlines() if line.startswith('| gpt2 ')).split(' | ')[:4]
