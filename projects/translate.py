@@ -361,6 +361,10 @@ def check_options(config):
     check_range('eval.examples', E.examples, 0, integer=True)
     if not D.path:
         check_range('data.n_test', D.n_test, 1, MAX_TEST, integer=True)
+    else:  # the corpus gives every pair not held out to training
+        refuse_ignored('data', D, get_config().data, ['n_train'], "n_train is how many dates the default task "
+                       "generates; with data.path every pair not held out (data.n_test of them) is trained on: to "
+                       "train on fewer, give a file of fewer pairs")
     if D.tokenizer not in ('char', 'bpe'):
         raise ConfigError(f"data.tokenizer must be 'char' or 'bpe', not {D.tokenizer!r}")
     if D.tokenizer == 'char':

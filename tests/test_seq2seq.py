@@ -709,6 +709,9 @@ def test_project_trains_saves_translates_and_draws(tmp_path, capsys):
                                                    r"so it must be at least 259$"),
     ('--data.vocab_size=2000', r"data.vocab_size=2000 would do nothing here: data.tokenizer='char' takes every "
                                r"character of the pairs; .* add --data.tokenizer=bpe"),
+    # a corpus trains on every pair not held out: n_train, the dates generated, was ignored without a word
+    ('--data.path=pairs.tsv', r"data.n_train=200 would do nothing here: n_train is how many dates the default task "
+                              r"generates; with data.path every pair not held out .* give a file of fewer pairs"),
 ])
 def test_project_refuses_before_training(option, message, tmp_path):
     translate = load_project('translate')
