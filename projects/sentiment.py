@@ -358,6 +358,7 @@ def load_lm(config, tokenizer_texts):
         print(f"starting from {init}{trained}: its model ({shape.n_layer} layers, {shape.n_head} heads, "
               f"{shape.n_embd} wide) and its {tokenizer.kind} tokenizer; --data.tokenizer does not apply")
         config.data.tokenizer = tokenizer.kind
+        fit_context(config.data, gpt, init)
         return gpt, tokenizer
     if init and str(init).endswith(('.pt', '.pth')):  # a checkpoint's path, not a hub id: it does not exist
         raise no_checkpoint(init, "run the stage that writes it first (python projects/sentiment.py pretrain writes "
@@ -376,10 +377,20 @@ def load_lm(config, tokenizer_texts):
             print(f"GPT-2 weights: using the full GPT-2 vocabulary (data.tokenizer 'gpt2', not "
                   f"{config.data.tokenizer!r})")
             config.data.tokenizer = 'gpt2'
+        fit_context(config.data, gpt, init)
         return gpt, tokenizer
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
     set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
     return GPT(config.model), tokenizer
+
+
+def fit_context(data, gpt, init):
+    """data.block_size cut to the context of the model init brings (one pretrained on 32-token windows, say), and
+    said: it was cut silently, and config.json recorded the longer one as the run's."""
+    if data.block_size > gpt.block_size:
+        print(f"note: data.block_size={data.block_size} is longer than the context of {init} ({gpt.block_size} "
+              f"tokens): windows and sentences are cut to {gpt.block_size}")
+        data.block_size = gpt.block_size
 
 
 def saved_gpt(ckpt, path):
@@ -513,7 +524,7 @@ def pretrain(config):
     ids = encode_text(one_text(texts), tokenizer, tokenizer.state(), Path(D.text or 'sst2-train').name)
     unk = (ids == tokenizer.unk).sum()  # gpt2's unk is None: no id equals it
     print(f"pretraining on {len(texts):,} texts, {len(ids):,} tokens ({unk / len(ids):.1%} outside the vocabulary)")
-    block_size = min(config.data.block_size, gpt.block_size)
+    block_size = config.data.block_size  # load_lm fits it to a model brought
 
     def windows(ids, what):  # TokenDataset's error does not say which text is too short
         try:
@@ -561,7 +572,7 @@ def finetune(config):
     gpt, tokenizer = load_lm(config, train_sentences)
     model = make_classifier(config.classifier, gpt, tokenizer)
     model.freeze(config.classifier.trainable_blocks)
-    block_size = min(config.data.block_size, gpt.block_size)
+    block_size = config.data.block_size  # load_lm fits it to a model brought
     train_set = SentenceDataset(train_sentences, train_labels, tokenizer, config.classifier.suffix, block_size)
     dev_set = SentenceDataset(dev_sentences, dev_labels, tokenizer, config.classifier.suffix, block_size)
     note_cut(dev_set, 'dev sentences', block_size)

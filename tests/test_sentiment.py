@@ -587,6 +587,20 @@ def test_a_fine_tuned_classifier_starts_a_new_run_with_its_gpt_and_this_runs_dro
     assert gpt.config.resid_pdrop == gpt.transformer.h[0].attn.resid_dropout.p == 0.3  # the checkpoint had 0.0
 
 
+def test_a_block_size_longer_than_the_starting_models_context_is_cut_to_it_and_said(tmp_path, capsys):
+    """finetune --system.init=<a model of 16 tokens' context> with the default data.block_size, 64, read 16 tokens
+    without a word, and its config.json recorded 64."""
+    tokenizer = sentiment.Vocabulary.build('char', ['a fine film'])
+    classifier_checkpoint(tmp_path / 'model.pt', tokenizer, block_size=16)
+    for asked, read in ((64, 16), (8, 8)):
+        config = sentiment.get_config('finetune')
+        config.system.init, config.data.block_size = str(tmp_path / 'model.pt'), asked
+        sentiment.load_lm(config, [])
+        assert config.data.block_size == read
+        said = capsys.readouterr().out
+        assert ("data.block_size=64 is longer than the context of" in said) == (asked > read)
+
+
 def test_a_tokenizer_asked_for_that_the_starting_weights_do_not_have_is_refused(tmp_path):
     """finetune --system.init=<a char-vocabulary checkpoint, or GPT-2> --data.tokenizer=bpe ran with the weights'
     own tokenizer, the option ignored with a note; model sizes asked for were already refused."""
