@@ -433,8 +433,9 @@ class GPT(nn.Module):
     def from_pretrained(cls, name_or_path, dtype=torch.float32):
         """GPT-2 with its trained weights: a hub id ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl'), downloaded
         once into the cache, or a directory in Hugging Face's layout (config.json plus model.safetensors or
-        pytorch_model.bin, e.g. written by save_pretrained). Returned in eval mode, its parameters in dtype
-        (torch.bfloat16 halves the memory of float32, converted as it loads; 'auto': the dtype it was saved in)."""
+        pytorch_model.bin, or the .index.json of their shards; e.g. written by save_pretrained). Returned in eval mode,
+        its parameters in dtype (torch.bfloat16 halves the memory of float32, converted as it loads; 'auto': the dtype
+        it was saved in)."""
         from mingpt.pretrained import load_gpt2
         return load_gpt2(cls, name_or_path, dtype)
 
