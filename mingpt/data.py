@@ -103,13 +103,12 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
             raise OSError(f"cannot save the download of {url} in {dest.parent} ({e}); set MINGPT_CACHE_DIR to a "
                           f"folder that can be written and has room for it, or get the file elsewhere and "
                           f"{local_copy}.{kept}") from None
-        env = os.environ.get('MINGPT_DATA_DIR')
-        problem = 'a file, not a folder' if env and Path(env).expanduser().is_file() else 'which does not exist'
-        typo = f" (it is {env}, {problem})" if env and not Path(env).expanduser().is_dir() else ''
+        typo = f" (it is {env_folder('MINGPT_DATA_DIR')}, {problem})" if (problem := data_dir_problem()) else ''
         where = dest.relative_to(cache_dir()) if dest.is_relative_to(cache_dir()) else dest.name  # as in the cache
-        raise RuntimeError(f"could not download {url} ({type(e).__name__}: {e}). Check the network, or get the file "
-                           f"elsewhere and {local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder "
-                           f"that holds it as {where}{typo}.{kept}") from None
+        reason = f"{type(e).__name__}: {e}"
+        raise DownloadError(f"could not download {url} ({reason}). Check the network, or get the file elsewhere and "
+                            f"{local_copy}, or place it at {dest}, or set MINGPT_DATA_DIR to a folder that holds it as "
+                            f"{where}{typo}.{kept}", url, reason, kept) from None
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under run_cli: what came is kept, and a user should know
         if part.exists() and part.stat().st_size:
             print(f"stopped downloading {dest.name}: the {part.stat().st_size:,} bytes so far are kept in {part}, "
@@ -125,6 +124,36 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
                                "try again")
     os.replace(part, dest)
     return dest
+
+
+class DownloadError(RuntimeError):
+    """A download that failed on the way (no network, an HTTP error). Beside the message: url, reason (the error met)
+    and kept (a sentence on the partial download kept, or ''), for a caller that says the ways on in its own words."""
+    def __init__(self, message, url, reason, kept):
+        super().__init__(message)
+        self.url, self.reason, self.kept = url, reason, kept
+
+
+def data_dir_problem():
+    """'which does not exist' (or 'a file, not a folder') where MINGPT_DATA_DIR names no folder, else ''."""
+    env = env_folder('MINGPT_DATA_DIR')
+    if env is None or env.is_dir():
+        return ''
+    return 'a file, not a folder' if env.is_file() else 'which does not exist'
+
+
+def offline_error(e, files, relfolder, elsewhere, looked_also=''):
+    """The error for files read together (GPT-2's tokenizer; a model's config and weights) where one of them could not
+    be downloaded (e, a DownloadError): what failed, the folders a copy was looked for in (and looked_also), and the
+    ways on: all the files in one of those folders, or `elsewhere` (another way to use a copy)."""
+    env, cache = env_folder('MINGPT_DATA_DIR'), cache_dir() / relfolder
+    problem = f", {data_dir_problem()}" if data_dir_problem() else ''
+    looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR{problem})"] if env else []) + [f"{cache} (the download cache)"]
+    put = (f"{env / relfolder}/ or {cache}/" if env else
+           f"{cache}/ (or {relfolder}/ in a folder that MINGPT_DATA_DIR names)")
+    return RuntimeError(f"could not download {e.url} ({e.reason}), and found no copy in {', '.join(looked)}"
+                        f"{looked_also}. Check the network, or get {' and '.join(files)} elsewhere and put "
+                        f"{'both' if len(files) == 2 else 'all'} in {put}, or {elsewhere}.{e.kept}")
 
 
 def refuse_plain_http(response, **kwargs):

@@ -20,7 +20,7 @@ from mingpt.checks import DROPOUT_OPTIONS
 from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, file_kind, load_checkpoint, load_refused, load_weights,
                                no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
                                refuse_non_tensors)
-from mingpt.data import CharTokenizer, data_roots, fetch
+from mingpt.data import CharTokenizer, DownloadError, data_roots, fetch, offline_error
 from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
                           write_failed)
 
@@ -90,12 +90,15 @@ def _hf_files(name_or_path):
         if snapshot and not any((f / 'config.json').exists() and (f / 'model.safetensors').exists() for f in ours):
             return _hf_files(str(snapshot))
         # offline, a copy got elsewhere is used as a folder: both files, in one folder
-        local_copy = (f"put it in one folder with the other file the model needs (config.json and model.safetensors), "
-                      f"and pass that folder instead of {name_or_path!r} (GPT.from_pretrained(folder), a project's "
-                      f"--model or --system.init) or make it $MINGPT_DATA_DIR/hf/{name_or_path}/ (with no weights at "
-                      "all, a GPT-2-shaped model of your own saved with save_pretrained loads the same way)")
-        return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f),
-                           local_copy=local_copy) for f in ('config.json', 'model.safetensors'))
+        files = ('config.json', 'model.safetensors')
+        own = (f"in a folder of your own, passed instead of {name_or_path!r} (GPT.from_pretrained(folder), a "
+               "project's --model or --system.init)")
+        try:
+            return tuple(fetch(f'hf/{name_or_path}/{f}', url=HF_URL.format(name=name_or_path, file=f),
+                               local_copy=f"put it with the other of {' and '.join(files)} {own}") for f in files)
+        except DownloadError as e:
+            raise offline_error(e, files, f'hf/{name_or_path}', own,
+                                f" or Hugging Face's cache ({_hf_hub_cache()})") from None
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     if folder.is_file() and folder.suffix in ('.pt', '.pth'):  # the directory would be refused too: a run's folder
         there = f"{folder} is a mingpt checkpoint, not Hugging Face weights: GPT.from_checkpoint(path) reads it"
@@ -125,13 +128,18 @@ def _not_a_hf_directory(folder):
                              f"{has}{ours}{inner}{broken}")
 
 
+def _hf_hub_cache():
+    """The folder of Hugging Face's download cache, as huggingface_hub finds it."""
+    home = os.environ.get('HF_HOME') or os.path.join(os.environ.get('XDG_CACHE_HOME') or '~/.cache', 'huggingface')
+    return Path(os.environ.get('HF_HUB_CACHE') or os.environ.get('HUGGINGFACE_HUB_CACHE')
+                or os.path.join(home, 'hub')).expanduser()
+
+
 def _hf_hub_snapshot(name):
     """The folder of hub id `name`'s config.json and weights in Hugging Face's own download cache, where transformers
     (and so minGPT's from_pretrained, which called it) left them, or None: read there, they need no download."""
-    home = os.environ.get('HF_HOME') or os.path.join(os.environ.get('XDG_CACHE_HOME') or '~/.cache', 'huggingface')
-    hub = os.environ.get('HF_HUB_CACHE') or os.environ.get('HUGGINGFACE_HUB_CACHE') or os.path.join(home, 'hub')
     for folder in (f'models--{name}', f'models--openai-community--{name}'):  # the id as asked for, and as renamed
-        repo = Path(hub).expanduser() / folder
+        repo = _hf_hub_cache() / folder
         ref = repo / 'refs' / 'main'  # names the revision the last download saved
         snapshot = repo / 'snapshots' / ref.read_text().strip() if ref.is_file() else None
         if snapshot and (snapshot / 'config.json').is_file() and any((snapshot / f).is_file() for f in HF_WEIGHTS):

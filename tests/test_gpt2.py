@@ -777,18 +777,30 @@ def test_no_network(empty_cache, no_network):
 
 def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, small_dir, no_network, monkeypatch):
     """Offline, the first file that fails is config.json, but placing it alone would only fail on the weights next:
-    the message names both files, and the folder (or a model of one's own) that from_pretrained takes instead."""
+    the message says once what failed, every place looked in (Hugging Face's cache too), and the ways on: both
+    files in one of those folders, or in a folder of one's own passed instead of the hub id."""
+    hub = empty_cache.parent / 'hub'
+    monkeypatch.setenv('HF_HUB_CACHE', str(hub))
     with pytest.raises(RuntimeError) as e:
         GPT.from_pretrained('gpt2')
     message = str(e.value)
-    assert "put it in one folder with the other file the model needs (config.json and model.safetensors), and pass " \
-        "that folder instead of 'gpt2'" in message and 'save_pretrained' in message
-    assert '$MINGPT_DATA_DIR/hf/gpt2/' in message
-    folder = empty_cache.parent / 'data' / 'hf' / 'gpt2'  # where the message says, the hub id loads offline
+    assert message.startswith('could not download https://huggingface.co/gpt2/resolve/main/config.json (')
+    assert f"found no copy in {empty_cache / 'hf' / 'gpt2'} (the download cache) or Hugging Face's cache " \
+        f"({hub}). Check the network, or get config.json and model.safetensors elsewhere and put both in " \
+        f"{empty_cache / 'hf' / 'gpt2'}/ (or hf/gpt2/ in a folder that MINGPT_DATA_DIR names), or in a folder of " \
+        "your own, passed instead of 'gpt2' (GPT.from_pretrained(folder), a project's --model or --system.init)." \
+        in message
+    assert message.count('hf/gpt2/') == 2 and 'save_pretrained' not in message  # each place once, and no aside
+    data = empty_cache.parent / 'data'
+    monkeypatch.setenv('MINGPT_DATA_DIR', str(data))  # misspelt, say: the message says it names no folder
+    with pytest.raises(RuntimeError, match=rf"found no copy in {re.escape(str(data / 'hf' / 'gpt2'))} "
+                                           r"\(\$MINGPT_DATA_DIR, which does not exist\), .* put both in "
+                                           rf"{re.escape(str(data / 'hf' / 'gpt2'))}/ or "):
+        GPT.from_pretrained('gpt2')
+    folder = data / 'hf' / 'gpt2'  # where the message says, the hub id loads offline
     folder.mkdir(parents=True)
     for f in ('config.json', 'model.safetensors'):
         (folder / f).write_bytes((small_dir / f).read_bytes())
-    monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache.parent / 'data'))
     assert GPT.from_pretrained('gpt2').config.n_layer == SMALL['n_layer']
 
 
