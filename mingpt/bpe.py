@@ -47,7 +47,7 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.data import fetch, find_local, not_utf8
+from mingpt.data import DownloadError, fetch, find_local, not_utf8, offline_error
 from mingpt.utils import json_object, plural, run_cli, warn_caller, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -618,12 +618,15 @@ def _encoder_in_folder(directory):
 
 def _read_encoder(encoder_path=None, vocab_path=None):
     """An Encoder from an encoder.json and a vocab.bpe: the paths given, else GPT-2's (found or downloaded)."""
-    # offline, both files are needed; only Python takes their paths (generate.py, for one, has no option for them)
-    local_copy = ("pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's tokenizer needs both "
-                  "files, encoder.json and vocab.bpe)")
-    enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256,
-                local_copy=local_copy)
-    bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256, local_copy=local_copy)
+    # offline, both files are needed; only Python takes their paths (the projects have no option for them)
+    in_python = "anywhere, their paths passed in Python to get_encoder(encoder_path, vocab_path)"
+    try:
+        enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256,
+                    local_copy="put it with vocab.bpe in gpt2/ of a folder that MINGPT_DATA_DIR names")
+        bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256,
+                    local_copy="put it with encoder.json in gpt2/ of a folder that MINGPT_DATA_DIR names")
+    except DownloadError as e:
+        raise offline_error(e, ('encoder.json', 'vocab.bpe'), 'gpt2', in_python) from None
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
     try:
         return Encoder(encoder, merges, pattern=pattern)

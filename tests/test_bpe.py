@@ -504,21 +504,26 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     with pytest.raises(RuntimeError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
-    # both files named, and their paths given where they can be (generate.py has no option for them)
-    assert "get the file elsewhere and pass both paths in Python (get_encoder(encoder_path, vocab_path); GPT-2's " \
-        "tokenizer needs both files, encoder.json and vocab.bpe), or place it at" in str(e.value)
+    # both files named, and the ways on: first the folder a project's user puts them in, then Python's paths
+    assert f"found no copy in {empty_cache / 'gpt2'} (the download cache). Check the network, or get encoder.json " \
+        f"and vocab.bpe elsewhere and put both in {empty_cache / 'gpt2'}/ (or gpt2/ in a folder that MINGPT_DATA_DIR " \
+        "names), or anywhere, their paths passed in Python to get_encoder(encoder_path, vocab_path)." in str(e.value)
     assert 'partial download' not in str(e.value)  # none was made
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
     assert 'does not exist' not in str(e.value)
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'dta'))  # a typo of the data folder's name
-    with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as gpt2/encoder.json \(it "
-                                           r"is .*dta, which does not exist\)\."):
+    with pytest.raises(RuntimeError, match=r"found no copy in .*dta/gpt2 \(\$MINGPT_DATA_DIR, which does not "
+                                           r"exist\), "):
         get_encoder()
+    with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as text/f.txt \(it is "
+                                           r".*dta, which does not exist\)\."):  # any other file's wording
+        data.fetch('text/f.txt', url='https://example.org/f.txt')
     (empty_cache / 'encoder.json').write_text('{}')  # the data file itself, not its folder: it said 'does not exist'
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'encoder.json'))
-    with pytest.raises(RuntimeError, match=r"holds it as gpt2/encoder.json \(it is .*encoder.json, a file, not a "
-                                           r"folder\)\."):
+    with pytest.raises(RuntimeError, match=r"encoder.json/gpt2 \(\$MINGPT_DATA_DIR, a file, not a folder\), "):
         get_encoder()
+    with pytest.raises(RuntimeError, match=r"holds it as text/f.txt \(it is .*encoder.json, a file, not a folder\)\."):
+        data.fetch('text/f.txt', url='https://example.org/f.txt')
 
 
 def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
