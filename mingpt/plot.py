@@ -161,9 +161,11 @@ def drawable(texts):
         families.append(name)
         need -= has
     if need:
-        warn_caller(f"no installed font draws {' '.join(map(chr, sorted(need)))}, so the picture writes them as "
-                    "code points ('\\u5409'): install a font that has them (e.g. Noto Sans CJK, Noto Sans "
-                    "Devanagari), then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found")
+        missing = sorted(need)
+        shown = ' '.join(f"'{escaped(chr(c), need)}'" for c in missing[:3]) + (' ...' if len(missing) > 3 else '')
+        warn_caller(f"no installed font draws {' '.join(map(chr, missing))}, so the picture writes them as code "
+                    f"points ({shown}): install a font that has them (e.g. Noto Sans CJK, Noto Sans Devanagari), "
+                    "then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found")
     return [escaped(text, need) for text in texts], families
 
 

@@ -84,8 +84,9 @@ def test_characters_beyond_the_default_font_are_drawn_by_an_installed_font_or_na
     DejaVu Sans: it is drawn, in STIX. '\u543e' is in no font (made so here): its labels name its code point, and
     one warning says what to install."""
     without_a_font_for(monkeypatch, 0x543e)
-    with pytest.warns(UserWarning, match="no installed font draws \u543e, .* install a font that has them"):
+    with pytest.warns(UserWarning, match="no installed font draws \u543e, .* install a font that has them") as caught:
         fig = plot.attention_figure(torch.rand(2, 2, 3, 3).softmax(-1), ['a', '\u1d81', '\u543e'], title='\u1d81\u543e')
+    assert "writes them as code points ('\\u543e'):" in str(caught[0].message)  # its own, not a fixed example
     assert glyphs_missing_when_drawn(fig) == []
     panel = image_axes(fig)[2]  # bottom left: its labels are drawn
     assert [t.get_text() for t in panel.get_yticklabels()] == ['a', '\u1d81', '\\u543e']
