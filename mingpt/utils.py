@@ -87,15 +87,17 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
 
 
 def set_from_data(config, name, fix="use the data's options (--data.*, listed by --help) instead", source='the data',
-                  **values):
+                  data=None, **values):
     """Set the options the data decides (a model's vocab_size and block_size) in config, the `name` section of a
     project's config. One given on the command line with another value is refused, not silently replaced; the
-    message says what decides it (`source`) and ends with `fix`."""
+    message says what decides it (`source`) and ends with `fix`, or, where `data` (the data's section) has an option
+    of the same name that sets it, names that option with the value given."""
     for key, value in values.items():
         given = getattr(config, key, None)
         if given is not None and given != value:
+            way = f"give --data.{key}={given!r} instead" if hasattr(data, key) else fix
             raise ConfigError(f"{name}.{key}={given!r} cannot be chosen here: {source} sets it (to {value!r}); leave "
-                              f"it out, and {fix}")
+                              f"it out, and {way}")
         setattr(config, key, value)
 
 

@@ -582,6 +582,17 @@ def test_set_from_data_accepts_the_value_the_data_sets():
         set_from_data(C, 'model', vocab_size=50)
 
 
+def test_set_from_data_names_the_datas_option_of_the_same_name():
+    """chargpt --model.block_size=64 was told to 'use the data's options (--data.*)': the one that sets it is named."""
+    C, data = CN(vocab_size=None, block_size=64), CN(block_size=128)
+    with pytest.raises(ConfigError, match=r"model.block_size=64 cannot be chosen here: the data sets it \(to 128\); "
+                                          r"leave it out, and give --data.block_size=64 instead$"):
+        set_from_data(C, 'model', data=data, vocab_size=65, block_size=128)
+    C.vocab_size = 50  # the data has no vocab_size: its options in general
+    with pytest.raises(ConfigError, match=r"model.vocab_size=50 .* use the data's options \(--data.\*, listed by "):
+        set_from_data(C, 'model', data=data, vocab_size=65, block_size=64)
+
+
 def test_atomic_write_leaves_no_temporary_file_when_the_write_fails(tmp_path):
     def fails(tmp):
         Path(tmp).write_text('half')
