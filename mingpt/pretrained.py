@@ -204,9 +204,11 @@ def _read_hf_weights(path, dtype=None):
                    "reads first: mingpt.pretrained.write_safetensors({k: v for k, v in state.items() if "
                    "isinstance(v, torch.Tensor)}, folder / 'model.safetensors'), where state is the dict that "
                    "torch.load gives. ")
+        # read_safetensors' own errors name the file already
+        what = str(e) if str(path) in str(e) else f"cannot read {path} ({type(e).__name__}: {e})"
         raise load_refused(path, e, "the tensors of GPT-2's weights", rebuild,
-                           f"cannot read {path} ({type(e).__name__}: {e}): the file is truncated or corrupt; delete it "
-                           "and download or save it again") from None
+                           f"{what}; the file is truncated or corrupt: delete it and download or save it "
+                           "again") from None
     refuse_non_tensors(weights, path, "GPT-2 weights")  # torch.load gives any plain data a .bin holds
     return weights
 

@@ -651,6 +651,16 @@ def test_truncated_file(tmp_path, layout):
         GPT.from_pretrained(folder)
 
 
+def test_an_unreadable_weights_file_is_named_once(tmp_path):
+    """'cannot read X (ValueError: X is not a safetensors file...)' said the path twice."""
+    folder = save_hf(hf_model(**SMALL), tmp_path, 'safetensors')
+    (folder / 'model.safetensors').write_bytes(b'abc')
+    with pytest.raises(ValueError) as e:
+        GPT.from_pretrained(folder)
+    assert str(e.value) == f"{folder / 'model.safetensors'} is not a safetensors file: its 3 bytes cannot hold the " \
+        "header; the file is truncated or corrupt: delete it and download or save it again"
+
+
 def test_a_pytorch_model_bin_that_would_run_code_is_refused_saying_what_it_holds(tmp_path):
     folder = save_hf(hf_model(**SMALL), tmp_path, 'bin')
     marker = tmp_path / 'ran'
