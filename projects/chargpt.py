@@ -193,7 +193,8 @@ def main(argv):
     print(f"training on {len(train_ids):,} tokens, validating on {len(val_ids):,}; vocabulary {len(tokenizer):,}")
 
     if not config.system.init:
-        set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size)
+        set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(), block_size=D.block_size,
+                      data=D)
         model = GPT(config.model)
     # the vocabulary (or tokenizer) and the whole config go into every checkpoint, so a checkpoint alone can be
     # sampled from, and a resume on other text or with another tokenizer is refused

@@ -380,7 +380,8 @@ def load_lm(config, tokenizer_texts):
         fit_context(config.data, gpt, init)
         return gpt, tokenizer
     tokenizer = Vocabulary.build(config.data.tokenizer, tokenizer_texts)
-    set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size)
+    set_from_data(config.model, 'model', vocab_size=tokenizer.vocab_size, block_size=config.data.block_size,
+                  data=config.data)
     return GPT(config.model), tokenizer
 
 

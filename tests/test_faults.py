@@ -236,7 +236,7 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--data.block_size=-4'], r"data.block_size=-4 is out of range"),
     (['--sample.length=-1'], r"sample.length=-1 is out of range"),
     (['--model.block_size=256'], r"model.block_size=256 cannot be chosen here: the data sets it \(to 16\); leave it "
-                                 r"out, and use the data's options \(--data.\*, listed by --help\) instead"),
+                                 r"out, and give --data.block_size=256 instead$"),
     (['--model.vocab_size=100'], r"model.vocab_size=100 cannot be chosen here: the data sets it \(to 20\)"),
     (['--sample.prompt=' + 'o god ' * 3], r"sample.prompt is 18 tokens long; it must be 1 to 16 tokens, the "
                                           r"model's context \(block_size\): shorten it, or train with a larger "

@@ -247,6 +247,14 @@ def test_a_text_too_short_for_one_window_is_named_with_its_limit(tmp_path, monke
         sentiment.main(args + [f'--system.work_dir={tmp_path / "b"}', '--data.train_limit=1'])
 
 
+def test_a_model_block_size_names_the_data_option_that_sets_it(tmp_path, monkeypatch):
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    with pytest.raises(ConfigError, match=r"model.block_size=48 cannot be chosen here: the data sets it \(to 32\); "
+                                          r"leave it out, and give --data.block_size=48 instead$"):
+        sentiment.main(['finetune', f'--data.sst2_dir={data_dir("sentiment", "sst2")}', '--model.block_size=48',
+                        f'--system.work_dir={tmp_path / "run"}'] + TINY)
+
+
 def test_the_readmes_book_is_downloaded_from_its_pinned_copy(tmp_path, monkeypatch):
     sst2, book = data_dir('sentiment', 'sst2'), data_dir('text', 'gutenberg', '2600-0.txt')
     monkeypatch.setenv('MINGPT_DATA_DIR', str(tmp_path / 'nothing'))
