@@ -935,8 +935,8 @@ def train_bpe(text, vocab_size, pretokenize=True, special_tokens=(ENDOFTEXT,), p
                 tqdm.write(f'merge {len(merges)}: {a} + {b} -> {ab} (count {step[2]})\n'
                            f'  {_render(trainer, layout)}')
     if len(trainer.vocab) < n_tokens:
-        warn_caller(f"no pair of symbols is left after {len(merges)} {plural(len(merges), 'merge')}: the vocabulary has "
-                    f"{len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
+        warn_caller(f"no pair of symbols is left after {len(merges)} {plural(len(merges), 'merge')}: the vocabulary "
+                    f"has {len(trainer.vocab) + len(specials)} tokens, not {vocab_size}; train on more text")
     return _encoder_from(trainer.vocab, merges, specials, GPT2_PATTERN if pretokenize else None)
 
 
