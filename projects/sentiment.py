@@ -556,11 +556,14 @@ def make_classifier(C, gpt, tokenizer):
         bad = [f"{w!r} is {len(i)} tokens" if len(i) != 1 else f"{w!r} is not in the vocabulary (the unknown token)"
                for w, i in zip(C.label_words, label_ids) if len(i) != 1 or i[0] == tokenizer.unk]
         if bad:
-            # a cut vocabulary (bpe, char) holds only what its training sentences hold: data.train_limit cuts it too
+            # a cut vocabulary (bpe, char) holds only what its sentences held: data.train_limit cuts it too; gpt2's
+            # holds every word, and --system.init brings its own, which data.tokenizer cannot change
+            choose = ("words that are one GPT-2 token (with a leading space)" if tokenizer.kind == 'gpt2' else
+                      "words that occur in the sentences its vocabulary was built from (with a leading space for "
+                      "bpe, single characters for char), or the gpt2 tokenizer, which holds every GPT-2 token "
+                      "(data.tokenizer=gpt2; with --system.init, a model pretrained with it)")
             raise ConfigError(f"classifier.label_words must be one token each in the {tokenizer.kind} vocabulary: "
-                              f"{'; '.join(bad)}. Choose words that occur in the training sentences (with a leading "
-                              "space for bpe and gpt2, single characters for char), or use data.tokenizer=gpt2, "
-                              "which holds every GPT-2 token")
+                              f"{'; '.join(bad)}. Choose {choose}")
         label_ids = [i[0] for i in label_ids]
     elif C.head != 'linear':
         raise ConfigError(f"classifier.head must be 'linear' or 'label_words', not {C.head!r}")

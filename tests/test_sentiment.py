@@ -779,11 +779,17 @@ def test_label_words_must_be_known_single_tokens():
     config.classifier.label_words = (' bad', ' good')  # one GPT-2 token, but not one of the training sentences'
     # each word that fails is named with its reason, and the message says what to choose instead
     with pytest.raises(ConfigError, match=r"bpe vocabulary: ' good' is not in the vocabulary \(the unknown token\)\. "
-                                          r"Choose words that occur in the training sentences.*data.tokenizer=gpt2"):
+                                          r"Choose words that occur in the sentences its vocabulary was built from"
+                                          r".*data.tokenizer=gpt2; with --system.init, a model pretrained with it"):
         sentiment.make_classifier(config.classifier, gpt, tokenizer)
     config.classifier.label_words = (' badfilm', ' bad')
     with pytest.raises(ConfigError, match=r"' badfilm' is 2 tokens\. Choose"):
         sentiment.make_classifier(config.classifier, gpt, tokenizer)
+    # gpt2's vocabulary holds every word: it is not told to take the gpt2 tokenizer it has
+    gpt2 = sentiment.Vocabulary.build('gpt2', [])
+    with pytest.raises(ConfigError, match=r"gpt2 vocabulary: ' badfilm' is 2 tokens\. Choose words that are one "
+                                          r"GPT-2 token \(with a leading space\)$"):
+        sentiment.make_classifier(config.classifier, tiny_gpt(gpt2.vocab_size), gpt2)
     config.classifier.label_words = (' bad',)
     with pytest.raises(ConfigError, match=r"must be 2 words, one per class \(negative, positive\), not \(' bad',\)"):
         sentiment.make_classifier(config.classifier, gpt, tokenizer)
