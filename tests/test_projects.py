@@ -618,6 +618,9 @@ def test_a_resumed_ablation_refuses_runs_trained_with_other_settings_than_its_ta
     with pytest.raises(ConfigError, match=r"\(data.path='[^']*text.txt' there, '[^']*other.txt' here: another text\)"):
         ablation.main(args + ['--trainer.resume=True', f'--data.path={tmp_path / "other.txt"}'])
     assert (tmp_path / 'ab' / 'results.md').read_text() == table
+    # a mistyped path is one that does not exist, as chargpt says, not 'another text'
+    with pytest.raises(FileNotFoundError, match=r"txet.txt does not exist; pass the path of an existing file"):
+        ablation.main(args + ['--trainer.resume=True', f'--data.path={tmp_path / "txet.txt"}'])
     # both at once were taken as a resume: the finished run read back, though the user asked to replace it
     with pytest.raises(ConfigError, match=r"trainer.resume=True continues the ablation's runs and "
                                           r"trainer.overwrite=True replaces them: give one of them"):
