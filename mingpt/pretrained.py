@@ -481,31 +481,32 @@ def read_safetensors(path, dtype=None):
         header = json.loads(f.read(n))
         header.pop('__metadata__', None)
         data_size, tensors = size - 8 - n, {}
-        for name, t in header.items():
+        for name, t in header.items():  # the whole header is checked before a byte of the data is read
             if t['dtype'] not in SAFETENSORS_DTYPES:
                 raise ValueError(f"tensor {name!r} has dtype {t['dtype']}; this reader knows "
                                  f"{', '.join(SAFETENSORS_DTYPES)}")
+            (begin, end), numel = t['data_offsets'], math.prod(t['shape'])
+            if not 0 <= begin <= end <= data_size or end - begin != numel * SAFETENSORS_DTYPES[t['dtype']].itemsize:
+                raise ValueError(f"tensor {name!r} {t['shape']} lies at bytes {begin}..{end} of {data_size}")
+        # the tensors must lie one after another over the data, as the safetensors library requires
+        covered, whole = 0, True
+        for begin, end in sorted(t['data_offsets'] for t in header.values()):
+            whole = begin == covered
+            if not whole:
+                break
+            covered = end
+        if not whole or covered != data_size:
+            raise ValueError(f"the tensors do not lie one after another over the {data_size} bytes after the header "
+                             f"(from byte {covered}: a gap, an overlap or bytes appended); the safetensors library "
+                             "refuses it too")
+        for name, t in header.items():
             stored, shape, (begin, end) = SAFETENSORS_DTYPES[t['dtype']], t['shape'], t['data_offsets']
-            numel = math.prod(shape)
-            if not 0 <= begin <= end <= data_size or end - begin != numel * stored.itemsize:
-                raise ValueError(f"tensor {name!r} {shape} lies at bytes {begin}..{end} of {data_size}")
             # each into memory of its own, which the model can keep: a tensor converted later frees its bytes
-            tensor = torch.empty(numel, dtype=stored)
+            tensor = torch.empty(math.prod(shape), dtype=stored)
             f.seek(8 + n + begin)
             f.readinto(tensor.view(torch.uint8).numpy())
             tensor = tensor.reshape(shape)
             tensors[name] = tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
-    # the tensors must lie one after another over the data, as the safetensors library requires
-    covered, whole = 0, True
-    for begin, end in sorted(t['data_offsets'] for t in header.values()):
-        whole = begin == covered
-        if not whole:
-            break
-        covered = end
-    if not whole or covered != data_size:
-        raise ValueError(f"the tensors do not lie one after another over the {data_size} bytes after the header "
-                         f"(from byte {covered}: a gap, an overlap or bytes appended); the safetensors library refuses "
-                         "it too")
     return tensors
 
 
