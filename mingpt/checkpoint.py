@@ -282,7 +282,8 @@ def rebuild_model(cls, path, map_location='cpu'):
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
-    refuse_wrapped(weights, path)
+    if weights and all(name.startswith(('_orig_mod.', 'module.')) for name in weights):  # a wrapper's, saved by hand
+        weights = checkpoint['model'] = strip_prefixes(weights)
     model = None
     try:
         config = checked_config(cls, checkpoint, weights, path)
@@ -319,19 +320,15 @@ def rebuild_model(cls, path, map_location='cpu'):
     return model.eval(), checkpoint
 
 
-WRAPPERS = {'module.': "DistributedDataParallel's", '_orig_mod.': "torch.compile's"}  # the prefix each adds
-
-
-def refuse_wrapped(weights, path):
-    """Refuse weights (a state dict) saved from a wrapper's state_dict, whose names all start with its prefix (a model
-    trained with DDP or compiled, saved by hand): they were called another version's weights, lacking lm_head."""
-    prefix = next((p for p in WRAPPERS if weights and all(name.startswith(p) for name in weights)), None)
-    if prefix:
-        raise ValueError(f"{path} was not loaded: every name of its weights starts with {prefix!r}, as in the "
-                         f"state_dict of {WRAPPERS[prefix]} wrapper, not of the model inside. Save the model with "
-                         "mingpt.checkpoint.model_state(model), which takes the model out of its wrappers; to load "
-                         f"this file, build its model and load_state_dict the weights with {prefix!r} removed from "
-                         "their names")
+def strip_prefixes(state_dict):
+    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP), in either
+    order and nesting (DDP of a compiled model saves 'module._orig_mod.')."""
+    out = {}
+    for k, v in state_dict.items():
+        while k.startswith(('_orig_mod.', 'module.')):
+            k = k.split('.', 1)[1]
+        out[k] = v
+    return out
 
 
 def weight_differences(expected, weights):

@@ -348,7 +348,7 @@ def save_gpt2(model, save_directory, eos_token_id=None):
                          f"differ, e.g. {'; '.join(other[:2])} (changed in model.py? e.g. one key/value head, a wider "
                          f"MLP): {instead}")
     head, wte = weights['lm_head.weight'], weights['transformer.wte.weight']
-    if not (head.shape == wte.shape and torch.equal(head, wte)):  # GPT2LMHeadModel would read wte as the head
+    if not torch.equal(head, wte):  # GPT2LMHeadModel would read wte as the head
         raise ValueError("this model's output head (lm_head.weight) differs from its token embedding (transformer."
                          "wte.weight): GPT-2 ties them into one matrix, and Hugging Face's layout holds that one alone "
                          f"(GPT2LMHeadModel would read wte as the head): {instead}")

@@ -34,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, default_collate
 from tqdm.auto import tqdm
 
-from mingpt.checkpoint import check_loads_back, load_checkpoint, model_state, save_checkpoint
+from mingpt.checkpoint import check_loads_back, load_checkpoint, model_state, save_checkpoint, strip_prefixes
 from mingpt.runs import RunFolder, check_same_run, how_to_go_on, platform_record, trainable_names, work_dir_option
 from mingpt.utils import (CfgNode as CN, ConfigError, Terminated, bfloat16_emulated, check_dataset_for_workers,
                           check_range, escape_what_stdout_cannot_encode, eval_mode, expand_home, matmul_precision,
@@ -1024,17 +1024,6 @@ def set_rng_state(state):
         torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
     if state.get('mps') is not None and torch.backends.mps.is_available():  # older checkpoints have no 'mps'
         torch.mps.set_rng_state(state['mps'].cpu())
-
-
-def strip_prefixes(state_dict):
-    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP), in either
-    order and nesting (DDP of a compiled model saves 'module._orig_mod.')."""
-    out = {}
-    for k, v in state_dict.items():
-        while k.startswith(('_orig_mod.', 'module.')):
-            k = k.split('.', 1)[1]
-        out[k] = v
-    return out
 
 
 def flops_per_token(model, seq_len):

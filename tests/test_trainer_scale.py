@@ -19,13 +19,12 @@ import torch
 
 from conftest import load_project
 from mingpt.bpe import get_encoder, train_bpe
-from mingpt.checkpoint import load_checkpoint, save_checkpoint
+from mingpt.checkpoint import load_checkpoint, save_checkpoint, strip_prefixes
 from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, encode_text
 from mingpt.model import GPT
 from mingpt.runs import check_same_run, platform_record
 from mingpt.seq2seq import Transformer
-from mingpt.trainer import (StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state,
-                            strip_prefixes)
+from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
 from mingpt.utils import CfgNode as CN, ConfigError, eval_mode, set_seed
 
 VOCAB, BLOCK = 16, 8
