@@ -320,15 +320,17 @@ def rebuild_model(cls, path, map_location='cpu'):
     return model.eval(), checkpoint
 
 
-def strip_prefixes(state_dict):
-    """Parameter names without the wrappers' prefixes: '_orig_mod.' (torch.compile) and 'module.' (DDP), in either
-    order and nesting (DDP of a compiled model saves 'module._orig_mod.')."""
-    out = {}
-    for k, v in state_dict.items():
-        while k.startswith(('_orig_mod.', 'module.')):
-            k = k.split('.', 1)[1]
-        out[k] = v
-    return out
+def strip_prefixes(state_dict, names=None):
+    """state_dict without the prefixes a wrapper adds to every name: DDP's 'module.' and torch.compile's '_orig_mod.',
+    nested either way (nanoGPT's DDP(torch.compile(model)) saves 'module._orig_mod.'). A prefix comes off only where
+    every name has it, and none once the names are `names` (the model's own): a model may have a submodule called
+    module, whose names keep theirs."""
+    while state_dict and (names is None or state_dict.keys() != names):
+        prefix = next((p for p in ('module.', '_orig_mod.') if all(k.startswith(p) for k in state_dict)), None)
+        if prefix is None:
+            break
+        state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
+    return state_dict
 
 
 def weight_differences(expected, weights):

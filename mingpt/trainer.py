@@ -595,11 +595,9 @@ class Trainer:
                              "it exactly; resume from the ckpt.pt that checkpoint_interval writes")
         check_same_run(ckpt, path, self.model, c, self.checkpoint_extras, self.must_match, self.device, self.rank)
         self._keep_seed_of(ckpt, path)
-        state = ckpt['model']
         # the prefixes a wrapper adds (DDP's 'module.', torch.compile's '_orig_mod.'), in a checkpoint other code wrote;
-        # only where the names do not match as saved, since a model of one's own may hold its GPT as self.module
-        if state.keys() != self.model.state_dict().keys():
-            state = strip_prefixes(state)
+        # only down to this model's names, since a model of one's own may hold its GPT as self.module
+        state = strip_prefixes(ckpt['model'], self.model.state_dict().keys())
         try:
             self.model.load_state_dict(state)
         except RuntimeError as e:

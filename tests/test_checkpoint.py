@@ -458,6 +458,27 @@ def test_a_checkpoint_of_a_wrappers_state_dict_saved_by_hand_loads_as_a_resume_d
     torch.testing.assert_close(loaded(x)[0], model(x)[0], rtol=0, atol=0)
 
 
+class WithModule(GPT):
+    """A GPT with a submodule of its own called module, the name DDP gives the model it wraps."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.module = torch.nn.Linear(config.n_embd, 2)
+
+
+@pytest.mark.parametrize('prefix', ['_orig_mod.', 'module.', 'module._orig_mod.'])
+def test_a_wrappers_prefix_comes_off_but_a_submodule_called_module_keeps_its_name(tmp_path, prefix):
+    """Every 'module.' was taken off a name, the model's own too: its weights were 'in its weights, not in this
+    model: bias, weight'."""
+    C = GPT.get_default_config()
+    C.merge_from_dict(dict(model_type=None, n_layer=1, n_head=2, n_embd=8, vocab_size=11, block_size=6))
+    model = WithModule(C).eval()
+    state = model_state(model)
+    save_checkpoint({**state, 'model': {prefix + k: w for k, w in state['model'].items()}}, tmp_path / 'm.pt')
+    loaded, _ = WithModule.from_checkpoint(tmp_path / 'm.pt')
+    torch.testing.assert_close(loaded.module.weight, model.module.weight, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize('name, value', [('lm_head.weight', 5), ('transformer.h.0.ln_1.weight', 'x')])
 def test_a_checkpoint_with_plain_data_for_a_weight_names_it(tmp_path, name, value):
     from mingpt.model import GPT

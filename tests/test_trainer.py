@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from conftest import PER_BACKEND, full_disk_at
 from mingpt import runs, trainer as trainer_module
-from mingpt.checkpoint import load_checkpoint
+from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.model import GPT
 from mingpt.runs import describe_difference
 from mingpt.trainer import Trainer
@@ -1393,3 +1393,11 @@ def test_a_model_whose_own_submodule_is_named_module_resumes_its_checkpoint(tmp_
     again.model = Holder(again.model)
     again.run()
     assert again.iter_num == 4
+    # its state_dict saved through DDP by other code ('module.module.'): DDP's prefix alone comes off
+    ckpt = load_checkpoint(tmp_path / 'ckpt.pt')
+    ckpt['model'] = {'module.' + k: v for k, v in ckpt['model'].items()}
+    save_checkpoint(ckpt, tmp_path / 'ckpt.pt')
+    third = make_trainer(work_dir=str(tmp_path), max_iters=6, resume=True)
+    third.model = Holder(third.model)
+    third.run()
+    assert third.iter_num == 6

@@ -859,10 +859,12 @@ def test_step_sampler_splits_the_batch_across_ranks_and_micro_steps():
 
 
 def test_checkpoint_names_lose_the_ddp_and_compile_prefixes():
-    state = {'module.lm_head.weight': 1, '_orig_mod.transformer.wte.weight': 2, '_orig_mod.module.ln_f.bias': 3,
-             'module._orig_mod.ln_f.weight': 4}  # DDP(torch.compile(model)).state_dict(), as nanoGPT-style code saves
-    assert strip_prefixes(state) == {'lm_head.weight': 1, 'transformer.wte.weight': 2, 'ln_f.bias': 3,
-                                     'ln_f.weight': 4}
+    names = ['lm_head.weight', 'transformer.wte.weight', 'module.weight']  # a model with a submodule called module
+    for prefix in ('module.', '_orig_mod.', 'module._orig_mod.'):  # DDP's, compile's, nanoGPT's DDP(compile(model))
+        assert list(strip_prefixes({prefix + n: i for i, n in enumerate(names)})) == names
+    # the model's own names keep a prefix every one of them has (one holding its GPT as self.module)
+    assert list(strip_prefixes({'module.module.' + n: 0 for n in names}, {'module.' + n: 0 for n in names}.keys())) \
+        == ['module.' + n for n in names]
 
 
 def test_token_dataset_memmap(tmp_path):
