@@ -142,18 +142,19 @@ def data_dir_problem():
     return 'a file, not a folder' if env.is_file() else 'which does not exist'
 
 
-def offline_error(e, files, relfolder, elsewhere, looked_also=''):
+def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     """The error for files read together (GPT-2's tokenizer; a model's config and weights) where one of them could not
-    be downloaded (e, a DownloadError): what failed, the folders a copy was looked for in (and looked_also), and the
-    ways on: all the files in one of those folders, or `elsewhere` (another way to use a copy)."""
-    env, cache = env_folder('MINGPT_DATA_DIR'), cache_dir() / relfolder
-    problem = f", {data_dir_problem()}" if data_dir_problem() else ''
-    looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR{problem})"] if env else []) + [f"{cache} (the download cache)"]
+    be downloaded (e, a DownloadError): what failed, the folders a copy was looked for in (and the places looked_also
+    names), and the ways on: all the files in one of those folders, or `elsewhere` (another way to use a copy)."""
+    env, cache, problem = env_folder('MINGPT_DATA_DIR'), cache_dir() / relfolder, data_dir_problem()
+    looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR{', ' + problem if problem else ''})"] if env else []) + \
+        [f"{cache} (the download cache)", *looked_also]
     put = (f"{env / relfolder}/ or {cache}/" if env else
            f"{cache}/ (or {relfolder}/ in a folder that MINGPT_DATA_DIR names)")
-    return RuntimeError(f"could not download {e.url} ({e.reason}), and found no copy in {', '.join(looked)}"
-                        f"{looked_also}. Check the network, or get {' and '.join(files)} elsewhere and put "
-                        f"{'both' if len(files) == 2 else 'all'} in {put}, or {elsewhere}.{e.kept}")
+    places = f"{', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else looked[0]
+    return RuntimeError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the network, "
+                        f"or get {' and '.join(files)} elsewhere and put {'both' if len(files) == 2 else 'all'} in "
+                        f"{put}, or {elsewhere}.{e.kept}")
 
 
 def refuse_plain_http(response, **kwargs):

@@ -98,7 +98,7 @@ def _hf_files(name_or_path):
                                local_copy=f"put it with the other of {' and '.join(files)} {own}") for f in files)
         except DownloadError as e:
             raise offline_error(e, files, f'hf/{name_or_path}', own,
-                                f" or Hugging Face's cache ({_hf_hub_cache()})") from None
+                                [f"Hugging Face's cache ({_hf_hub_cache()})"]) from None
     there = f"{folder} is a file: give the directory that holds it" if folder.is_file() else "no such directory exists"
     if folder.is_file() and folder.suffix in ('.pt', '.pth'):  # the directory would be refused too: a run's folder
         there = f"{folder} is a mingpt checkpoint, not Hugging Face weights: GPT.from_checkpoint(path) reads it"

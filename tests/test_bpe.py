@@ -513,14 +513,15 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     assert 'does not exist' not in str(e.value)
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'dta'))  # a typo of the data folder's name
     with pytest.raises(RuntimeError, match=r"found no copy in .*dta/gpt2 \(\$MINGPT_DATA_DIR, which does not "
-                                           r"exist\), "):
+                                           rf"exist\) or {re.escape(str(empty_cache / 'gpt2'))} \(the download "
+                                           r"cache\)\. "):  # two places: 'A or B', not 'A, B'
         get_encoder()
     with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as text/f.txt \(it is "
                                            r".*dta, which does not exist\)\."):  # any other file's wording
         data.fetch('text/f.txt', url='https://example.org/f.txt')
     (empty_cache / 'encoder.json').write_text('{}')  # the data file itself, not its folder: it said 'does not exist'
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'encoder.json'))
-    with pytest.raises(RuntimeError, match=r"encoder.json/gpt2 \(\$MINGPT_DATA_DIR, a file, not a folder\), "):
+    with pytest.raises(RuntimeError, match=r"encoder.json/gpt2 \(\$MINGPT_DATA_DIR, a file, not a folder\) or "):
         get_encoder()
     with pytest.raises(RuntimeError, match=r"holds it as text/f.txt \(it is .*encoder.json, a file, not a folder\)\."):
         data.fetch('text/f.txt', url='https://example.org/f.txt')
