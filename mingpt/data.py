@@ -149,7 +149,7 @@ def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     env, cache, problem = env_folder('MINGPT_DATA_DIR'), cache_dir() / relfolder, data_dir_problem()
     looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR{', ' + problem if problem else ''})"] if env else []) + \
         [f"{cache} (the download cache)", *looked_also]
-    put = (f"{env / relfolder}/ or {cache}/" if env else
+    put = (f"{env / relfolder}/ or {cache}/" if env and not env.is_file() else  # a file holds no folder
            f"{cache}/ (or {relfolder}/ in a folder that MINGPT_DATA_DIR names)")
     places = f"{', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else looked[0]
     return RuntimeError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the network, "
