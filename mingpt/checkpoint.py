@@ -282,7 +282,7 @@ def rebuild_model(cls, path, map_location='cpu'):
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
-    if weights and all(name.startswith(('_orig_mod.', 'module.')) for name in weights):  # a wrapper's, saved by hand
+    if weights:  # a wrapper's state_dict saved by hand loses the wrapper's prefix, as a trainer's resume takes it off
         weights = checkpoint['model'] = strip_prefixes(weights)
     model = None
     try:
