@@ -129,7 +129,7 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
 class DownloadError(RuntimeError):
     """A download that failed on the way (no network, an HTTP error). Beside the message: url, reason (the error met)
     and kept (a sentence on the partial download kept, or ''), for a caller that says the ways on in its own words."""
-    def __init__(self, message, url, reason, kept):
+    def __init__(self, message, url=None, reason=None, kept=''):  # defaults: pickle rebuilds it from the message
         super().__init__(message)
         self.url, self.reason, self.kept = url, reason, kept
 

@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import lzma
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -342,3 +343,12 @@ def test_the_three_gutenberg_books_read_as_a_folder_are_their_bodies_one_after_a
     assert text == '\n\n'.join(books) and '\ufeff' not in text and '\r' not in text
     assert f"reading 3 .txt files of {folder}, in this order: 1342-0.txt, 2600-0.txt, 2701-0.txt ({len(text):,} " \
         "characters of text, Project Gutenberg headers and licences cut from 3)" in capsys.readouterr().out
+
+
+def test_a_download_error_crosses_a_process_boundary_whole():
+    """DownloadError's url, reason and kept were required arguments, so pickle (a DataLoader worker's or a
+    multiprocessing error sent back) could not rebuild it from its message: a TypeError in place of the error."""
+    e = data.DownloadError('could not download u (r)', 'u', 'r', ' kept')
+    again = pickle.loads(pickle.dumps(e))
+    assert (type(again), str(again), again.url, again.reason, again.kept) == (data.DownloadError, str(e), 'u', 'r',
+                                                                              ' kept')
