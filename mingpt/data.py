@@ -152,9 +152,10 @@ def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     put = (f"{env / relfolder}/ or {cache}/" if env and not env.is_file() else  # a file holds no folder
            f"{cache}/ (or {relfolder}/ in a folder that MINGPT_DATA_DIR names)")
     places = f"{', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else looked[0]
-    return RuntimeError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the network, "
-                        f"or get {' and '.join(files)} elsewhere and put {'both' if len(files) == 2 else 'all'} in "
-                        f"{put}, or {elsewhere}.{e.kept}")
+    return DownloadError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the "
+                         f"network, or get {' and '.join(files)} elsewhere and put "
+                         f"{'both' if len(files) == 2 else 'all'} in {put}, or {elsewhere}.{e.kept}", e.url, e.reason,
+                         e.kept)
 
 
 def refuse_plain_http(response, **kwargs):

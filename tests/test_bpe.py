@@ -501,7 +501,7 @@ def files_in(folder):
 
 
 def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
-    with pytest.raises(RuntimeError, match='could not download') as e:
+    with pytest.raises(data.DownloadError, match='could not download') as e:
         get_encoder()
     assert bpe.ENCODER_JSON_URL in str(e.value) and 'MINGPT_DATA_DIR' in str(e.value)
     # both files named, and the ways on: first the folder a project's user puts them in, then Python's paths

@@ -793,7 +793,7 @@ def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, sm
     files in one of those folders, or in a folder of one's own passed instead of the hub id."""
     hub = empty_cache.parent / 'hub'
     monkeypatch.setenv('HF_HUB_CACHE', str(hub))
-    with pytest.raises(RuntimeError) as e:
+    with pytest.raises(pretrained.DownloadError) as e:  # data.DownloadError, a RuntimeError
         GPT.from_pretrained('gpt2')
     message = str(e.value)
     assert message.startswith('could not download https://huggingface.co/gpt2/resolve/main/config.json (')
