@@ -103,7 +103,8 @@ def download(url, dest, sha256=None, quiet=False, local_copy='pass its path'):
             raise OSError(f"cannot save the download of {url} in {dest.parent} ({e}); set MINGPT_CACHE_DIR to a "
                           f"folder that can be written and has room for it, or get the file elsewhere and "
                           f"{local_copy}.{kept}") from None
-        typo = f" (it is {env_folder('MINGPT_DATA_DIR')}, {problem})" if (problem := data_dir_problem()) else ''
+        problem = data_dir_problem()
+        typo = f" (it is {env_folder('MINGPT_DATA_DIR')}, {problem})" if problem else ''
         where = dest.relative_to(cache_dir()) if dest.is_relative_to(cache_dir()) else dest.name  # as in the cache
         reason = f"{type(e).__name__}: {e}"
         raise DownloadError(f"could not download {url} ({reason}). Check the network, or get the file elsewhere and "

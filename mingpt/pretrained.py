@@ -373,11 +373,16 @@ def save_gpt2(model, save_directory, eos_token_id=None):
     tensors = {k: v.t() if k.endswith(HF_CONV1D) else v
                for k, v in model.state_dict().items() if k != 'lm_head.weight'}  # tied to wte: stored once
     folder.mkdir(parents=True, exist_ok=True)
-    def text(value): return lambda tmp: Path(tmp).write_text(json.dumps(value, indent=2) + '\n', encoding='utf-8')
-    def safetensors(tmp): write_safetensors(tensors, tmp, metadata={'format': 'pt'})
+
+    def as_json(value):
+        return lambda tmp: Path(tmp).write_text(json.dumps(value, indent=2) + '\n', encoding='utf-8')
+
+    def safetensors_file(tmp):
+        write_safetensors(tensors, tmp, metadata={'format': 'pt'})
+
     # config.json, which makes a folder a model's, renamed last
-    write_together(folder, {'config.json': text(hf), 'generation_config.json': text(generation),
-                            'model.safetensors': safetensors})
+    write_together(folder, {'config.json': as_json(hf), 'generation_config.json': as_json(generation),
+                            'model.safetensors': safetensors_file})
     return folder
 
 
