@@ -1,6 +1,7 @@
 """The encoder-decoder transformer (mingpt/seq2seq.py) and the translate project, on tiny models."""
 
 import csv
+import functools
 import math
 import re
 import warnings
@@ -8,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from conftest import load_project, perturb_norms
 from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint
@@ -131,6 +133,13 @@ def test_decoder_block_is_self_attention_then_cross_attention_then_the_mlp(varia
     torch.testing.assert_close(block(x, memory, mask), want)
 
 
+def paper_positions(n, d):
+    """The paper's sinusoidal positional encoding by its formula, one number at a time: sin(pos / 10000^(i/d)) at an
+    even dimension i, cos(pos / 10000^((i-1)/d)) at an odd one."""
+    return torch.tensor([[math.sin(p / 10000 ** (i / d)) if i % 2 == 0 else math.cos(p / 10000 ** ((i - 1) / d))
+                          for i in range(d)] for p in range(n)])
+
+
 def test_forward_is_the_lectures_encoder_decoder_computed_by_hand():
     """The whole model, one encoder and one decoder layer, from its raw weights with the formulas of the lecture:
     embedding * sqrt(d) + sinusoidal positions; encoder self-attention that sees every real source token and no
@@ -140,8 +149,7 @@ def test_forward_is_the_lectures_encoder_decoder_computed_by_hand():
     d, hs, eps, V = 8, 4, 0.1, 11
     src = torch.tensor([[5, 6, 7, EOS], [8, EOS, PAD, PAD]])  # the second source is padded
     tgt = torch.tensor([[9, EOS, PAD], [3, 4, EOS]])
-    pe = torch.tensor([[math.sin(p / 10000 ** (i / d)) if i % 2 == 0 else math.cos(p / 10000 ** ((i - 1) / d))
-                        for i in range(d)] for p in range(16)])
+    pe = paper_positions(16, d)
 
     def layer_norm(ln, x):
         mean, var = x.mean(-1, keepdim=True), ((x - x.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
@@ -179,6 +187,132 @@ def test_forward_is_the_lectures_encoder_decoder_computed_by_hand():
     got_logits, got_loss = model(src, tgt)
     torch.testing.assert_close(got_logits, logits)
     torch.testing.assert_close(got_loss, loss)
+
+
+# ---- against torch.nn.Transformer: the same paper's encoder-decoder, written independently in torch itself ----
+
+# the paper's model (post-norm "Add & Norm", ReLU, sinusoidal positions), also with the explicit attention formula,
+# and the pre-norm variant (GPT-2's tanh GELU, learned positions, one shared embedding)
+REFERENCE_VARIANTS = [dict(), dict(attn_impl='explicit'), VARIANTS[1]]
+
+
+def torch_transformer(model):
+    """torch.nn.Transformer (batch_first, no dropout) holding model's weights, loaded strictly: every one of its
+    parameters comes from ours, name by name. nn.Transformer always ends its encoder and its decoder in a LayerNorm
+    (encoder.norm, decoder.norm): pre-norm has it too (our ln_f), the paper's post-norm has none (each layer already
+    ends in one), so there it is replaced by nn.Identity."""
+    c = model.config
+    act = F.relu if c.activation == 'relu' else functools.partial(F.gelu, approximate='tanh')  # GPT-2's GELU
+    with warnings.catch_warnings():  # its note that pre-norm takes no nested-tensor fast path
+        warnings.simplefilter('ignore')
+        ref = torch.nn.Transformer(c.n_embd, c.n_head, c.n_layer, c.n_layer, 4 * c.n_embd, dropout=0.0,
+                                   activation=act, batch_first=True, norm_first=c.norm == 'pre')
+    if c.norm == 'post':
+        ref.encoder.norm = ref.decoder.norm = torch.nn.Identity()
+    ours = {}  # nn.Transformer's parameter name -> ours
+
+    def same(theirs, mine):
+        ours.update({f'{theirs}.weight': f'{mine}.weight', f'{theirs}.bias': f'{mine}.bias'})
+
+    def attention(theirs, mine):  # in_proj is query, key, value stacked, as c_attn
+        ours[f'{theirs}.in_proj_weight'] = f'{mine}.c_attn.weight'
+        ours[f'{theirs}.in_proj_bias'] = f'{mine}.c_attn.bias'
+        same(f'{theirs}.out_proj', f'{mine}.c_proj')
+    for i in range(c.n_layer):
+        for stack in ('encoder', 'decoder'):
+            theirs, mine = f'{stack}.layers.{i}', f'{stack}.h.{i}'
+            attention(f'{theirs}.self_attn', f'{mine}.attn')
+            same(f'{theirs}.linear1', f'{mine}.mlp.c_fc')
+            same(f'{theirs}.linear2', f'{mine}.mlp.c_proj')
+            same(f'{theirs}.norm1', f'{mine}.ln_1')
+        attention(f'decoder.layers.{i}.multihead_attn', f'decoder.h.{i}.crossattention')
+        same(f'encoder.layers.{i}.norm2', f'encoder.h.{i}.ln_2')
+        same(f'decoder.layers.{i}.norm2', f'decoder.h.{i}.ln_cross_attn')
+        same(f'decoder.layers.{i}.norm3', f'decoder.h.{i}.ln_2')
+    if c.norm == 'pre':
+        same('encoder.norm', 'encoder.ln_f')
+        same('decoder.norm', 'decoder.ln_f')
+    state = model.state_dict()
+    ref.load_state_dict({theirs: state[mine] for theirs, mine in ours.items()})
+    return ref.eval()
+
+
+def reference_logits(model, ref, src, tgt_in):
+    """ref's logits (B, T, vocab_size) after each token of tgt_in (B, T), BOS and the target so far, all recomputed.
+    Around nn.Transformer, model's token embeddings times sqrt(d) plus the positional encoding (the paper's formula,
+    or the learned table), and its generator. nn.Transformer's masks say True where attention may NOT look."""
+    d = model.config.n_embd
+
+    def embed(stack, ids):
+        T = ids.size(1)
+        positions = paper_positions(T, d) if model.config.pos_embd == 'sinusoidal' else stack.wpe.weight[:T]
+        return stack.wte.weight[ids] * math.sqrt(d) + positions
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1))  # -inf above the diagonal
+    padding = src == PAD
+    out = ref(embed(model.encoder, src), embed(model.decoder, tgt_in), tgt_mask=causal, tgt_is_causal=True,
+              src_key_padding_mask=padding, memory_key_padding_mask=padding)
+    return model.lm_head(out)
+
+
+@pytest.mark.parametrize('variant', REFERENCE_VARIANTS)
+def test_forward_equals_torch_nn_transformer_with_the_same_weights(variant):
+    model = perturb_norms(tiny(n_head=4, **variant))  # 4 heads of 8: a wrong split of the heads would show
+    ref = torch_transformer(model)
+    src = torch.tensor([[5, 6, 7, 8, 9, EOS, PAD], [8, 3, EOS, PAD, PAD, PAD, PAD], [4, EOS, PAD, PAD, PAD, PAD, PAD]])
+    tgt = torch.tensor([[9, 4, EOS, PAD, PAD], [3, 4, 5, 6, EOS], [7, EOS, PAD, PAD, PAD]])
+    tgt_in = torch.cat([torch.full((3, 1), BOS), tgt[:, :-1]], dim=1)  # teacher forcing: BOS + target, shifted
+    logits, _ = model(src, tgt)
+    torch.testing.assert_close(logits, reference_logits(model, ref, src, tgt_in), rtol=1e-5, atol=1e-5)
+
+
+def reference_next_logprobs(model, ref, src, seq):
+    """ref's log-probs (B, vocab_size) of the token after seq (B, T), recomputed without a cache, among the tokens a
+    decoder may write (PAD and BOS ruled out, as in next_token_logits)."""
+    return never_pad_or_bos(reference_logits(model, ref, src, seq)[:, -1]).log_softmax(-1)
+
+
+def reference_beam_search(model, ref, src, max_new_tokens, num_beams, length_penalty):
+    """Beam search as sampling.beam_search documents it, over ref's log-probs recomputed at every step, to the last
+    step: (score, sequence from BOS) best first; a sequence that ends in EOS among the num_beams best candidates is
+    finished, the num_beams best of the others go on."""
+    live, finished = [(0.0, [BOS])], []
+    for step in range(1, max_new_tokens + 1):
+        candidates = []
+        for score, seq in live:
+            logprobs = reference_next_logprobs(model, ref, src, torch.tensor([seq]))[0].tolist()
+            candidates += [(score + lp, seq + [t]) for t, lp in enumerate(logprobs) if lp > -math.inf]
+        candidates.sort(key=lambda c: -c[0])
+        finished += [(s / step ** length_penalty, seq) for s, seq in candidates[:num_beams] if seq[-1] == EOS]
+        live = [c for c in candidates if c[1][-1] != EOS][:num_beams]
+    finished += [(s / max_new_tokens ** length_penalty, seq) for s, seq in live]
+    return sorted(finished, key=lambda f: -f[0])[:num_beams]
+
+
+@pytest.mark.parametrize('variant', REFERENCE_VARIANTS)
+def test_cached_greedy_and_beam_search_equal_torch_nn_transformer_recomputed_at_every_step(variant):
+    model = perturb_norms(tiny(n_head=4, **variant))
+    # EOS made likelier, so that some rows and beams end early and others go on
+    model.lm_head.register_forward_hook(lambda module, inputs, logits: logits + 1.0 * (torch.arange(11) == EOS))
+    ref = torch_transformer(model)
+    src = torch.tensor([[5, 6, 7, 8, 9, EOS], [8, 3, EOS, PAD, PAD, PAD], [4, EOS, PAD, PAD, PAD, PAD]])
+    memory, mask = model.encode(src)
+    seq = model.greedy(memory, mask, max_new_tokens=6)
+    caches = model.new_caches(memory, mask, 6)
+    want = torch.full((3, 1), BOS)
+    for t in range(seq.size(1) - 1):  # greedy by hand on the reference; a row that wrote EOS goes on with EOS
+        logprobs = reference_next_logprobs(model, ref, src, want)
+        cached = model.next_token_logits(seq[:, :t + 1], caches).log_softmax(-1)
+        torch.testing.assert_close(cached, logprobs, rtol=1e-5, atol=1e-5)
+        ended = (want[:, 1:] == EOS).any(1, keepdim=True)
+        want = torch.cat([want, logprobs.argmax(-1, keepdim=True).masked_fill(ended, EOS)], dim=1)
+    assert torch.equal(seq, want)
+    for i in range(3):
+        for length_penalty in (0.0, 1.0):
+            beams, scores = beam_search(SourceConditioned(model, memory[i:i + 1], mask[i:i + 1]),
+                                        torch.full((1, 1), BOS), 5, 3, EOS, length_penalty)
+            ranked = reference_beam_search(model, ref, src[i:i + 1], 5, 3, length_penalty)
+            assert [cut_at_eos(b.tolist(), EOS) for b in beams] == [cut_at_eos(s, EOS) for _, s in ranked]
+            assert scores.tolist() == pytest.approx([s for s, _ in ranked], abs=1e-5)
 
 
 def test_greedy_pads_a_finished_row_with_eos_and_stops_when_every_row_has():
