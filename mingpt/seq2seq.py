@@ -2,16 +2,19 @@
 
 The encoder reads the source sentence with self-attention that sees both directions. The decoder writes the target
 one token at a time: masked (causal) self-attention over the target so far, then cross-attention (queries from the
-decoder, keys and values from the encoder's output), then the MLP; each sub-layer inside "Add & Norm". The padding
-mask (key_padding_mask) keeps the encoder's self-attention and the cross-attention off the source's padding. The
-generator head turns the decoder's last hidden state into next-token logits. Training is teacher forcing: the
-decoder reads BOS followed by the target and predicts the target followed by EOS, all positions at once.
+decoder, keys and values from the encoder's output), then the MLP; each sub-layer inside "Add & Norm" (model.py's
+add_and_norm). The padding mask (key_padding_mask) keeps the encoder's self-attention and the cross-attention off the
+source's padding. The generator head turns the decoder's last hidden state into next-token logits. Training is
+teacher forcing: the decoder reads BOS followed by the target and predicts the target followed by EOS, all positions
+at once.
 
 As in the paper: token embeddings scaled by sqrt(n_embd), the decoder's embedding tied to the generator head, and
 by default sinusoidal positional encoding, post-norm, ReLU and label smoothing 0.1, which the config switches
 (pos_embd, norm, activation, label_smoothing; share_embeddings ties the encoder's embedding too).
 Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of the decoder's self-attention and
-computes the encoder's keys and values once per source sentence.
+computes the encoder's keys and values once per source sentence. The paper's learning-rate schedule (warmup, then
+decay as 1/sqrt(step)) and Adam's betas (0.9, 0.98) are the Trainer's: lr_schedule='inverse_sqrt' and betas, which
+projects/translate.py sets.
 """
 import copy
 import math

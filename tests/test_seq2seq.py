@@ -655,7 +655,8 @@ def test_the_module_docstring_names_each_part_of_the_lecture():
     import mingpt.seq2seq
     doc = mingpt.seq2seq.__doc__.replace('\n', ' ')
     for word in ('encoder', 'decoder', 'cross-attention', 'padding mask', 'masked (causal) self-attention',
-                 'teacher forcing', 'greedy', 'beam search'):
+                 'add & norm', 'positional encoding', 'label smoothing', 'teacher forcing', 'greedy', 'beam search',
+                 "learning-rate schedule", "lr_schedule='inverse_sqrt'"):
         assert word in doc.lower(), word
 
 
