@@ -198,6 +198,14 @@ class Transformer(nn.Module):
             raise ValueError(f"a source row holds only padding (pad_token_id={self.config.pad_token_id}): give each "
                              "source at least one token, such as EOS")
 
+    def check_targets(self, n_padding_only):
+        """Refuse target rows of padding only: a target ends in EOS (an empty translation is EOS alone). Such a row
+        teaches nothing, and a batch of them leaves no token to average the loss over: NaN, which training would
+        spread into every weight. n_padding_only: as check_sources'."""
+        if n_padding_only:
+            raise ValueError(f"a target row holds only padding (pad_token_id={self.config.pad_token_id}): end each "
+                             "target with EOS (eos_token_id), an empty one too")
+
     def encode(self, src, check=True):
         """The encoder's output (B, S, C) for source ids src (B, S), padded at the end with pad_token_id, and the
         mask (B, 1, 1, S) that keeps attention off that padding. check=False: the caller has run check_sources."""
@@ -227,11 +235,13 @@ class Transformer(nn.Module):
         if src.size(0) != tgt.size(0):
             raise ValueError(f"src has {src.size(0)} rows and tgt {tgt.size(0)}: give one target per source")
         pad = c.pad_token_id
-        # the three numbers the host needs, read from the device at once (each read waits for the device to finish
-        # all it was given): the columns of src and of tgt to keep (kept_columns), and the source rows of padding only
-        needed = [kept_columns(src, pad), kept_columns(tgt, pad), padding_only_rows(src, pad)]
-        src_len, tgt_len, n_padding_only = torch.stack(needed).tolist()
-        self.check_sources(n_padding_only)
+        # the four numbers the host needs, read from the device at once (each read waits for the device to finish
+        # all it was given): the columns of src and of tgt to keep (kept_columns), the rows of padding only of each
+        needed = [kept_columns(src, pad), kept_columns(tgt, pad), padding_only_rows(src, pad),
+                  padding_only_rows(tgt, pad)]
+        src_len, tgt_len, empty_sources, empty_targets = torch.stack(needed).tolist()
+        self.check_sources(empty_sources)
+        self.check_targets(empty_targets)
         try:
             memory, memory_mask = self.encode(src[:, :src_len], check=False)
             target = tgt[:, :tgt_len]

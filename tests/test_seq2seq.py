@@ -366,6 +366,18 @@ def test_a_source_of_only_padding_is_refused_by_name():
     assert model(torch.tensor([[EOS, PAD], [5, EOS]]), tgt)[1].isfinite()
 
 
+def test_a_target_of_only_padding_is_refused_by_name():
+    """A target without EOS (padding only, or no column at all) gave a NaN loss when the whole batch was such, which
+    training spread into every weight without a word, and taught nothing where other rows were real."""
+    model = tiny()
+    src = sentences([3, 4])
+    for tgt in (torch.full((2, 3), PAD), torch.tensor([[5, EOS, PAD], [PAD, PAD, PAD]]), torch.zeros(2, 0).long()):
+        with pytest.raises(ValueError, match=r"a target row holds only padding \(pad_token_id=0\): end each target "
+                                             r"with EOS \(eos_token_id\), an empty one too"):
+            model(src, tgt)
+    assert model(src, torch.tensor([[5, EOS], [EOS, PAD]]))[1].isfinite()  # EOS alone is a target
+
+
 def test_ids_that_are_not_a_batch_of_the_models_tokens_are_refused_by_name():
     """They failed deep inside: 'index out of range in self' (a device-side assert on a GPU) for an id outside the
     vocabulary, a reduction's 'Specify the reduction dim' for one sentence without its batch dimension."""
