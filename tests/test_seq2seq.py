@@ -204,7 +204,7 @@ def torch_transformer(model):
     c = model.config
     act = F.relu if c.activation == 'relu' else functools.partial(F.gelu, approximate='tanh')  # GPT-2's GELU
     with warnings.catch_warnings():  # its note that pre-norm takes no nested-tensor fast path
-        warnings.simplefilter('ignore')
+        warnings.filterwarnings('ignore', message='enable_nested_tensor is True')
         ref = torch.nn.Transformer(c.n_embd, c.n_head, c.n_layer, c.n_layer, 4 * c.n_embd, dropout=0.0,
                                    activation=act, batch_first=True, norm_first=c.norm == 'pre')
     if c.norm == 'post':
