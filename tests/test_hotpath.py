@@ -133,7 +133,7 @@ def transformer(**overrides):
 SRC = torch.tensor([[5, 6, 7, 2, 0, 0], [5, 6, 2, 0, 0, 0]])
 TGT = torch.tensor([[8, 9, 2, 0, 0, 0], [8, 2, 0, 0, 0, 0]])
 # in one read: the columns of src and of tgt that are not padding in every row (forward drops the others, so
-# the host needs their number), and whether a source row holds padding only (refused: its attention would be NaN)
+# the host needs their number), and whether a source or a target row holds padding only (refused: NaN attention or loss)
 SEQ2SEQ_FORWARD_WAITS = {'tolist in seq2seq.forward': 1}
 
 
