@@ -618,15 +618,18 @@ def _encoder_in_folder(directory):
 
 def _read_encoder(encoder_path=None, vocab_path=None):
     """An Encoder from an encoder.json and a vocab.bpe: the paths given, else GPT-2's (found or downloaded)."""
-    # offline, both files are needed; only Python takes their paths (the projects have no option for them)
-    in_python = "anywhere, their paths passed in Python to get_encoder(encoder_path, vocab_path)"
     try:
         enc = fetch('gpt2/encoder.json', url=ENCODER_JSON_URL, path=encoder_path, sha256=ENCODER_JSON_SHA256,
                     local_copy="put it with vocab.bpe in gpt2/ of a folder that MINGPT_DATA_DIR names")
         bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256,
                     local_copy="put it with encoder.json in gpt2/ of a folder that MINGPT_DATA_DIR names")
-    except DownloadError as e:
-        raise offline_error(e, ('encoder.json', 'vocab.bpe'), 'gpt2', in_python) from None
+    except DownloadError as e:  # offline: the files whose paths were not given are needed (a path given was found)
+        missing = {name: arg for name, arg, path in [('encoder.json', 'encoder_path', encoder_path),
+                                                     ('vocab.bpe', 'vocab_path', vocab_path)] if not path}
+        # only Python takes their paths (the projects have no option for them)
+        their = ("their paths passed in Python to get_encoder(encoder_path, vocab_path)" if len(missing) == 2 else
+                 f"its path passed in Python as get_encoder's {next(iter(missing.values()))} too")
+        raise offline_error(e, list(missing), 'gpt2', f"anywhere, {their}") from None
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
     try:
         return Encoder(encoder, merges, pattern=pattern)

@@ -155,7 +155,8 @@ def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     places = f"{', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else looked[0]
     return DownloadError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the "
                          f"network, or get {' and '.join(files)} elsewhere and put "
-                         f"{'both' if len(files) == 2 else 'all'} in {put}, or {elsewhere}.{e.kept}", e.url, e.reason,
+                         f"{'it' if len(files) == 1 else 'both' if len(files) == 2 else 'all'} in {put}, or "
+                         f"{elsewhere}.{e.kept}", e.url, e.reason,
                          e.kept)
 
 

@@ -528,6 +528,20 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
         data.fetch('text/f.txt', url='https://example.org/f.txt')
 
 
+def test_offline_with_one_of_the_two_paths_given_names_only_the_other_file(empty_cache, no_network):
+    """get_encoder(encoder_path=X) offline said to get 'encoder.json and vocab.bpe' though X was given."""
+    mine = empty_cache / 'mine'
+    mine.mkdir()
+    for arg, name, missing, other in (('encoder_path', 'encoder.json', 'vocab.bpe', 'vocab_path'),
+                                      ('vocab_path', 'vocab.bpe', 'encoder.json', 'encoder_path')):
+        (mine / name).write_text('')  # not read: the other file is looked for first
+        with pytest.raises(data.DownloadError) as e:
+            get_encoder(**{arg: mine / name})
+        assert f"get {missing} elsewhere and put it in {empty_cache / 'gpt2'}/ (or gpt2/ in a folder that " \
+            f"MINGPT_DATA_DIR names), or anywhere, its path passed in Python as get_encoder's {other} too." \
+            in str(e.value)
+
+
 def test_a_broken_download_is_kept_and_resumed(tmp_path, monkeypatch):
     body = bytes(range(256)) * 20
 
