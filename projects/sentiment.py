@@ -45,7 +45,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
-from mingpt.checkpoint import checked_config, load_checkpoint, no_checkpoint, refuse_non_tensors, with_options
+from mingpt.checkpoint import (checked_config, load_checkpoint, load_weights, no_checkpoint, parameters_on_meta,
+                               refuse_non_tensors, with_options)
 from mingpt.checks import DROPOUT_OPTIONS, check_options_before_data
 from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
                          read_text)
@@ -350,8 +351,9 @@ def load_lm(config, tokenizer_texts):
         check_tokenizer_asked(config.data, tokenizer.kind, init)
         shape.merge_from_dict({k: getattr(config.model, k) for k in DROPOUT_OPTIONS})
         config.model = shape
-        gpt = GPT(shape)
-        gpt.load_state_dict(state)
+        with parameters_on_meta():  # no random initialisation, and no second copy: the weights come from the file
+            gpt = GPT(shape)
+        load_weights(gpt, state)
         # how long it trained: a run stopped early leaves the model.pt of its first evaluation, after 1 iteration
         n = ckpt.get('iter_num')
         trained = f" (after {n:,} {plural(n, 'iteration')})" if isinstance(n, int) else ''
@@ -480,8 +482,9 @@ def load_classifier(config, device):
     refuse_other({k: v for k, v in config.classifier.to_dict().items() if v != default[k]}, C, 'classifier', path)
     shape, _, tokenizer = saved_gpt(ckpt, path)
     check_shape_asked(config.model, shape, path, note='')
-    model = make_classifier(C, GPT(shape), tokenizer)
-    model.load_state_dict(ckpt['model'])
+    with parameters_on_meta():  # as load_lm's
+        model = make_classifier(C, GPT(shape), tokenizer)
+    load_weights(model, ckpt['model'])
     try:  # the block_size it was fine-tuned with: it cut the sentences so
         trained = min(int(ckpt['config']['data']['block_size']), model.gpt.block_size)
     except (KeyError, TypeError, ValueError):  # a run record older than that, or damaged: the model's context

@@ -12,7 +12,7 @@ import torch
 import mingpt.data
 from conftest import data_dir, load_project
 from mingpt.bpe import train_bpe
-from mingpt.checkpoint import save_checkpoint
+from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharTokenizer
 from mingpt.model import GPT
 from mingpt.pretrained import tokenizer_record
@@ -593,6 +593,30 @@ def test_a_fine_tuned_classifier_starts_a_new_run_with_its_gpt_and_this_runs_dro
         assert torch.equal(gpt.state_dict()[key], value), key
     assert got.state() == tokenizer.state() and config.data.tokenizer == 'char'
     assert gpt.config.resid_pdrop == gpt.transformer.h[0].attn.resid_dropout.p == 0.3  # the checkpoint had 0.0
+
+
+def test_a_checkpoints_model_is_its_tensors_built_without_a_random_initialisation(tmp_path, monkeypatch):
+    """load_lm and load_classifier built a randomly initialised GPT, then copied the checkpoint's weights into it: two
+    copies of the weights, and random numbers drawn for nothing. The model holds the tensors read, lm_head still
+    tied to wte."""
+    classifier_checkpoint(tmp_path / 'model.pt', sentiment.Vocabulary.build('char', ['a fine film']))
+    read = []
+
+    def load_and_keep(*args, **kwargs):
+        read.append(load_checkpoint(*args, **kwargs))
+        return read[-1]
+    monkeypatch.setattr(sentiment, 'load_checkpoint', load_and_keep)
+    for stage in ('finetune', 'evaluate'):
+        config = sentiment.get_config(stage)
+        config.system.init = config.system.checkpoint = str(tmp_path / 'model.pt')
+        random_state = torch.get_rng_state()
+        model = sentiment.load_lm(config, [])[0] if stage == 'finetune' else sentiment.load_classifier(config, 'cpu')[0]
+        assert torch.equal(torch.get_rng_state(), random_state)
+        prefix = 'gpt.' if stage == 'finetune' else ''  # load_lm reads the classifier's gpt alone
+        for name, p in model.named_parameters():
+            assert p.data_ptr() == read[-1]['model'][prefix + name].data_ptr(), name
+        gpt = model if stage == 'finetune' else model.gpt
+        assert gpt.lm_head.weight is gpt.transformer.wte.weight
 
 
 def test_a_block_size_longer_than_the_starting_models_context_is_cut_to_it_and_said(tmp_path, capsys):
