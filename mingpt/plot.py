@@ -163,9 +163,11 @@ def drawable(texts):
     if need:
         missing = sorted(need)
         shown = ' '.join(f"'{escaped(chr(c), need)}'" for c in missing[:3]) + (' ...' if len(missing) > 3 else '')
-        warn_caller(f"no installed font draws {' '.join(map(chr, missing))}, so the picture writes them as code "
-                    f"points ({shown}): install a font that has them (e.g. Noto Sans CJK, Noto Sans Devanagari), "
-                    "then delete matplotlib's font cache (~/.cache/matplotlib) for it to be found")
+        # a long prompt in a script without a font (a page of Chinese) named hundreds of characters on one line
+        named = ' '.join(map(chr, missing[:10])) + (f" and {len(missing) - 10} more" if len(missing) > 10 else '')
+        warn_caller(f"no installed font draws {named}, so the picture writes them as code points ({shown}): install "
+                    "a font that has them (e.g. Noto Sans CJK, Noto Sans Devanagari), then delete matplotlib's font "
+                    "cache (~/.cache/matplotlib) for it to be found")
     return [escaped(text, need) for text in texts], families
 
 

@@ -94,6 +94,17 @@ def test_characters_beyond_the_default_font_are_drawn_by_an_installed_font_or_na
     assert fig.get_suptitle() == '\u1d81\\u543e'
 
 
+def test_the_missing_font_warning_names_the_first_ten_characters_of_a_long_prompt(monkeypatch):
+    """A long prompt in a script no installed font has listed every one of its characters on one line."""
+    text = ''.join(map(chr, range(0x5400, 0x5400 + 40)))
+    fonts = {name: chars - set(map(ord, text)) for name, chars in plot.installed_fonts().items()}
+    monkeypatch.setattr(plot, 'installed_fonts', lambda: fonts)
+    with pytest.warns(UserWarning) as caught:
+        plot.drawable([text])
+    assert str(caught[0].message).startswith(f"no installed font draws {' '.join(text[:10])} and 30 more, so the "
+                                             "picture writes them as code points ('\\u5400' '\\u5401' '\\u5402' ...)")
+
+
 def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     model = tiny_gpt()
     tokens = [f't{i}' for i in range(40)]
