@@ -481,8 +481,9 @@ def read_safetensors(path, dtype=None):
         size, start = os.fstat(f.fileno()).st_size, f.read(8)
         n = int.from_bytes(start, 'little')
         if len(start) < 8 or 8 + n > size:
-            lfs = ' but a Git LFS pointer (get the file itself: git lfs pull)' if start == b'version ' else ''
-            raise ValueError(f"{path} is not a safetensors file{lfs}: its {size} bytes cannot hold the header")
+            what = file_kind(path)[1]  # a clone without git-lfs holds pointers, said as checkpoint.py says them
+            why = f"it is {what}" if what == LFS_POINTER else f"its {size} bytes cannot hold the header"
+            raise ValueError(f"{path} is not a safetensors file: {why}")
         header = json.loads(f.read(n))
         header.pop('__metadata__', None)
         data_size, tensors = size - 8 - n, {}

@@ -201,7 +201,7 @@ def safetensors_bytes(header, data=b''):
 
 @pytest.mark.parametrize('content, says', [
     (b'version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 548105171\n',
-     r"is not a safetensors file but a Git LFS pointer \(get the file itself: git lfs pull\)"),
+     r"is not a safetensors file: it is a Git LFS pointer, not the file itself \(git lfs pull gets it\)$"),
     (b'', r"is not a safetensors file: its 0 bytes cannot hold the header"),
     (safetensors_bytes({'w': {'dtype': 'F32', 'shape': [4], 'data_offsets': [0, 16]}}, bytes(8)),  # cut short
      r"tensor 'w' \[4\] lies at bytes 0..16 of 8"),
