@@ -148,11 +148,14 @@ def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     be downloaded (e, a DownloadError): what failed, the folders a copy was looked for in (and the places looked_also
     names), and the ways on: all the files in one of those folders, or `elsewhere` (another way to use a copy)."""
     env, cache, problem = env_folder('MINGPT_DATA_DIR'), cache_dir() / relfolder, data_dir_problem()
-    looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR{', ' + problem if problem else ''})"] if env else []) + \
+    # a MINGPT_DATA_DIR that names no folder (misspelt, or a file's path) is a place neither to look nor to put
+    looked = ([f"{env / relfolder} ($MINGPT_DATA_DIR)"] if env and not problem else []) + \
         [f"{cache} (the download cache)", *looked_also]
-    put = (f"{env / relfolder}/ or {cache}/" if env and not env.is_file() else  # a file holds no folder
+    put = (f"{env / relfolder}/ or {cache}/" if env and not problem else
            f"{cache}/ (or {relfolder}/ in a folder that MINGPT_DATA_DIR names)")
     places = f"{', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else looked[0]
+    if problem:
+        places += f"; MINGPT_DATA_DIR names {env}, {problem}: correct it (misspelt?) or unset it"
     return DownloadError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the "
                          f"network, or get {' and '.join(files)} elsewhere and put "
                          f"{'it' if len(files) == 1 else 'both' if len(files) == 2 else 'all'} in {put}, or "

@@ -512,17 +512,23 @@ def test_offline_error_is_clear(empty_cache, no_network, monkeypatch):
     assert list(empty_cache.rglob('*')) == []  # not even an empty folder
     assert 'does not exist' not in str(e.value)
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'dta'))  # a typo of the data folder's name
-    with pytest.raises(RuntimeError, match=r"found no copy in .*dta/gpt2 \(\$MINGPT_DATA_DIR, which does not "
-                                           rf"exist\) or {re.escape(str(empty_cache / 'gpt2'))} \(the download "
-                                           r"cache\)\. "):  # two places: 'A or B', not 'A, B'
+    # said of the variable, where '.../dta/gpt2 ($MINGPT_DATA_DIR, which does not exist)' read as of gpt2/, and not
+    # offered as a place to put the files: a folder under the misspelt name
+    with pytest.raises(RuntimeError) as e:
         get_encoder()
+    cache = re.escape(str(empty_cache / 'gpt2'))
+    assert re.search(rf"found no copy in {cache} \(the download cache\); MINGPT_DATA_DIR names .*dta, which does "
+                     rf"not exist: correct it \(misspelt\?\) or unset it\. Check the network, or get encoder.json "
+                     rf"and vocab.bpe elsewhere and put both in {cache}/ \(or gpt2/ in a folder that MINGPT_DATA_DIR "
+                     r"names\)", str(e.value))
+    assert 'dta/' not in str(e.value)
     with pytest.raises(RuntimeError, match=r"set MINGPT_DATA_DIR to a folder that holds it as text/f.txt \(it is "
                                            r".*dta, which does not exist\)\."):  # any other file's wording
         data.fetch('text/f.txt', url='https://example.org/f.txt')
     (empty_cache / 'encoder.json').write_text('{}')  # the data file itself, not its folder: it said 'does not exist'
     monkeypatch.setenv('MINGPT_DATA_DIR', str(empty_cache / 'encoder.json'))
-    with pytest.raises(RuntimeError, match=r"encoder.json/gpt2 \(\$MINGPT_DATA_DIR, a file, not a folder\) or "
-                                           r".* put both in [^ ]*/gpt2/ \(or "):  # not in a folder inside a file
+    with pytest.raises(RuntimeError, match=r"MINGPT_DATA_DIR names [^ ]*encoder.json, a file, not a folder: "
+                                           r"correct it .* put both in [^ ]*/gpt2/ \(or "):  # not in a file's folder
         get_encoder()
     with pytest.raises(RuntimeError, match=r"holds it as text/f.txt \(it is .*encoder.json, a file, not a folder\)\."):
         data.fetch('text/f.txt', url='https://example.org/f.txt')

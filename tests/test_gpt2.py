@@ -805,11 +805,12 @@ def test_no_network_says_what_the_hub_id_needs_and_the_way_round(empty_cache, sm
     assert message.count('hf/gpt2/') == 2 and 'save_pretrained' not in message  # each place once, and no aside
     data = empty_cache.parent / 'data'
     monkeypatch.setenv('MINGPT_DATA_DIR', str(data))  # misspelt, say: the message says it names no folder
-    with pytest.raises(RuntimeError, match=rf"found no copy in {re.escape(str(data / 'hf' / 'gpt2'))} "
-                                           r"\(\$MINGPT_DATA_DIR, which does not exist\), .* put both in "
-                                           rf"{re.escape(str(data / 'hf' / 'gpt2'))}/ or "):
+    with pytest.raises(RuntimeError, match=rf"\({re.escape(str(hub))}\); MINGPT_DATA_DIR names "
+                                           rf"{re.escape(str(data))}, which does not exist: correct it "
+                                           r"\(misspelt\?\) or unset it\. .* put both in [^ ]*/hf/gpt2/ \(or "
+                                           r"hf/gpt2/ in a folder that MINGPT_DATA_DIR names\)"):
         GPT.from_pretrained('gpt2')
-    folder = data / 'hf' / 'gpt2'  # where the message says, the hub id loads offline
+    folder = data / 'hf' / 'gpt2'  # hf/gpt2/ in the folder MINGPT_DATA_DIR names: the hub id loads offline
     folder.mkdir(parents=True)
     for f in ('config.json', 'model.safetensors'):
         (folder / f).write_bytes((small_dir / f).read_bytes())
