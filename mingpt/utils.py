@@ -1,6 +1,7 @@
-"""Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding, the device, run files,
-atomic writes, and the command-line wrapper every project runs under (run_cli). Checkpoint files are checkpoint.py's;
-the model's config and input checks, checks.py's."""
+"""Small helpers every piece shares: the config tree (CfgNode), option ranges, seeding and the random generators'
+states, the device, run files, atomic writes, printing above a progress bar (LinesAboveBar), and the command-line
+wrapper every project runs under (run_cli). Checkpoint files are checkpoint.py's; the model's config and input
+checks, checks.py's."""
 import ast
 import errno
 import json
@@ -42,6 +43,38 @@ def set_seed(seed):
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.cuda.manual_seed_all(seed)
+
+
+@contextmanager
+def rng_kept():
+    """Run a block on a copy of every random number generator's state: whatever it draws (dropout in evaluation,
+    a sampling callback), the generators are as before when it ends."""
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+def get_rng_state():
+    """Python, numpy, torch, CUDA and MPS generator states, as plain types and tensors (loadable with weights_only)."""
+    np_state = np.random.get_state()
+    return {'python': random.getstate(),
+            'numpy': [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+            'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            'mps': torch.mps.get_rng_state() if torch.backends.mps.is_available() else None}
+
+
+def set_rng_state(state):
+    random.setstate(state['python'])
+    name, key, *rest = state['numpy']
+    np.random.set_state((name, np.array(key, dtype=np.uint32), *rest))
+    torch.set_rng_state(state['torch'].cpu())
+    if state['cuda'] and len(state['cuda']) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state['cuda']])
+    if state.get('mps') is not None and torch.backends.mps.is_available():  # older checkpoints have no 'mps'
+        torch.mps.set_rng_state(state['mps'].cpu())
 
 
 @torch.no_grad()
@@ -347,6 +380,71 @@ def escape_what_stdout_cannot_encode():
     does, rather than raise a codec error that stops the run (at a sample in training, in generated text)."""
     if sys.stdout is not None and sys.stdout is sys.__stdout__:  # the process's own (not a notebook's or pytest's)
         sys.stdout.reconfigure(errors='backslashreplace')
+
+
+class LinesAboveBar:
+    """Within it, the lines printed on stdout and stderr (a callback's prints and warnings) go above the progress bar
+    instead of onto its line (tqdm.write would not clear a bar on stderr while stdout is redirected). A terminal (or a
+    notebook, whose output also takes '\\r') has the bar's line cleared and drawn again below each line; a file or a
+    pipe keeps every character, so there the bar's line is ended once and drawn again when the callback returns (else
+    a log had each line after a bar's text)."""
+
+    def __init__(self, bar):
+        self.bar, self.bar_ended = bar, False
+        self.in_log = bar.fp in (sys.__stderr__, sys.__stdout__) and not bar.fp.isatty()  # a notebook's: no __stderr__
+
+    def __enter__(self):
+        self.streams = sys.stdout, sys.stderr
+        self.writers = sys.stdout, sys.stderr = LineWriter(self, sys.stdout), LineWriter(self, sys.stderr)
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.streams
+        for writer in self.writers:
+            writer.end()
+        if self.bar_ended:
+            self.bar.refresh()
+
+    def show(self, out, text, redraw):
+        """Write text to out, a stream of the two, where the bar was; redraw: then draw the bar below it."""
+        if not self.in_log:
+            self.bar.clear()
+            out.write(text)
+            if redraw:
+                self.bar.refresh()
+            return
+        if not self.bar_ended:
+            self.bar.fp.write('\n')
+            self.bar_ended = True
+        out.write(text)
+        out.flush()  # in order with the other stream's lines, where both go to one log
+
+
+class LineWriter:
+    """stdout or stderr within LinesAboveBar: its whole lines, and a line's start when flushed, go above the bar."""
+
+    def __init__(self, above, out):
+        self.above, self.out, self.pending = above, out, ''
+
+    def write(self, text):
+        self.pending += text
+        if '\n' in self.pending:
+            lines, _, self.pending = self.pending.rpartition('\n')
+            self.above.show(self.out, lines + '\n', redraw=True)
+        return len(text)
+
+    def flush(self):  # e.g. input()'s prompt, which has no newline: shown now, not when the callback returns
+        if self.pending:
+            self.above.show(self.out, self.pending, redraw=False)  # the bar would draw over the line's start
+            self.pending = ''
+        self.out.flush()
+
+    def end(self):
+        if self.pending:  # the start of a line, printed with end=''
+            self.out.write(self.pending)
+        self.out.flush()
+
+    def __getattr__(self, name):  # isatty, encoding...: the stream's own
+        return getattr(self.out, name)
 
 
 def _terminate(signum, frame):

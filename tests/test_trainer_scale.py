@@ -24,8 +24,8 @@ from mingpt.data import CharDataset, CharTokenizer, TokenDataset, cache_dir, enc
 from mingpt.model import GPT
 from mingpt.runs import check_same_run, platform_record
 from mingpt.seq2seq import Transformer
-from mingpt.trainer import StepSampler, Trainer, flops_per_token, get_rng_state, peak_flops, set_rng_state
-from mingpt.utils import CfgNode as CN, ConfigError, eval_mode, set_seed
+from mingpt.trainer import StepSampler, Trainer, flops_per_token, peak_flops
+from mingpt.utils import CfgNode as CN, ConfigError, eval_mode, get_rng_state, set_rng_state, set_seed
 
 VOCAB, BLOCK = 16, 8
 
