@@ -217,7 +217,7 @@ class Trainer:
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
-        max_iters, lrs, stopping, rate = self.config.max_iters, self._lrs(), self._stopping, self.config.learning_rate
+        before = self.config.max_iters, self._stopping, self.config.learning_rate, self._lrs()
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
         self._in_callbacks = True  # save_checkpoint() then knows the other ranks are not with it
@@ -227,15 +227,21 @@ class Trainer:
                     callback(self)
         finally:
             self._in_callbacks = False
+        if self.world_size > 1:
+            self._refuse_what_other_ranks_miss(*before)
+
+    def _refuse_what_other_ranks_miss(self, max_iters, stopping, rate, lrs):
+        """Under DDP, after rank 0's callbacks: refuse a stop or a learning rate they set, which the other ranks
+        would not know (max_iters, stopping, rate and lrs: as they were before the callbacks)."""
         others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
-        if self.world_size > 1 and (self.config.max_iters != max_iters or self._stopping != stopping):
-            # else this rank would stop and the run hang
+        # else this rank would stop and the run hang
+        if self.config.max_iters != max_iters or self._stopping != stopping:
             what = (f"changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters})"
                     if self.config.max_iters != max_iters else "called trainer.stop()")
             raise RuntimeError(f"a callback {what} {others} would go on training and wait for this one forever. Stop a "
                                "run early in one process, or give max_iters before the run")
         rate_changed = self.config.learning_rate != rate  # which this rank's next steps take up (_set_lr)
-        if self.world_size > 1 and (self._lrs() != lrs or rate_changed):  # else each rank would step at its own rate
+        if self._lrs() != lrs or rate_changed:  # else each rank would step at its own rate
             changed = (f"trainer.config.learning_rate ({rate} -> {self.config.learning_rate})" if rate_changed
                        else f"the learning rate ({lrs} -> {self._lrs()})")
             raise RuntimeError(f"a callback changed {changed} {others} would keep "
@@ -348,60 +354,20 @@ class Trainer:
         self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
         return batches
 
-    def _check_data_and_model(self):
-        """Refuse what would fail later with torch's riddle, or train nothing: an empty dataset, one DataLoader's
-        workers cannot take, a model with nothing to train or no optimizer, float16 weights under a gradient scaler;
-        warn of on_eval_end callbacks that no evaluation will call."""
-        if self.val_dataset is None and self.callbacks.get('on_eval_end') and self.rank == 0:  # else silence
-            warn_caller("an 'on_eval_end' callback was added, but this Trainer has no val_dataset, so nothing is "
-                        "evaluated and the callback never runs: give Trainer(..., val_dataset=...), or add it for "
-                        "'on_batch_end' (after every step; trainer.evaluate(dataset) scores a dataset there)")
-        for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
-            if dataset is not None and len(dataset) == 0:
-                raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
-        check_dataset_for_workers(self.train_dataset, self.config.num_workers)  # else a worker dies without a reason
-        if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
-            raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
-                             "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
-        if not callable(getattr(self.model, 'configure_optimizers', None)):
-            raise TypeError(f"{type(self.model).__name__} has no configure_optimizers(train_config), which the trainer "
-                            "calls for its optimizer: add one, e.g. configure_optimizers = GPT.configure_optimizers "
-                            "in the class (AdamW, weight decay on the 2-D weights)")
-        if torch.float16 in self._low_precision() and self.config.dtype == 'float16':
-            # else torch's 'Attempting to unscale FP16 gradients.'
-            raise ValueError("the model's trainable parameters are float16, and trainer.dtype='float16' adds a "
-                             "gradient scaler, which refuses float16 gradients (mixed precision trains float32 "
-                             "weights): keep the weights in float32 and let autocast compute in float16, e.g. "
-                             "GPT.from_pretrained(name) without a dtype, or model.float() before training")
-
-    def _low_precision(self):
-        """The 16-bit dtypes among the trainable parameters (bfloat16, float16), if any."""
-        return {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
-
     def _make_optimizer(self):
-        """The model's optimizer, the gradient scaler (float16) and autocast; warns (on rank 0) where they would
-        train less than the user thinks."""
-        c, main = self.config, self.rank == 0
-        if (low := self._low_precision()) and main:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16)
-            name = str(min(low, key=str)).removeprefix('torch.')
-            warn_caller(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
-                        "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change "
-                        f"little or nothing: keep the weights in float32 and compute in {name} with "
-                        f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype")
+        """The model's optimizer (warned of, on rank 0, where it leaves a trainable parameter out), the gradient
+        scaler (float16) and autocast."""
+        c = self.config
         self.model.zero_grad(set_to_none=True)  # a step stopped in an earlier run() (Ctrl-C) left its gradients
         self.optimizer = self.model.configure_optimizers(c)
         self._given_lr = c.learning_rate  # the rate the optimizer was made with; a change of it is applied (_set_lr)
         left = parameters_left_out(self.model, self.optimizer)
-        if left and main:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
+        if left and self.rank == 0:  # e.g. a classifier's configure_optimizers that returns its GPT's: the head
             warn_caller(f"the optimizer from {type(self.model).__name__}.configure_optimizers leaves out the "
                         f"trainable {first_names(left)}, so they never change (their gradients add up and "
                         "count in grad_norm_clip's norm): give it every trainable parameter, e.g. "
                         "configure_optimizers = GPT.configure_optimizers in the class, or freeze them with "
                         "requires_grad_(False)")
-        if c.dtype == 'bfloat16' and main and bfloat16_emulated(self.device):
-            warn_caller(f"trainer.dtype='bfloat16' on {torch.cuda.get_device_name(self.device)}, a GPU older than "
-                        "Ampere (compute capability below 8.0), is emulated and slower than float32: use "
-                        "trainer.dtype='float16' there (with a gradient scaler)")
         self.scaler = torch.amp.GradScaler(self.device_type, enabled=c.dtype == 'float16')
         self.autocast = torch.autocast(self.device_type, dtype=DTYPES[c.dtype], enabled=c.dtype != 'float32')
 
@@ -582,6 +548,44 @@ class Trainer:
         if c.resume and c.overwrite:
             raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
                               "it: give one of them")
+
+    def _check_data_and_model(self):
+        """Refuse what would fail later with torch's riddle, or train nothing: an empty dataset, one DataLoader's
+        workers cannot take, a model with nothing to train or no optimizer, float16 weights under a gradient scaler.
+        Warn (on rank 0) of what trains less than the user thinks: on_eval_end callbacks that no evaluation will call,
+        16-bit weights, bfloat16 emulated on an older GPU."""
+        c, main = self.config, self.rank == 0
+        if self.val_dataset is None and self.callbacks.get('on_eval_end') and main:  # else silence
+            warn_caller("an 'on_eval_end' callback was added, but this Trainer has no val_dataset, so nothing is "
+                        "evaluated and the callback never runs: give Trainer(..., val_dataset=...), or add it for "
+                        "'on_batch_end' (after every step; trainer.evaluate(dataset) scores a dataset there)")
+        for name, dataset in (('train_dataset', self.train_dataset), ('val_dataset', self.val_dataset)):
+            if dataset is not None and len(dataset) == 0:
+                raise ValueError(f"{name} is empty (len 0): is its text shorter than block_size + 1 tokens?")
+        check_dataset_for_workers(self.train_dataset, c.num_workers)  # else a worker dies without a reason
+        if not any(p.requires_grad for p in self.model.parameters()):  # else backward fails with torch's riddle
+            raise ValueError("every parameter of the model is frozen (requires_grad=False): there is nothing to train; "
+                             "unfreeze the ones to fine-tune, e.g. model.transformer.h[-1].requires_grad_(True)")
+        if not callable(getattr(self.model, 'configure_optimizers', None)):
+            raise TypeError(f"{type(self.model).__name__} has no configure_optimizers(train_config), which the trainer "
+                            "calls for its optimizer: add one, e.g. configure_optimizers = GPT.configure_optimizers "
+                            "in the class (AdamW, weight decay on the 2-D weights)")
+        low = {p.dtype for p in self.model.parameters() if p.requires_grad} & {torch.bfloat16, torch.float16}
+        if torch.float16 in low and c.dtype == 'float16':  # else torch's 'Attempting to unscale FP16 gradients.'
+            raise ValueError("the model's trainable parameters are float16, and trainer.dtype='float16' adds a "
+                             "gradient scaler, which refuses float16 gradients (mixed precision trains float32 "
+                             "weights): keep the weights in float32 and let autocast compute in float16, e.g. "
+                             "GPT.from_pretrained(name) without a dtype, or model.float() before training")
+        if low and main:  # e.g. GPT.from_pretrained(name, dtype=torch.bfloat16)
+            name = str(min(low, key=str)).removeprefix('torch.')
+            warn_caller(f"the model's trainable parameters are {name}, which rounds away an update much smaller than "
+                        "its weight (in bfloat16 any below about 1/500 of it), so most of AdamW's steps change "
+                        f"little or nothing: keep the weights in float32 and compute in {name} with "
+                        f"trainer.dtype='{name}' (autocast), e.g. GPT.from_pretrained(name) without a dtype")
+        if c.dtype == 'bfloat16' and main and bfloat16_emulated(self.device):
+            warn_caller(f"trainer.dtype='bfloat16' on {torch.cuda.get_device_name(self.device)}, a GPU older than "
+                        "Ampere (compute capability below 8.0), is emulated and slower than float32: use "
+                        "trainer.dtype='float16' there (with a gradient scaler)")
 
     def _resume(self):
         """Load the checkpoint to continue from (ckpt.pt, or the path resume gives), once it is known to be this
