@@ -282,14 +282,16 @@ class Trainer:
         try:
             x, y = self._to_device(next(batches))
             while not self._stopping and (self.config.max_iters is None or self.iter_num < self.config.max_iters):
-                t0 = time.time()
+                # a clock for durations: time.time() may not tick within a fast step (15.6 ms on Windows before
+                # Python 3.13) and may step back (NTP), and tokens/s divides by it
+                t0 = time.perf_counter()
                 x, y = self._optimization_step(x, y, batches)
                 self._after_step(t0)
                 # only now: evaluation, checkpoints and callbacks ran with the gradients kept, so that callbacks
                 # may read them (as in minGPT); freed before the next forward, they add nothing to peak memory
                 self.optimizer.zero_grad(set_to_none=True)
                 self.iter_num += 1
-                tnow = time.time()
+                tnow = time.perf_counter()
                 self.iter_dt = tnow - self.iter_time
                 self.iter_time = tnow
         except (Exception, KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, a crash, sys.exit() in a callback
@@ -350,7 +352,7 @@ class Trainer:
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
         self._train_mode()
-        self.iter_time = time.time()
+        self.iter_time = time.perf_counter()
         self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
         return batches
 
@@ -424,7 +426,7 @@ class Trainer:
         if self.iter_num % c.log_interval == 0 or self._ends() or evaluate:
             record = self._measure(t0)
         else:
-            self._since_log[0] += time.time() - t0  # an unlogged step's time counts in the next line's tokens/s
+            self._since_log[0] += time.perf_counter() - t0  # an unlogged step counts in the next line's tokens/s
         busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
         with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
             if evaluate:
@@ -433,7 +435,7 @@ class Trainer:
             last = self._ends()  # again: a callback may have stopped the run
             # the last step is logged at any end, and a step whose callbacks added numbers; its time was counted above
             if record is None and (last or self.metrics):
-                record = self._measure(time.time())
+                record = self._measure(time.perf_counter())
             if last and can_evaluate and not evaluate:  # an early stop's step is evaluated, as a normal end's
                 self._evaluate_step(record)
         if record is not None:
@@ -471,7 +473,7 @@ class Trainer:
         numbers = [self.loss, self._since_log[1]] + ([self.grad_norm] if self.grad_norm is not None else [])
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64
         loss, tokens, *grad_norm = torch.stack([n.to(dtype) for n in numbers]).tolist()
-        self._since_log[0] += time.time() - t0  # after the read, so the device's time to get there counts
+        self._since_log[0] += time.perf_counter() - t0  # after the read, so the device's time to get there counts
         record = {'iter': self.iter_num, 'loss': loss, 'lr': self.lr}
         if grad_norm:
             record['grad_norm'] = grad_norm[0]

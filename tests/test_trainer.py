@@ -689,11 +689,24 @@ def test_a_run_without_clipping_writes_no_grad_norm_rather_than_an_earlier_steps
     assert len(lines) == 4 and not any('grad_norm' in line for line in lines)
 
 
+def test_a_step_faster_than_the_wall_clock_ticks_is_measured(monkeypatch, tmp_path):
+    """time.time() moves in 15.6 ms steps on Windows before Python 3.13, and NTP may set it back: a step of gpt-nano
+    read 0 s there, and the run stopped at its first line with ZeroDivisionError (tokens / 0 s). The loop times its
+    steps on perf_counter, a clock for durations, which this test makes tick 1 ms per forward pass."""
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(trainer_module, 'time', SimpleNamespace(time=lambda: 1e9, perf_counter=lambda: clock.now))
+    trainer = make_trainer(work_dir=str(tmp_path), max_iters=3)
+    trainer.model.register_forward_pre_hook(lambda *_: setattr(clock, 'now', clock.now + 1e-3))
+    trainer.run()
+    lines = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [line['tokens_per_s'] for line in lines] == [pytest.approx(16 * 8 / 1e-3)] * 3 and trainer.iter_dt > 0
+
+
 def test_the_line_an_early_stop_writes_counts_its_steps_time_once(monkeypatch, tmp_path):
     """tokens_per_s on a clock that advances 1 s per forward pass: every line is batch_size x block_size = 128 tokens
     per second. The line an early stop writes after an unlogged step counted that step's second twice (64)."""
     clock = SimpleNamespace(now=0.0)
-    monkeypatch.setattr(trainer_module, 'time', SimpleNamespace(time=lambda: clock.now))
+    monkeypatch.setattr(trainer_module, 'time', SimpleNamespace(perf_counter=lambda: clock.now))
     trainer = make_trainer(work_dir=str(tmp_path), log_interval=4)
     trainer.model.register_forward_pre_hook(lambda *_: setattr(clock, 'now', clock.now + 1.0))
     trainer.add_callback('on_batch_end', lambda t: t.steps_done == 10 and setattr(t.config, 'max_iters', 10))
