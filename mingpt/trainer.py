@@ -42,9 +42,6 @@ from mingpt.utils import (CfgNode as CN, ConfigError, LinesAboveBar, Terminated,
 
 EVENTS = ('on_batch_end', 'on_eval_end')  # what callbacks can be added for (see trigger_callbacks)
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
-# dense bf16 tensor-core peak FLOP/s from NVIDIA's datasheets, the denominator of MFU; the first name that matches
-PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL': 835e12, 'H200': 989e12,
-              'A100': 312e12}
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'platform', 'format')
@@ -505,6 +502,7 @@ class Trainer:
     def _check_config(self):
         c = self.config
         self.check_options(c, self.world_size)
+        # here, not in check_options: a project checks its options before its Trainer fills work_dir in
         if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
             raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
                               "or give resume the checkpoint's path")
@@ -947,6 +945,11 @@ def flops_per_token(model, seq_len):
     if wpe is not None:  # a learned table has weights; the sinusoidal one has none
         n -= sum(p.numel() for p in wpe.parameters())
     return 6 * n + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * seq_len
+
+
+# dense bf16 tensor-core peak FLOP/s from NVIDIA's datasheets, the denominator of MFU; the first name that matches
+PEAK_FLOPS = {'H100 PCIe': 756e12, 'H100 NVL': 835e12, 'H100': 989e12, 'H200 NVL': 835e12, 'H200': 989e12,
+              'A100': 312e12}
 
 
 def peak_flops(device):
