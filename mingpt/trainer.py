@@ -350,7 +350,7 @@ class Trainer:
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
         self._train_mode()
         self.iter_time = time.perf_counter()
-        self._since_log = [0.0, 0]  # training seconds and tokens since the last metrics line
+        self._log_seconds, self._log_tokens = 0.0, 0  # training time and tokens since the last metrics line
         return batches
 
     def _make_optimizer(self):
@@ -396,7 +396,7 @@ class Trainer:
                 with self.autocast:
                     loss = loss_of(model(x, y), self.model)
                 if self.rank == 0:  # the tokens read, not padding (-1, as in sentiment's rows), for rank 0's log:
-                    self._since_log[1] += (x >= 0).sum() * self.world_size  # its share times the ranks
+                    self._log_tokens += (x >= 0).sum() * self.world_size  # its share times the ranks
                 x, y = self._to_device(next(batches))
                 self.scaler.scale(loss / A).backward()
             loss_sum += loss.detach() / A
@@ -423,7 +423,7 @@ class Trainer:
         if self.iter_num % c.log_interval == 0 or self._ends() or evaluate:
             record = self._measure(t0)
         else:
-            self._since_log[0] += time.perf_counter() - t0  # an unlogged step counts in the next line's tokens/s
+            self._log_seconds += time.perf_counter() - t0  # an unlogged step counts in the next line's tokens/s
         busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
         with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
             if evaluate:
@@ -463,22 +463,22 @@ class Trainer:
         alone: they count no tokens, and reading their numbers would make them wait for their device for nothing.
         runs.METRICS_KEYS lists the keys a line may hold."""
         if self.rank != 0:
-            self._since_log = [0.0, 0]
+            self._log_seconds = 0.0
             return {'iter': self.iter_num}
         # one read of the device for the three numbers, where an .item() each waited three times; float64 holds the
         # float32 loss and norm and the token count exactly (MPS has none: float32 there, exact to 2 ** 24 tokens)
-        numbers = [self.loss, self._since_log[1]] + ([self.grad_norm] if self.grad_norm is not None else [])
+        numbers = [self.loss, self._log_tokens] + ([self.grad_norm] if self.grad_norm is not None else [])
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64
         loss, tokens, *grad_norm = torch.stack([n.to(dtype) for n in numbers]).tolist()
-        self._since_log[0] += time.perf_counter() - t0  # after the read, so the device's time to get there counts
+        self._log_seconds += time.perf_counter() - t0  # after the read, so the device's time to get there counts
         record = {'iter': self.iter_num, 'loss': loss, 'lr': self.lr}
         if grad_norm:
             record['grad_norm'] = grad_norm[0]
-        record['tokens_per_s'] = tokens / self._since_log[0]
+        record['tokens_per_s'] = tokens / self._log_seconds
         mfu = self._mfu(record['tokens_per_s'], self._seq_len)
         if mfu is not None:
             record['mfu'] = mfu
-        self._since_log = [0.0, 0]
+        self._log_seconds, self._log_tokens = 0.0, 0
         return record
 
     def _says_how_to_go_on(self, e):

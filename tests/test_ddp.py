@@ -134,7 +134,7 @@ COUNTED = textwrap.dedent("""
 
     class Counting(Trainer):
         def _measure(self, t0):  # the tokens this rank counted for the line of metrics.jsonl being made
-            counted.append(int(self._since_log[1]))
+            counted.append(int(self._log_tokens))
             return super()._measure(t0)
 
     tc = Trainer.get_default_config()
