@@ -63,6 +63,25 @@ class RunFolder:
                           f"overwrite; {resume}train in another work_dir (--{self.option}.work_dir=DIR), or replace "
                           "it with --trainer.overwrite=True")
 
+    def _refuse_saved_run(self):
+        """A run resumed from another folder's checkpoint refuses a work_dir that holds a saved model, which it would
+        overwrite. Checked once the checkpoint is read, whose own refusals (unsafe, another model) say more."""
+        if not self._resumes_elsewhere():
+            return
+        held = self.held()
+        if held is None or held.startswith('metrics.jsonl'):  # nothing saved: e.g. this continuation, stopped early
+            return
+        resume = "continue it with --trainer.resume=True, " if held.endswith(' done') else ''  # a readable ckpt.pt
+        raise ConfigError(f"{self.work_dir} holds a run ({held}) that this run, resumed from {self.resume}, would "
+                          f"overwrite; {resume}go on from {self.resume} in another work_dir "
+                          f"(--{self.option}.work_dir=DIR), or move that run's files away")
+
+    def _resumes_elsewhere(self):
+        """Whether resume names a checkpoint in another folder than work_dir: this run continues that folder's here."""
+        if not isinstance(self.resume, str):
+            return False
+        return os.path.realpath(os.path.dirname(os.path.abspath(self.resume))) != os.path.realpath(self.work_dir)
+
     def held(self):
         """What the run work_dir holds says of itself ('ckpt.pt: 40 iterations done'), or None where it holds none."""
         name = earlier_run(self.work_dir)
@@ -93,12 +112,15 @@ class RunFolder:
 
     def take(self):
         """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
-        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check."""
-        if self.rank != 0 or self.work_dir is None or self.lock is not None:
+        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check.
+        A run resumed from another folder's checkpoint is refused here a work_dir that holds a saved model."""
+        if self.rank != 0 or self.work_dir is None:
             return
-        make_folder(self.work_dir)
-        self._claim()
-        self._refuse_earlier_run()
+        if self.lock is None:
+            make_folder(self.work_dir)
+            self._claim()
+            self._refuse_earlier_run()
+        self._refuse_saved_run()
 
     def release(self):
         """Unlock work_dir, however the run ended: another may train in it now."""
@@ -145,7 +167,8 @@ class RunFolder:
                     os.remove(self.path(name))
         path = self.path('metrics.jsonl')
         kept = []
-        if resumed_at is not None and os.path.exists(path):
+        # a resume keeps the lines of the iterations before its checkpoint's, unless they are another folder's run's
+        if resumed_at is not None and os.path.exists(path) and not self._resumes_elsewhere():
             with open(path) as f:
                 kept = [line for line in f if iter_of(line) is not None and iter_of(line) < resumed_at]
         write_text_atomically(path, ''.join(kept))  # a kill now leaves the old or the new
