@@ -64,12 +64,14 @@ class RunFolder:
                           "it with --trainer.overwrite=True")
 
     def _refuse_saved_run(self):
-        """A run resumed from another folder's checkpoint refuses a work_dir that holds a saved model, which it would
-        overwrite. Checked once the checkpoint is read, whose own refusals (unsafe, another model) say more."""
+        """A run resumed from another folder's checkpoint refuses a work_dir that holds a ckpt.pt, a run that can go
+        on, which it would overwrite; not model.pt and metrics alone, which a run stopped before its first checkpoint
+        leaves (this continuation too, which the stop's note says to resume again). Checked once the checkpoint is
+        read, whose own refusals (unsafe, another model) say more."""
         if not self._resumes_elsewhere():
             return
         held = self.held()
-        if held is None or held.startswith('metrics.jsonl'):  # nothing saved: e.g. this continuation, stopped early
+        if held is None or not held.startswith('ckpt.pt'):
             return
         resume = "continue it with --trainer.resume=True, " if held.endswith(' done') else ''  # a readable ckpt.pt
         raise ConfigError(f"{self.work_dir} holds a run ({held}) that this run, resumed from {self.resume}, would "
@@ -113,7 +115,7 @@ class RunFolder:
     def take(self):
         """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
         and before the DataLoader's workers start; then look again, as a run may have ended in it since the check.
-        A run resumed from another folder's checkpoint is refused here a work_dir that holds a saved model."""
+        A run resumed from another folder's checkpoint is refused here a work_dir that holds a ckpt.pt."""
         if self.rank != 0 or self.work_dir is None:
             return
         if self.lock is None:
