@@ -231,7 +231,7 @@ class Trainer:
         """Under DDP, after rank 0's callbacks: refuse a stop or a learning rate they set, which the other ranks
         would not know (max_iters, stopping, rate and lrs: as they were before the callbacks)."""
         others = f"under DDP, where callbacks run on rank 0 only: the other {self.world_size - 1} rank(s)"
-        # else this rank would stop and the run hang
+        # a stop rank 0 alone knows: it would leave while the others wait for it, and the run hang
         if self.config.max_iters != max_iters or self._stopping != stopping:
             what = (f"changed trainer.config.max_iters ({max_iters} -> {self.config.max_iters})"
                     if self.config.max_iters != max_iters else "called trainer.stop()")
