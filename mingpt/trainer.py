@@ -45,7 +45,8 @@ DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch
 # keys of the trainer's checkpoints; a project's checkpoint_extras may not reuse them
 CHECKPOINT_KEYS = ('model', 'model_class', 'model_config', 'optimizer', 'scaler', 'iter_num', 'trainer_config', 'rng',
                    'sampler', 'best_val_loss', 'val_loss', 'trainable', 'platform', 'format')
-# the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit')
+# the valid range of each numeric option, as check_range's arguments (none_ok: None means 'off' or 'no limit'; inf
+# only where high=math.inf says it means something)
 RANGES = {
     'batch_size': dict(low=1, integer=True),
     'grad_accum_steps': dict(low=1, integer=True),
@@ -55,7 +56,7 @@ RANGES = {
     'warmup_iters': dict(low=0, integer=True),
     'lr_decay_iters': dict(low=1, integer=True, none_ok=True),
     'weight_decay': dict(low=0),
-    'grad_norm_clip': dict(low=0, none_ok=True),
+    'grad_norm_clip': dict(low=0, high=math.inf, none_ok=True),  # inf: the norm measured (grad_norm), never clipped
     'eval_interval': dict(low=0, integer=True, none_ok=True),
     'eval_iters': dict(low=1, integer=True),
     'checkpoint_interval': dict(low=1, integer=True, none_ok=True),
@@ -85,7 +86,7 @@ class Trainer:
         C.learning_rate = 3e-4
         C.betas = (0.9, 0.95)
         C.weight_decay = 0.1  # on the 2-D weights (matmuls, embeddings), not biases or layer norms
-        C.grad_norm_clip = 1.0
+        C.grad_norm_clip = 1.0  # None: off; inf: the norm measured (trainer.grad_norm, metrics.jsonl), never clipped
         # learning-rate schedule: linear warmup over warmup_iters, then 'constant', 'cosine' decay to min_lr, or
         # 'inverse_sqrt' ("Attention is all you need": decay as 1/sqrt(iteration))
         C.lr_schedule = 'constant'

@@ -99,23 +99,26 @@ def python_scalar(value):
 def check_range(key, value, low=None, high=None, low_open=False, high_open=False, none_ok=False, integer=False):
     """Return value if it lies in the range (low/high None: unbounded; *_open: the bound itself excluded), else
     raise a ConfigError naming the option, its value and the range, e.g. "trainer.batch_size=0 is out of range:
-    it must be an integer >= 1". none_ok: None is allowed too (it means 'off' or 'unlimited'). A numpy or 0-d torch
-    scalar is returned as a Python number, a whole number as an int where integer is set."""
+    it must be an integer >= 1". An unbounded side holds every finite number, not inf (a learning rate of inf
+    trains to nan): a side where inf means something says so with high=math.inf (or low=-math.inf). none_ok: None
+    is allowed too (it means 'off' or 'unlimited'). A numpy or 0-d torch scalar is returned as a Python number, a
+    whole number as an int where integer is set."""
     if value is None and none_ok:
         return value
     value = python_scalar(value)
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
     whole = number and (not integer or float(value).is_integer())
-    if (whole and (low is None or (value > low if low_open else value >= low))
+    infinite = number and math.isinf(value) and (high if value > 0 else low) is None  # on an unbounded side
+    if (whole and not infinite and (low is None or (value > low if low_open else value >= low))
             and (high is None or (value < high if high_open else value <= high))):
         return int(value) if integer else value  # 64.0 as 64, which range() and numpy's sizes need
     if not number:
         problem = 'is a string, not a number' if isinstance(value, str) else 'is not a number'
     else:
-        problem = 'is out of range' if whole else 'is not a whole number'
+        problem = 'is not finite' if infinite else 'is out of range' if whole else 'is not a whole number'
     parts = [f"{'>' if low_open else '>='} {low}" if low is not None else '',
              f"{'<' if high_open else '<='} {high}" if high is not None else '']
-    rule = ('an integer ' if integer else 'a number ') + ' and '.join(p for p in parts if p)
+    rule = ' '.join(['an integer' if integer else 'a number', ' and '.join(p for p in parts if p)]).strip()
     raise ConfigError(f"{key}={value!r} {problem}: it must be {'None or ' if none_ok else ''}{rule}")
 
 

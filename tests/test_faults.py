@@ -211,6 +211,7 @@ def test_overwrite_replaces_the_run(tmp_path, text):
     (['--trainer.eval_iters=0'], r"trainer.eval_iters=0 is out of range: it must be an integer >= 1"),
     (['--trainer.grad_accum_steps=0'], r"trainer.grad_accum_steps=0 is out of range: it must be an integer >= 1"),
     (['--trainer.learning_rate=-1'], r"trainer.learning_rate=-1.0 is out of range: it must be a number > 0"),
+    (['--trainer.learning_rate=inf'], r"trainer.learning_rate=inf is not finite: it must be a number > 0"),
     (['--trainer.max_iters=0'], r"trainer.max_iters=0 is out of range: it must be None or an integer >= 1"),
     (['--trainer.max_iters=-5'], r"trainer.max_iters=-5 is out of range: it must be None or an integer >= 1"),
     (['--trainer.checkpoint_interval=-1'], r"trainer.checkpoint_interval=-1 is out of range: it must be None or "

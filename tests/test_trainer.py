@@ -2,6 +2,7 @@
 import errno
 import io
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -721,6 +722,25 @@ def test_a_run_without_clipping_writes_no_grad_norm_rather_than_an_earlier_steps
     trainer.run()
     lines = [json.loads(line) for line in (tmp_path / 'unclipped' / 'metrics.jsonl').read_text().splitlines()]
     assert len(lines) == 4 and not any('grad_norm' in line for line in lines)
+
+
+def test_an_infinite_option_is_refused_by_name_but_an_infinite_clip_measures_the_norm_and_never_clips():
+    """check_range took an unbounded side to hold inf: learning_rate=inf (or weight_decay=inf) was accepted and
+    trained to nan from the second step. inf means something for grad_norm_clip alone: the norm is measured
+    (grad_norm, metrics.jsonl) and never clipped, so the run trains as one without clipping."""
+    for key in ('learning_rate', 'min_lr', 'weight_decay', 'max_iters'):
+        with pytest.raises(ConfigError, match=rf"^trainer.{key}=inf is not finite: it must be (None or )?an? "):
+            trainer = make_trainer()
+            setattr(trainer.config, key, math.inf)  # as a notebook sets it (the command line's int max_iters: a type)
+            trainer.run()
+    runs_ = {}
+    for clip in (math.inf, None):
+        trainer = make_trainer(max_iters=3, grad_norm_clip=clip)
+        seen = runs_[clip] = []
+        trainer.add_callback('on_batch_end', lambda t: seen.append((t.loss.item(), t.grad_norm)))
+        trainer.run()
+    assert [loss for loss, _ in runs_[math.inf]] == [loss for loss, _ in runs_[None]]
+    assert all(norm > 1 for _, norm in runs_[math.inf]) and all(norm is None for _, norm in runs_[None])
 
 
 def test_a_step_faster_than_the_wall_clock_ticks_is_measured(monkeypatch, tmp_path):

@@ -555,6 +555,11 @@ def test_args_txt_of_a_torchrun_run_is_a_torchrun_command(tmp_path, monkeypatch,
     ('1e-3', dict(low=0, low_open=True), "x='1e-3' is a string, not a number: it must be a number > 0"),
     (-1, dict(low=1, none_ok=True), "x=-1 is out of range: it must be None or a number >= 1"),
     (True, dict(low=0), "x=True is not a number"),
+    # an unbounded side holds the finite numbers: inf is refused unless a bound says inf
+    (math.inf, dict(low=0, low_open=True), "x=inf is not finite: it must be a number > 0"),
+    (-math.inf, dict(), "x=-inf is not finite: it must be a number"),
+    (math.inf, dict(low=1, integer=True, none_ok=True), "x=inf is not finite: it must be None or an integer >= 1"),
+    (math.inf, dict(low=0, high=1), "x=inf is out of range: it must be a number >= 0 and <= 1"),
 ])
 def test_check_range_names_option_value_and_range(value, kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -565,6 +570,7 @@ def test_check_range_accepts_the_range():
     assert check_range('x', 0, low=0) == 0 and check_range('x', None, low=1, none_ok=True) is None
     assert check_range('x', 0.5, 0, 1, True, True) == 0.5
     assert check_range('x', 4.0, low=1, integer=True) == 4 and type(check_range('x', 4.0, integer=True)) is int
+    assert check_range('x', math.inf, low=0, high=math.inf) == math.inf  # where inf is said to mean something
 
 
 def test_check_range_bounds_are_closed_unless_open():
