@@ -534,10 +534,7 @@ class Trainer:
             raise ConfigError(f"trainer.betas={c.betas!r} must be Adam's pair (beta1, beta2), e.g. (0.9, 0.95)")
         for beta in c.betas:
             check_range('trainer.betas', beta, 0, 1, high_open=True)
-        A = c.grad_accum_steps
-        if c.batch_size % (A * world_size):
-            raise ConfigError(f"trainer.batch_size ({c.batch_size}) must be a multiple of grad_accum_steps ({A}) "
-                              f"times the number of processes ({world_size})")
+        cls.check_batches(c, world_size)
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
             raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is not None and c.lr_decay_iters <= c.warmup_iters:
@@ -549,6 +546,17 @@ class Trainer:
         if c.resume and c.overwrite:
             raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
                               "it: give one of them")
+
+    @staticmethod
+    def check_batches(c, world_size):
+        """Refuse the options by which run() and evaluate() cut their batches where a cut would be empty: a batch
+        (evaluate: each of eval_iters) is split into grad_accum_steps micro-batches on each of world_size processes."""
+        for key in ('batch_size', 'grad_accum_steps', 'eval_iters'):
+            setattr(c, key, check_range(f'trainer.{key}', getattr(c, key), **RANGES[key]))
+        A = c.grad_accum_steps
+        if c.batch_size % (A * world_size):
+            raise ConfigError(f"trainer.batch_size ({c.batch_size}) must be a multiple of grad_accum_steps ({A}) "
+                              f"times the number of processes ({world_size})")
 
     def _check_data_and_model(self):
         """Refuse what would fail later with torch's riddle, or train nothing: an empty dataset, one DataLoader's
@@ -740,6 +748,7 @@ class Trainer:
         if dataset is None:  # else "object of type 'NoneType' has no len()"
             raise ValueError("trainer.evaluate() scores the val set, and this Trainer was given none: give the dataset "
                              "to score, trainer.evaluate(dataset), or Trainer(..., val_dataset=...)")
+        self.check_batches(c, self.world_size)  # called before run(): else an empty micro-batch's IndexError
         ix = np.random.default_rng(0).integers(len(dataset), size=c.eval_iters * c.batch_size)
         model = self._eval_model
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64

@@ -724,6 +724,21 @@ def test_a_run_without_clipping_writes_no_grad_norm_rather_than_an_earlier_steps
     assert len(lines) == 4 and not any('grad_norm' in line for line in lines)
 
 
+def test_evaluate_before_run_refuses_the_batches_run_would_refuse_with_runs_message():
+    """evaluate() before any run() cut 2 windows into eval_iters * grad_accum_steps = 4 micro-batches, two of them
+    empty, and failed with IndexError from collating nothing; now it checks the options it cuts by, as run() does."""
+    for kw, message in ((dict(batch_size=2, grad_accum_steps=4, eval_iters=1),
+                         r"trainer.batch_size \(2\) must be a multiple of grad_accum_steps \(4\) times the number of "
+                         r"processes \(1\)"),
+                        (dict(batch_size=0), r"trainer.batch_size=0 is out of range: it must be an integer >= 1")):
+        for call in ('evaluate', 'run'):
+            trainer = make_trainer(**kw)
+            with pytest.raises(ConfigError, match=message):
+                trainer.evaluate(Repeat()) if call == 'evaluate' else trainer.run()
+    trainer = make_trainer(batch_size=4, grad_accum_steps=4, eval_iters=1)  # one window per micro-batch: scored
+    assert 0 < trainer.evaluate(Repeat()) < 3
+
+
 def test_an_infinite_option_is_refused_by_name_but_an_infinite_clip_measures_the_norm_and_never_clips():
     """check_range took an unbounded side to hold inf: learning_rate=inf (or weight_decay=inf) was accepted and
     trained to nan from the second step. inf means something for grad_norm_clip alone: the norm is measured
