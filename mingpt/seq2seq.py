@@ -14,7 +14,8 @@ by default sinusoidal positional encoding, post-norm, ReLU and label smoothing 0
 Decoding (greedy, or beam search with sampling.beam_search) keeps a KV cache of the decoder's self-attention and
 computes the encoder's keys and values once per source sentence. The paper's learning-rate schedule (warmup, then
 decay as 1/sqrt(step)) and Adam's betas (0.9, 0.98) are the Trainer's: lr_schedule='inverse_sqrt' and betas, which
-projects/translate.py sets.
+projects/translate.py sets. Adam's eps is torch's 1e-8, not the paper's 1e-9: it differs only for a weight whose
+gradients are about that small.
 """
 import copy
 import math

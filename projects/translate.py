@@ -62,7 +62,7 @@ def get_config():
     C.trainer.lr_schedule = 'inverse_sqrt'  # the paper's: warmup, then decay as 1/sqrt(iteration)
     C.trainer.learning_rate = 2e-3  # the peak, reached after warmup_iters
     C.trainer.warmup_iters = 100
-    C.trainer.betas = (0.9, 0.98)  # the paper's Adam
+    C.trainer.betas = (0.9, 0.98)  # the paper's Adam (its eps, 1e-9, is torch's 1e-8 here: see mingpt/seq2seq.py)
     C.trainer.weight_decay = 0.0
     C.trainer.checkpoint_interval = 500  # ckpt.pt, to resume from
     C.eval = CN()
