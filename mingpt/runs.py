@@ -52,31 +52,21 @@ class RunFolder:
         self._refuse_earlier_run()
 
     def _refuse_earlier_run(self):
-        """A fresh run refuses a work_dir that holds a run (resume and overwrite are the ways on)."""
-        if self.resume or self.overwrite:
+        """A fresh run, or one resumed from another folder's checkpoint, refuses a work_dir that holds a run (overwrite
+        replaces it); resume=True goes on with it. A resume from a checkpoint of work_dir itself may not overwrite."""
+        if self.resume and not self._resumes_elsewhere():
+            if self.overwrite:  # it would delete the checkpoint it goes on from
+                raise ConfigError(f"trainer.resume={self.resume!r} continues the run in work_dir and "
+                                  "trainer.overwrite=True replaces it: give one of them")
             return
-        held = self.held()
+        held = None if self.overwrite else self.held()
         if held is None:
             return
         resume = "continue it with --trainer.resume=True, " if held.endswith(' done') else ''  # a readable ckpt.pt
-        raise ConfigError(f"{self.work_dir} holds an earlier run ({held}) that this fresh run would "
-                          f"overwrite; {resume}train in another work_dir (--{self.option}.work_dir=DIR), or replace "
-                          "it with --trainer.overwrite=True")
-
-    def _refuse_saved_run(self):
-        """A run resumed from another folder's checkpoint refuses a work_dir that holds a ckpt.pt, a run that can go
-        on, which it would overwrite; not model.pt and metrics alone, which a run stopped before its first checkpoint
-        leaves (this continuation too, which the stop's note says to resume again). Checked once the checkpoint is
-        read, whose own refusals (unsafe, another model) say more."""
-        if not self._resumes_elsewhere():
-            return
-        held = self.held()
-        if held is None or not held.startswith('ckpt.pt'):
-            return
-        resume = "continue it with --trainer.resume=True, " if held.endswith(' done') else ''  # a readable ckpt.pt
-        raise ConfigError(f"{self.work_dir} holds a run ({held}) that this run, resumed from {self.resume}, would "
-                          f"overwrite; {resume}go on from {self.resume} in another work_dir "
-                          f"(--{self.option}.work_dir=DIR), or move that run's files away")
+        this = f"this run, resumed from {self.resume}," if self.resume else "this fresh run"
+        raise ConfigError(f"{self.work_dir} holds an earlier run ({held}) that {this} would overwrite; {resume}train "
+                          f"in another work_dir (--{self.option}.work_dir=DIR), or replace it with "
+                          "--trainer.overwrite=True")
 
     def _resumes_elsewhere(self):
         """Whether resume names a checkpoint in another folder than work_dir: this run continues that folder's here."""
@@ -114,15 +104,12 @@ class RunFolder:
 
     def take(self):
         """Make work_dir if it is new and lock it (one that was there is locked already), once every check has passed
-        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check.
-        A run resumed from another folder's checkpoint is refused here a work_dir that holds a ckpt.pt."""
-        if self.rank != 0 or self.work_dir is None:
+        and before the DataLoader's workers start; then look again, as a run may have ended in it since the check."""
+        if self.rank != 0 or self.work_dir is None or self.lock is not None:
             return
-        if self.lock is None:
-            make_folder(self.work_dir)
-            self._claim()
-            self._refuse_earlier_run()
-        self._refuse_saved_run()
+        make_folder(self.work_dir)
+        self._claim()
+        self._refuse_earlier_run()
 
     def release(self):
         """Unlock work_dir, however the run ended: another may train in it now."""
@@ -276,6 +263,9 @@ def how_to_go_on(steps_done, saved, work_dir, checkpoint_interval):
         return f"{stopped}; {kept}, so a new run starts over{again}"
     path, done = saved
     resume = 'True' if work_dir is not None and path == os.path.join(work_dir, 'ckpt.pt') else path
+    # another folder's checkpoint, which this run resumed from: what it wrote in work_dir is a run to replace
+    if resume == path and work_dir is not None and os.path.isdir(work_dir) and earlier_run(work_dir) is not None:
+        resume += ' --trainer.overwrite=True'
     done = f"{done} {plural(done, 'iteration')}"
     return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
 

@@ -543,7 +543,7 @@ class Trainer:
         if c.lr_schedule == 'cosine' and c.min_lr is not None and c.min_lr > c.learning_rate:
             raise ConfigError(f"trainer.min_lr ({c.min_lr}) is above learning_rate ({c.learning_rate}): the cosine "
                               "decays from learning_rate down to min_lr; lower min_lr or raise learning_rate")
-        if c.resume and c.overwrite:
+        if c.resume is True and c.overwrite:  # a path: RunFolder tells another folder's checkpoint from work_dir's
             raise ConfigError("trainer.resume=True continues the run in work_dir and trainer.overwrite=True replaces "
                               "it: give one of them")
 

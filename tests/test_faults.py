@@ -276,7 +276,9 @@ def test_unreadable_inputs_name_the_file(run_dir, text, tmp_path):
         read_text(tmp_path)  # generate.py's prompt_file and translate.py's data.path come straight here
     evil = tmp_path / 'evil.pt'
     torch.save({'format': 'mingpt-checkpoint-1', 'x': Exploit()}, evil)
-    refused(run_dir, [f'--data.path={text}', f'--trainer.resume={evil}', '--trainer.max_iters=8'],
+    # overwrite: a resume from another folder may replace run_dir's run, but not before its checkpoint is read whole
+    refused(run_dir, [f'--data.path={text}', f'--trainer.resume={evil}', '--trainer.max_iters=8',
+                      '--trainer.overwrite=True'],
             r"evil.pt was not loaded: it holds a Python object \((posix|nt).system\) besides the tensors and plain "
             r"data of a mingpt checkpoint, .* If you trust whoever made it, load it yourself: "
             r"torch.load\(path, weights_only=False\)$")

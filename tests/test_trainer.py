@@ -456,42 +456,37 @@ def test_a_crash_says_what_is_saved_too_naming_the_checkpoint_a_resume_came_from
     trainer.add_callback('on_batch_end', crash_at_iteration_3)
     with pytest.raises(RuntimeError):
         trainer.run()
+    # b holds what the continuation wrote (its metrics), which only overwrite lets a resume into b replace
     assert (f"stopped after 4 iterations; {tmp_path / 'a' / 'ckpt.pt'} was saved after 2 iterations: go on from there "
-            f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'}\n") in capsys.readouterr().err
+            f"with --trainer.resume={tmp_path / 'a' / 'ckpt.pt'} --trainer.overwrite=True\n") in capsys.readouterr().err
 
 
 def test_a_resume_from_another_folder_never_overwrites_the_run_in_work_dir(tmp_path, capsys):
-    """--trainer.resume=a/ckpt.pt into work_dir b, which held a run of its own (6 iterations): b's ckpt.pt was
-    replaced in silence, and its metrics.jsonl kept b's lines 0-1 before a's 2-3. Now the resume is refused where b
-    holds a ckpt.pt; where it holds no checkpoint (a run stopped before its first, or this continuation, with the
-    model.pt of its evaluation, which the stop's note says to resume again) it goes on, with the resumed run's lines
-    alone."""
+    """--trainer.resume=a/ckpt.pt into work_dir b, which held a run of its own: b's ckpt.pt and model.pt were
+    replaced in silence, and its metrics.jsonl kept b's lines 0-1 before a's 2-3. Such a resume starts a run in b, so
+    it is refused as a fresh run is, by any run b holds (a finished run without checkpoints: model.pt and metrics),
+    until --trainer.overwrite=True replaces it; then b holds the resumed run's lines alone. A resume from b's own
+    checkpoint may not overwrite: that would delete the checkpoint it goes on from."""
     a, b, c = (str(tmp_path / name) for name in 'abc')
     make_trainer(work_dir=a, max_iters=2, checkpoint_interval=2).run()
     make_trainer(work_dir=b, max_iters=6, checkpoint_interval=6).run()
-    with pytest.raises(ConfigError, match=re.escape(
-            f"{b} holds a run (ckpt.pt: 6 iterations done) that this run, resumed from {a}/ckpt.pt, would overwrite; "
-            f"continue it with --trainer.resume=True, go on from {a}/ckpt.pt in another work_dir")):
-        make_trainer(work_dir=b, max_iters=4, resume=f'{a}/ckpt.pt').run()
-    assert load_checkpoint(f'{b}/ckpt.pt')['iter_num'] == 6
+    finished = make_trainer(work_dir=c, max_iters=6, eval_interval=3)  # model.pt and metrics, no ckpt.pt
+    finished.val_dataset = Repeat()
+    finished.run()
+    for folder, held in [(b, 'ckpt.pt: 6 iterations done'), (c, 'model.pt: a model saved after 6 iterations')]:
+        with pytest.raises(ConfigError, match=re.escape(f"{folder} holds an earlier run ({held}) that this run, "
+                                                        f"resumed from {a}/ckpt.pt, would overwrite")):
+            make_trainer(work_dir=folder, max_iters=4, resume=f'{a}/ckpt.pt').run()
+    capsys.readouterr()
+    assert load_checkpoint(f'{b}/ckpt.pt')['iter_num'] == 6 and load_checkpoint(f'{c}/model.pt')['iter_num'] == 6
     assert len(Path(b, 'metrics.jsonl').read_text().splitlines()) == 6
-
-    def stop_at_1(t):  # Ctrl-C at iteration 1, or 3 when resumed from iteration 2
-        if t.iter_num in (1, 3):
-            raise KeyboardInterrupt
-    fresh = make_trainer(work_dir=c, max_iters=6)  # stops before any checkpoint: metrics.jsonl alone
-    fresh.add_callback('on_batch_end', stop_at_1)
-    with pytest.raises(KeyboardInterrupt):
-        fresh.run()
-    make_trainer(work_dir=c, max_iters=4, resume=f'{a}/ckpt.pt').run()
-    assert [json.loads(line)['iter'] for line in Path(c, 'metrics.jsonl').read_text().splitlines()] == [2, 3]
-    go_on = make_trainer(work_dir=f'{b}2', max_iters=6, resume=f'{a}/ckpt.pt', eval_interval=1)
-    go_on.val_dataset = Repeat()  # model.pt at its first evaluation
-    go_on.add_callback('on_batch_end', stop_at_1)
-    with pytest.raises(KeyboardInterrupt):
-        go_on.run()
-    assert f"--trainer.resume={a}/ckpt.pt" in capsys.readouterr().err and Path(f'{b}2', 'model.pt').exists()
-    make_trainer(work_dir=f'{b}2', max_iters=4, resume=f'{a}/ckpt.pt').run()  # as the note says
+    make_trainer(work_dir=b, max_iters=4, resume=f'{a}/ckpt.pt', overwrite=True, checkpoint_interval=4).run()
+    assert [json.loads(line)['iter'] for line in Path(b, 'metrics.jsonl').read_text().splitlines()] == [2, 3]
+    assert "note: replacing the earlier run in" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match=re.escape(f"trainer.resume='{b}/ckpt.pt' continues the run in work_dir and "
+                                                    "trainer.overwrite=True replaces it")):
+        make_trainer(work_dir=b, max_iters=6, resume=f'{b}/ckpt.pt', overwrite=True).run()
+    assert load_checkpoint(f'{b}/ckpt.pt')['iter_num'] == 4
 
 
 class Unreadable(Repeat):
