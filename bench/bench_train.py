@@ -135,7 +135,7 @@ def bench_loop(name, model, a, device):
 
 
 def bench_trainer(model, a, device):
-    """Seconds per iteration of mingpt.Trainer, from its own iter_time over the steps after warm-up."""
+    """Seconds per iteration of mingpt.Trainer, timed by a callback over the steps after warm-up."""
     ids = np.random.default_rng(0).integers(a.vocab, size=a.batch * a.block * 8, dtype=np.uint16)
     tc = Trainer.get_default_config()
     tc.merge_from_dict(dict(device=str(device), max_iters=a.warmup + a.steps, batch_size=a.batch, quiet=True,

@@ -290,8 +290,8 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 self.iter_num += 1
                 tnow = time.perf_counter()
-                self.iter_dt = tnow - self.iter_time
-                self.iter_time = tnow
+                self.iter_dt, self._step_end = tnow - self._step_end, tnow
+                self.iter_time = time.time()  # as minGPT's: when the step ended, by the wall clock
         except (Exception, KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, a crash, sys.exit() in a callback
             self._bar.close()  # now, so that the note below goes on a line of its own, not onto the bar's
             if self._says_how_to_go_on(e):
@@ -350,7 +350,7 @@ class Trainer:
         self._bar = tqdm(total=c.max_iters, initial=self.iter_num, desc='training', dynamic_ncols=True,
                          disable=c.quiet or c.max_iters is None or self.rank != 0)
         self._train_mode()
-        self.iter_time = time.perf_counter()
+        self.iter_time, self._step_end = time.time(), time.perf_counter()
         self._log_seconds, self._log_tokens = 0.0, 0  # training time and tokens since the last metrics line
         return batches
 

@@ -12,6 +12,7 @@ import textwrap
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -352,7 +353,7 @@ def test_tokens_per_second_is_the_rate_since_the_last_line(tmp_path, monkeypatch
     rest 0.01 s: the line at iteration 8 covers steps 5-8 only, not the 2.5 s before them."""
     import mingpt.trainer
     clock, steps = [0.0], []
-    monkeypatch.setattr(mingpt.trainer, 'time', type('Clock', (), {'perf_counter': staticmethod(lambda: clock[0])}))
+    monkeypatch.setattr(mingpt.trainer, 'time', SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
 
     def step_takes(module, args):
         steps.append(0)
@@ -370,7 +371,7 @@ def test_tokens_per_second_leaves_padding_out(tmp_path, monkeypatch):
     each of 8 rows, one step a second. It counted all 64."""
     import mingpt.trainer
     clock = [0.0]
-    monkeypatch.setattr(mingpt.trainer, 'time', type('Clock', (), {'perf_counter': staticmethod(lambda: clock[0])}))
+    monkeypatch.setattr(mingpt.trainer, 'time', SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
 
     class Padded(torch.nn.Module):
         def __init__(self):
