@@ -70,9 +70,7 @@ class RunFolder:
 
     def _resumes_elsewhere(self):
         """Whether resume names a checkpoint in another folder than work_dir: this run continues that folder's here."""
-        if not isinstance(self.resume, str):
-            return False
-        return os.path.realpath(os.path.dirname(os.path.abspath(self.resume))) != os.path.realpath(self.work_dir)
+        return isinstance(self.resume, str) and not in_folder(self.resume, self.work_dir)
 
     def held(self):
         """What the run work_dir holds says of itself ('ckpt.pt: 40 iterations done'), or None where it holds none."""
@@ -262,12 +260,20 @@ def how_to_go_on(steps_done, saved, work_dir, checkpoint_interval):
         again = " (in this work_dir with --trainer.overwrite=True)" if refused else ''
         return f"{stopped}; {kept}, so a new run starts over{again}"
     path, done = saved
-    resume = 'True' if work_dir is not None and path == os.path.join(work_dir, 'ckpt.pt') else path
+    resume = path
+    if work_dir is not None and os.path.realpath(path) == os.path.realpath(os.path.join(work_dir, 'ckpt.pt')):
+        resume = 'True'  # however the path was spelled (./out/ckpt.pt, a link): work_dir's own
     # another folder's checkpoint, which this run resumed from: what it wrote in work_dir is a run to replace
-    if resume == path and work_dir is not None and os.path.isdir(work_dir) and earlier_run(work_dir) is not None:
+    elif work_dir is not None and not in_folder(path, work_dir) and os.path.isdir(work_dir) and earlier_run(work_dir):
         resume += ' --trainer.overwrite=True'
     done = f"{done} {plural(done, 'iteration')}"
     return f"{stopped}; {path} was saved after {done}: go on from there with --trainer.resume={resume}"
+
+
+def in_folder(path, work_dir):
+    """Whether the file path lies in work_dir, however either is spelled: relative, with '..', or through a link
+    (a link to work_dir's ckpt.pt is work_dir's checkpoint, which an overwrite would delete)."""
+    return os.path.dirname(os.path.realpath(path)) == os.path.realpath(work_dir)
 
 
 def earlier_run(work_dir):

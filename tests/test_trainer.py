@@ -491,6 +491,32 @@ def test_a_resume_from_another_folder_never_overwrites_the_run_in_work_dir(tmp_p
     assert load_checkpoint(f'{b}/ckpt.pt')['iter_num'] == 4
 
 
+def test_a_path_to_work_dirs_own_checkpoint_spelled_otherwise_or_through_a_link_is_work_dirs_own(
+        tmp_path, capsys, monkeypatch):
+    """A path to work_dir's ckpt.pt spelled otherwise (./a/ckpt.pt for work_dir a) was taken for another folder's
+    checkpoint: a stop before the continuation's first checkpoint said to go on with --trainer.resume=./a/ckpt.pt
+    --trainer.overwrite=True, which is refused. A link to the file (d/ckpt.pt -> a/ckpt.pt) was another folder's
+    too: with overwrite=True it deleted a's ckpt.pt and model.pt before the first step."""
+    def crash_at_iteration_3(t):
+        if t.iter_num == 3:
+            raise RuntimeError('Connection reset by peer')
+    monkeypatch.chdir(tmp_path)
+    make_trainer(work_dir='a', max_iters=2, checkpoint_interval=2).run()
+    trainer = make_trainer(work_dir='a', resume='./a/ckpt.pt', max_iters=6, checkpoint_interval=6)
+    trainer.add_callback('on_batch_end', crash_at_iteration_3)
+    with pytest.raises(RuntimeError):
+        trainer.run()
+    assert capsys.readouterr().err.endswith("./a/ckpt.pt was saved after 2 iterations: go on from there with "
+                                            "--trainer.resume=True\n")
+    (tmp_path / 'd').mkdir()
+    (tmp_path / 'd' / 'ckpt.pt').symlink_to(tmp_path / 'a' / 'ckpt.pt')
+    with pytest.raises(ConfigError, match=r"^trainer.resume='d/ckpt.pt' continues the run in work_dir and "
+                                          r"trainer.overwrite=True replaces it: give one of them$"):
+        make_trainer(work_dir='a', resume='d/ckpt.pt', overwrite=True, max_iters=4).run()
+    assert load_checkpoint('a/ckpt.pt')['iter_num'] == 2
+    make_trainer(work_dir='a', resume=True, max_iters=4).run()  # as the note said
+
+
 class Unreadable(Repeat):
     """Repeat's sequences on a disk that went away: every item read fails."""
 
