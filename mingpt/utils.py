@@ -343,12 +343,13 @@ def setup_logging(config, work_dir=None, resumed_at=None):
                         "--rdzv_endpoint)\n")
     earlier = os.path.join(work_dir, 'args.txt')
     # a script of minGPT's shape calls this before its Trainer refuses or resumes a run that work_dir holds: keep
-    # that run's commands, unless this run replaces it (trainer.overwrite, whose Trainer removes its checkpoints)
+    # that run's commands, unless this run replaces it (trainer.overwrite, whose Trainer removes its checkpoints; a
+    # resume with it goes on from another folder's checkpoint, so the run it replaces is none of its history)
     replaces = getattr(getattr(config, 'trainer', None), 'overwrite', False)
-    held = not replaces and any(os.path.exists(os.path.join(work_dir, name)) for name in ('ckpt.pt', 'model.pt'))
+    held = any(os.path.exists(os.path.join(work_dir, name)) for name in ('ckpt.pt', 'model.pt'))
     # the resume alone would not say how the run began; never through a link (a run folder got from elsewhere may
     # hold one), which would copy its target, say ~/.ssh/id_rsa, into this run's record
-    if (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):
+    if not replaces and (resumed_at is not None or held) and os.path.exists(earlier) and not os.path.islink(earlier):
         then = f"resumed at iteration {resumed_at}" if resumed_at is not None else "then, with the run above held here"
         # an older mingpt's args.txt has no final newline: the note would go on the old command's line
         kept = Path(earlier).read_text(encoding='utf-8').rstrip('\n')

@@ -335,6 +335,13 @@ def test_setup_logging_called_by_a_script_before_an_overwrite_starts_the_record_
     started_as_script(monkeypatch, ['chargpt.py', '--trainer.overwrite=True'])
     setup_logging(CN(system=CN(work_dir=str(tmp_path)), trainer=CN(overwrite=True)))
     assert (tmp_path / 'args.txt').read_text() == f'cd {tmp_path} && python chargpt.py --trainer.overwrite=True\n'
+    # so does a resume from another folder's checkpoint that replaces the run: its args.txt said the replaced run's
+    # command, then '# resumed at iteration 4:', as if that run had been resumed
+    (tmp_path / 'args.txt').write_text('cd /there && python chargpt.py\n')
+    started_as_script(monkeypatch, ['chargpt.py', '--trainer.resume=a/ckpt.pt', '--trainer.overwrite=True'])
+    setup_logging(CN(system=CN(work_dir=str(tmp_path)), trainer=CN(overwrite=True)), resumed_at=4)
+    assert (tmp_path / 'args.txt').read_text() == (f'cd {tmp_path} && python chargpt.py --trainer.resume=a/ckpt.pt '
+                                                   '--trainer.overwrite=True\n')
 
 
 def test_config_json_and_checkpoints_hold_a_configs_paths_and_numpy_numbers_as_plain_values(tmp_path):
