@@ -111,7 +111,7 @@ class Trainer:
         C.work_dir = None
         C.checkpoint_interval = None  # write ckpt.pt every this many iterations (and at the end)
         C.resume = None  # True: continue from work_dir/ckpt.pt; or the path of a ckpt.pt
-        C.overwrite = False  # True: a fresh run may replace the run that work_dir holds (else it is refused)
+        C.overwrite = False  # True: a fresh run (or a resume of another folder's ckpt.pt) may replace work_dir's run
         C.log_interval = 1  # iterations between lines of metrics.jsonl (reading the loss waits for the GPU)
         # a progress bar (iteration, loss, tokens/s) when max_iters is set; quiet=True turns it off
         C.quiet = False
