@@ -136,7 +136,9 @@ def main(argv):
     trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
     need_work_dir(trainer.config.work_dir, "the adder keeps its most accurate model in work_dir/best.pt")
     ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's
-    resumed = config.trainer.resume and os.path.exists(ckpt_path)  # a resumed run must beat the best so far
+    # a resumed run must beat the best so far; one that replaces work_dir's run (a resume of another folder's
+    # checkpoint with overwrite) must not be held to that run's best, which best.pt would otherwise keep
+    resumed = config.trainer.resume and not config.trainer.overwrite and os.path.exists(ckpt_path)
     best = load_checkpoint(ckpt_path)['test_accuracy'] if resumed else -1.0
 
     def batch_end_callback(trainer):

@@ -213,6 +213,14 @@ def test_adder_trains_and_saves_best(tmp_path, capsys):
                 '--trainer.batch_size=8', '--trainer.resume=True', '--trainer.checkpoint_interval=1'])
     assert 'held-out accuracy' in capsys.readouterr().out
     assert (tmp_path / 'best.pt').read_bytes() == before  # a resumed run keeps the best so far
+    # a resume of another folder's checkpoint that replaces this run (overwrite) is not held to the replaced run's
+    # best: best.pt kept that run's model, better than any of the continuation's
+    adder.main([f'--system.work_dir={tmp_path / "from"}', '--trainer.max_iters=2', '--trainer.quiet=True',
+                '--trainer.batch_size=8'])
+    adder.main([f'--system.work_dir={tmp_path}', '--trainer.max_iters=3', '--trainer.quiet=True',
+                '--trainer.batch_size=8', f'--trainer.resume={tmp_path / "from" / "ckpt.pt"}',
+                '--trainer.overwrite=True'])
+    assert torch.load(tmp_path / 'best.pt', weights_only=True)['iter_num'] == 3
     # the sequence length follows data.ndigit: a model.block_size of its own is refused, not silently replaced
     with pytest.raises(ConfigError, match=r"model.block_size=20 cannot be chosen here: the data sets it \(to 6\)"):
         adder.main([f'--system.work_dir={tmp_path / "other"}', '--model.block_size=20'])
