@@ -116,8 +116,9 @@ def check_range(key, value, low=None, high=None, low_open=False, high_open=False
         problem = 'is a string, not a number' if isinstance(value, str) else 'is not a number'
     else:
         problem = 'is not finite' if infinite else 'is out of range' if whole else 'is not a whole number'
-    parts = [f"{'>' if low_open else '>='} {low}" if low is not None else '',
-             f"{'<' if high_open else '<='} {high}" if high is not None else '']
+    # '<= inf' rules nothing out: not named ('< inf' is, finite)
+    parts = [f"{'>' if low_open else '>='} {low}" if low is not None and (low_open or low != -math.inf) else '',
+             f"{'<' if high_open else '<='} {high}" if high is not None and (high_open or high != math.inf) else '']
     rule = ' '.join(['an integer' if integer else 'a number', ' and '.join(p for p in parts if p)]).strip()
     raise ConfigError(f"{key}={value!r} {problem}: it must be {'None or ' if none_ok else ''}{rule}")
 

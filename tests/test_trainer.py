@@ -771,6 +771,9 @@ def test_an_infinite_option_is_refused_by_name_but_an_infinite_clip_measures_the
             trainer = make_trainer()
             setattr(trainer.config, key, math.inf)  # as a notebook sets it (the command line's int max_iters: a type)
             trainer.run()
+    with pytest.raises(ConfigError, match=r"^trainer.grad_norm_clip=-1.0 is out of range: it must be None or a "
+                                          r"number >= 0$"):
+        make_trainer(grad_norm_clip=-1).run()  # inf, a bound that allows every number, is not named ('<= inf')
     runs_ = {}
     for clip in (math.inf, None):
         trainer = make_trainer(max_iters=3, grad_norm_clip=clip)
