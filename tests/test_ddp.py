@@ -75,8 +75,16 @@ TWO_RUNS = textwrap.dedent("""
 """)
 
 
+# torch's gloo can abort a process at interpreter exit, after all its work, when a worker thread drops the last
+# reference to a collective's tensor then (pytorch/pytorch#190489); seen in about one CI run in ten
+GLOO_EXIT_ABORT = 'terminate called without an active exception'
+SCRIPT_DONE = 'torchrun_ok: the script ran to its end on rank'
+
+
 def torchrun_ok(script, env, timeout):
-    """The output of script run by torchrun in 2 processes, which must end well within timeout seconds."""
+    """The output of script run by torchrun in 2 processes, which must end well within timeout seconds, on both ranks
+    without an error: a process aborted by gloo at exit passes only where both ranks had run the script to its end."""
+    script.write_text(script.read_text() + f"\nimport os\nprint('{SCRIPT_DONE}', os.environ['RANK'], flush=True)\n")
     p = subprocess.Popen([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
                           str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -85,7 +93,7 @@ def torchrun_ok(script, env, timeout):
         p.terminate()
         p.communicate()
         raise
-    assert p.returncode == 0, out
+    assert p.returncode == 0 or (GLOO_EXIT_ABORT in out and out.count(SCRIPT_DONE) == 2), out
     return out
 
 
