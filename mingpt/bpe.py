@@ -624,12 +624,12 @@ def _read_encoder(encoder_path=None, vocab_path=None):
         bpe = fetch('gpt2/vocab.bpe', url=VOCAB_BPE_URL, path=vocab_path, sha256=VOCAB_BPE_SHA256,
                     local_copy="put it with encoder.json in gpt2/ of a folder that MINGPT_DATA_DIR names")
     except DownloadError as e:  # offline: the files whose paths were not given are needed (a path given was found)
-        missing = {name: arg for name, arg, path in [('encoder.json', 'encoder_path', encoder_path),
-                                                     ('vocab.bpe', 'vocab_path', vocab_path)] if not path}
+        missing = [(name, arg) for name, arg, given in [('encoder.json', 'encoder_path', encoder_path),
+                                                        ('vocab.bpe', 'vocab_path', vocab_path)] if not given]
         # only Python takes their paths (the projects have no option for them)
         their = ("their paths passed in Python to get_encoder(encoder_path, vocab_path)" if len(missing) == 2 else
-                 f"its path passed in Python as get_encoder's {next(iter(missing.values()))} too")
-        raise offline_error(e, list(missing), 'gpt2', f"anywhere, {their}") from None
+                 f"its path passed in Python as get_encoder's {missing[0][1]} too")
+        raise offline_error(e, [name for name, _ in missing], 'gpt2', f"anywhere, {their}") from None
     encoder, merges, pattern = _read_vocab(str(enc), str(bpe))
     try:
         return Encoder(encoder, merges, pattern=pattern)

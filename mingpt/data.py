@@ -159,8 +159,7 @@ def offline_error(e, files, relfolder, elsewhere, looked_also=()):
     return DownloadError(f"could not download {e.url} ({e.reason}), and found no copy in {places}. Check the "
                          f"network, or get {' and '.join(files)} elsewhere and put "
                          f"{'it' if len(files) == 1 else 'both' if len(files) == 2 else 'all'} in {put}, or "
-                         f"{elsewhere}.{e.kept}", e.url, e.reason,
-                         e.kept)
+                         f"{elsewhere}.{e.kept}", e.url, e.reason, e.kept)
 
 
 def refuse_plain_http(response, **kwargs):

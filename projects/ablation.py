@@ -132,9 +132,9 @@ def check_resumable(work_dir, settings):
     given = {key: value for key, value in settings.items() if value is not None}
     trained = flat(ckpt.get('config') or {})
     diff = changed_settings(trained, given, skip=MAY_CHANGE_ON_RESUME)
-    if trained.get('data.path') != settings['data.path'] and not same_text(trained.get('data.path'),
-                                                                             settings['data.path']):
-        diff.append(f"data.path={trained.get('data.path')!r} there, {settings['data.path']!r} here: another text")
+    there, here = trained.get('data.path'), settings['data.path']
+    if there != here and not same_text(there, here):
+        diff.append(f"data.path={there!r} there, {here!r} here: another text")
     if diff:
         raise ConfigError(f"cannot resume the ablation: {work_dir} was trained with other settings ({'; '.join(diff)});"
                           f" resume with the options it was trained with (its chargpt command is in "

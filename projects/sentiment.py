@@ -64,6 +64,8 @@ BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenb
                                        '6cbcc5ca5e590fb9ace161a5b93e4ecf280d7118104be0d63b686c004cfa70ae')}
 LABELS = ('negative', 'positive')
 TOKENIZERS = ('bpe', 'gpt2', 'char')
+
+
 def get_config(stage='finetune'):
     """The options and their defaults; the trainer's (iterations, learning rate, ...) depend on the stage."""
     C = CN()
