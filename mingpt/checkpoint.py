@@ -276,19 +276,24 @@ def with_options(model, **options):
     return new.train(model.training)
 
 
-def rebuild_model(cls, path, map_location='cpu'):
-    """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode,
-    and the checkpoint dict, whose 'model' holds the model's own tensors (one copy of the weights, not two)."""
+def rebuild_model(cls, path, map_location='cpu', dtype=torch.float32):
+    """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode and
+    its parameters in dtype ('auto': the dtype its weights were saved in, as from_pretrained's), and the checkpoint
+    dict, whose 'model' holds the model's own tensors (one copy of the weights, not two, where dtype is theirs)."""
+    from mingpt.pretrained import check_dtype  # here: pretrained.py imports this module
+    check_dtype(dtype)
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     if weights:  # a wrapper's state_dict saved by hand loses the wrapper's prefix, as a trainer's resume takes it off
         weights = checkpoint['model'] = strip_prefixes(weights)
+    if dtype == 'auto':  # the first floating-point weight's, as transformers' 'auto' where config.json names none
+        dtype = next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
     model = None
     try:
         config = checked_config(cls, checkpoint, weights, path)
         with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
-            model = cls(config)
+            model = cls(config).to(dtype)
         refuse_untied(model, weights, path, "it was saved from a model untied after it was built. Build that model "
                       f"and load it: checkpoint = torch.load({str(path)!r}); model = {cls.__name__}(mingpt.utils."
                       "CfgNode(**checkpoint['model_config'])); untie it the same way; "

@@ -422,10 +422,11 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=train_config.learning_rate, betas=train_config.betas, fused=fused)
 
     @classmethod
-    def from_checkpoint(cls, path, map_location='cpu'):
+    def from_checkpoint(cls, path, map_location='cpu', dtype=torch.float32):
         """Rebuild a model saved by the trainer or a project, on the device map_location reads its weights to (as
-        torch.load); returns (model in eval mode, checkpoint dict)."""
-        return rebuild_model(cls, path, map_location)
+        torch.load); returns (model in eval mode, checkpoint dict). Its parameters are in dtype, as from_pretrained's
+        ('auto': the dtype its weights were saved in, such as a bfloat16 model's, with no float32 copy)."""
+        return rebuild_model(cls, path, map_location, dtype)
 
     # ---- GPT-2's released weights, in Hugging Face's layout (pretrained.py, which holds the download code) ----
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import deflate, refusal_of_a_pickled_path
-from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint, with_options
+from mingpt.checkpoint import load_checkpoint, model_state, save_checkpoint, tied_names, with_options
 from mingpt.model import GPT
 from mingpt.utils import CfgNode as CN
 
@@ -536,3 +536,27 @@ def test_from_checkpoint_holds_the_weights_once_tied_with_real_buffers_and_the_s
         assert torch.equal(again(x, x[:, :5])[0], model(x, x[:, :5])[0])
     save_checkpoint(model_state(model.half()), tmp_path / 'half.pt')
     assert {p.dtype for p in cls.from_checkpoint(tmp_path / 'half.pt')[0].parameters()} == {torch.float32}
+
+
+@pytest.mark.parametrize('model_class', ['GPT', 'Transformer'])
+def test_from_checkpoint_gives_the_dtype_asked_for_and_auto_the_saved_ones_without_a_copy(tmp_path, model_class):
+    """from_checkpoint of a bfloat16 model's checkpoint gave a float32 model, always: twice the memory, and a dtype
+    the user did not save. dtype is from_pretrained's: float32 left out (as before), 'auto' the saved dtype."""
+    from mingpt.seq2seq import Transformer
+    cls = {'GPT': GPT, 'Transformer': Transformer}[model_class]
+    model = small_model(cls).to(torch.bfloat16).eval()
+    save_checkpoint(model_state(model), tmp_path / 'bf16.pt')
+    saved = model.state_dict()
+    for dtype, expected in [(torch.float32, torch.float32), ('auto', torch.bfloat16), (torch.float16, torch.float16)]:
+        again, ckpt = cls.from_checkpoint(tmp_path / 'bf16.pt', dtype=dtype)
+        assert {p.dtype for p in again.parameters()} == {expected}, dtype
+        for name, p in again.state_dict().items():  # the saved values, in the dtype asked for
+            assert torch.equal(p, saved[name].to(expected)), (dtype, name)
+        if dtype == 'auto':  # the checkpoint's own tensors, tied as they were: no float32 copy on the way
+            assert all(p.data_ptr() == ckpt['model'][n].data_ptr() for n, p in again.named_parameters())
+            assert tied_names(again) == tied_names(model)
+    save_checkpoint(model_state(small_model(cls)), tmp_path / 'fp32.pt')  # 'auto' of a float32 one: float32
+    assert {p.dtype for p in cls.from_checkpoint(tmp_path / 'fp32.pt', dtype='auto')[0].parameters()} == {torch.float32}
+    with pytest.raises(TypeError, match=r"^dtype must be a floating-point torch.dtype, such as torch.bfloat16, or "
+                                        r"'auto' \(the dtype the model was saved in\), not 'bfloat16'$"):
+        cls.from_checkpoint(tmp_path / 'bf16.pt', dtype='bfloat16')
