@@ -47,7 +47,7 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
-from mingpt.data import DownloadError, fetch, find_local, not_utf8, offline_error
+from mingpt.data import DownloadError, corpus_files, fetch, find_local, not_utf8, offline_error
 from mingpt.utils import json_object, plural, run_cli, warn_caller, write_text_atomically
 
 # OpenAI's published vocabulary files and their sha256 (the same pair tiktoken pins for 'gpt2')
@@ -1068,10 +1068,11 @@ def _show_encoding(encoder, text):
     print(f"\n{n} {plural(n, 'token')} for {nbytes} {plural(nbytes, 'byte')}")
 
 
-TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE: start from the 256 bytes, count adjacent pairs, merge
-the most frequent pair, repeat until --vocab-size tokens (bytes + merges + special tokens). Writes
-OUT/encoder.json and OUT/vocab.bpe in GPT-2's format (load them with mingpt.bpe.get_encoder(directory=OUT) or
-BPETokenizer(directory=OUT)), then prints bytes per token on FILE for this vocabulary and for GPT-2's.
+TRAIN_HELP = """Learn a byte-level BPE vocabulary from FILE (or a folder's .txt files, one after another): start from
+the 256 bytes, count adjacent pairs, merge the most frequent pair, repeat until --vocab-size tokens (bytes + merges +
+special tokens). Writes OUT/encoder.json and OUT/vocab.bpe in GPT-2's format (load them with
+mingpt.bpe.get_encoder(directory=OUT) or BPETokenizer(directory=OUT)), then prints bytes per token on FILE for this
+vocabulary and for GPT-2's.
 
 example: python -m mingpt.bpe train input.txt --vocab-size 5000 --out my_tokenizer --curve vocab.png"""
 
@@ -1079,10 +1080,12 @@ example: python -m mingpt.bpe train input.txt --vocab-size 5000 --out my_tokeniz
 def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-f kernel.json)
     parser = argparse.ArgumentParser(prog='python -m mingpt.bpe', description='Byte-level BPE vocabularies.')
     commands = parser.add_subparsers(dest='command', required=True)
-    train = commands.add_parser('train', help='learn a vocabulary from a text file, save it in GPT-2 format',
+    train = commands.add_parser('train', help='learn a vocabulary from a text file (or a folder of them), save it in '
+                                'GPT-2 format',
                                 description=TRAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     path = os.path.expanduser  # the shell leaves the ~ of --out=~/tok as it is, after the '='
-    train.add_argument('file', type=path, help='UTF-8 text to learn from')
+    train.add_argument('file', type=path, help='UTF-8 text to learn from: a file, or a folder whose .txt files '
+                       '(not those of its subfolders) are read in the order of their names')
     train.add_argument('--vocab-size', type=int, required=True, help='256 bytes + merges + special tokens')
     train.add_argument('--out', type=path, required=True, help='directory for encoder.json and vocab.bpe')
     train.add_argument('--no-pretokenize', action='store_true',
@@ -1105,12 +1108,22 @@ def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-
             image_format(fig, args.curve)  # and if it cannot write the picture's format
         except ValueError as e:
             parser.error(f'--curve: {e}')
-    try:
-        text = Path(args.file).read_bytes().decode('utf-8')  # every byte as it is: no newline translation
-    except OSError as e:
-        parser.error(f'cannot read {args.file}: {e}')
-    except UnicodeDecodeError as e:
-        parser.error(str(not_utf8(args.file, e)))
+    try:  # a folder's .txt files, in the order of their names, as a project's data.path reads them
+        files = corpus_files(args.file)
+    except OSError as e:  # a folder with no .txt file in it: its message says what to give
+        parser.error(str(e))
+    texts = []
+    for file in files:
+        try:
+            texts.append(file.read_bytes().decode('utf-8'))  # every byte as it is: no newline translation
+        except OSError as e:
+            parser.error(f'cannot read {file}: {e}')
+        except UnicodeDecodeError as e:
+            parser.error(str(not_utf8(file, e)))
+    if Path(args.file).is_dir():
+        print(f"learning from {len(files)} .txt {plural(len(files), 'file')} of {args.file}, one after another in "
+              "the order of their names")
+    text = '\n\n'.join(texts)  # a blank line between two files, as read_corpus puts
     if Path(args.out).is_file():  # said now, not after the training, as makedirs' '[Errno 17] File exists'
         parser.error(f'--out {args.out} is a file; give a folder for encoder.json and vocab.bpe')
     if args.curve and (n := len(CURVE_WORD.findall(text.encode('utf-8')))) < 3:

@@ -573,3 +573,27 @@ def test_vocabulary_curve_png(tmp_path, capsys):
                       str(tmp_path / 'c.png')])
         assert ('error: --curve needs a text of at least 3 words (cut at ASCII white space) to draw a curve; '
                 f'{corpus} has {n}') in capsys.readouterr().err
+
+
+def test_command_line_trains_on_a_folders_txt_files_as_a_projects_data_path_reads_them(tmp_path, capsys):
+    """train took one file, where a project's data.path takes a folder of .txt files too: the README cat'ed the
+    books into one file first. A folder's .txt files (as corpus_files lists them: in the order of their names, not
+    its subfolders', hidden ones or other kinds) are read as a file is, byte for byte, a blank line between two."""
+    books = tmp_path / 'books'
+    (books / 'sub').mkdir(parents=True)
+    (books / 'b.txt').write_bytes(b'chuck wood\r\n')  # CRLF kept, as in a file
+    (books / 'A.TXT').write_bytes('would a “woodchuck”'.encode('utf-8'))
+    for skipped in ('.hidden.txt', 'notes.md', 'sub/c.txt'):
+        (books / skipped).write_text('zzzz zzzz zzzz', encoding='utf-8')
+    bpe.main(['train', str(books), '--vocab-size', '270', '--out', str(tmp_path / 'tok')])
+    assert f'learning from 2 .txt files of {books}, one after another' in capsys.readouterr().out
+    text = 'would a “woodchuck”\n\nchuck wood\r\n'
+    assert get_encoder(directory=tmp_path / 'tok').bpe_merges == train_bpe(text, 270).bpe_merges
+    (books / 'b.txt').write_text('chuck wood', encoding='utf-16')  # the file that is not UTF-8 is named
+    with pytest.raises(SystemExit):
+        bpe.main(['train', str(books), '--vocab-size', '270', '--out', str(tmp_path / 'tok')])
+    assert f'{books / "b.txt"} is UTF-16 text' in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:
+        bpe.main(['train', str(tmp_path / 'tok'), '--vocab-size', '270', '--out', str(tmp_path / 'tok2')])
+    err = capsys.readouterr().err  # a folder without .txt files (a vocabulary's): corpus_files' message
+    assert exit.value.code == 2 and 'is a folder with no .txt file in it' in err, err
