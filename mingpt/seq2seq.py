@@ -126,7 +126,9 @@ class Transformer(nn.Module):
         # one vocabulary for source and target; True: the encoder's token embedding is the decoder's too (which
         # is always the generator head's), one matrix as in the paper
         C.share_embeddings = False
-        C.label_smoothing = 0.1  # the loss's target: 1 - 0.1 on the right token, the rest spread over all tokens
+        # the loss's target: 1 - 0.1 on the right token, plus 0.1 spread evenly over all tokens, PAD and BOS too (as
+        # the paper's own code, tensor2tensor, spreads it over all but the right one; decoding never writes them)
+        C.label_smoothing = 0.1
         C.pad_token_id = 0
         C.bos_token_id = 1
         C.eos_token_id = 2
