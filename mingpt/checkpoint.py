@@ -276,11 +276,18 @@ def with_options(model, **options):
     return new.train(model.training)
 
 
+def check_dtype(dtype):
+    """Refuse a dtype that from_pretrained and from_checkpoint cannot load a model in, before anything is
+    read (torch's own error for the string 'bfloat16' spoke of an 'invalid device string')."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point or isinstance(dtype, str) and dtype == 'auto'):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or 'auto' (the dtype the "
+                        f"model was saved in), not {dtype!r}")
+
+
 def rebuild_model(cls, path, map_location='cpu', dtype=torch.float32):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode and
     its parameters in dtype ('auto': the dtype its weights were saved in, as from_pretrained's), and the checkpoint
     dict, whose 'model' holds the model's own tensors (one copy of the weights, not two, where dtype is theirs)."""
-    from mingpt.pretrained import check_dtype  # here: pretrained.py imports this module
     check_dtype(dtype)
     checkpoint = load_checkpoint(path, map_location)
     weights = checkpoint.get('model', {})

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 
 from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.checks import DROPOUT_OPTIONS
-from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, file_kind, load_checkpoint, load_refused, load_weights,
+from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, check_dtype, file_kind, load_refused, load_weights,
                                no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
                                refuse_non_tensors)
 from mingpt.data import CharTokenizer, DownloadError, data_roots, fetch, offline_error
@@ -65,14 +65,6 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
         model = cls(config).to(dtype)
     _load_hf_weights(model, weights, weights_path)
     return model.eval()
-
-
-def check_dtype(dtype):
-    """Refuse a dtype that from_pretrained and load_model_and_tokenizer cannot load a model in, before anything is
-    read (torch's own error for the string 'bfloat16' spoke of an 'invalid device string')."""
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point or isinstance(dtype, str) and dtype == 'auto'):
-        raise TypeError(f"dtype must be a floating-point torch.dtype, such as torch.bfloat16, or 'auto' (the dtype the "
-                        f"model was saved in), not {dtype!r}")
 
 
 def _hf_files(name_or_path):
@@ -630,12 +622,8 @@ def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
                                   "give a GPT-2 hub id or a Hugging Face directory")
     check_dtype(dtype)
     if Path(name).is_file():
-        if dtype == 'auto':  # as from_pretrained's: the dtype of the weights saved, which from_checkpoint makes float32
-            saved = load_checkpoint(name, mmap=True).get('model')  # mapped: the dtypes, without reading the weights
-            dtype = next((w.dtype for w in (saved.values() if isinstance(saved, dict) else ())
-                          if isinstance(w, torch.Tensor) and w.is_floating_point()), torch.float32)
-        model, checkpoint = GPT.from_checkpoint(name)
-        model, tokenizer = model.to(dtype), tokenizer_of(checkpoint, name)
+        model, checkpoint = GPT.from_checkpoint(name, dtype=dtype)
+        tokenizer = tokenizer_of(checkpoint, name)
     else:
         model, tokenizer, checkpoint = GPT.from_pretrained(name, dtype), None, None
         # a Hugging Face directory may bring its tokenizer (tokenizer.json or vocab.json and merges.txt); absolute,
