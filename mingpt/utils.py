@@ -290,7 +290,9 @@ def warn_caller(message):
     frame, level = sys._getframe(1), 2  # stacklevel 2 is warn_caller's caller
     while frame.f_back is not None and frame.f_globals.get('__name__', '').partition('.')[0] in ('mingpt', 'torch'):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, stacklevel=level)
+    warning = UserWarning(message)  # marked, not a subclass: -W and Python's form ('UserWarning: ...') stay
+    warning.mingpt = True  # written for the user: run_cli prints it without the file and line (_format_warning)
+    warnings.warn(warning, stacklevel=level)
 
 
 def other_rank():
@@ -475,10 +477,11 @@ def run_cli(main, argv=None):
     """Run a project's main(argv) as a command: a user error (a bad option, a missing file, a refused resume)
     prints `error: <message>` on stderr and exits with status 2; Ctrl-C exits with 130, SIGTERM with 143 and SIGHUP
     (the terminal closed; not under nohup) with 129, without a traceback; a warning prints as `warning: <message>`,
-    without the file, line and source that Python adds for a developer; a closed pipe (| head) ends it quietly; a
-    character that stdout cannot encode prints as a \\u escape. Under torchrun only rank 0 prints on stdout: every
-    process runs the script, and the others would repeat it; their errors and warnings still reach stderr. `--debug`
-    on the command line (or MINGPT_DEBUG=1 in the environment) shows the full traceback too, and every rank's
+    without the line of source that Python adds for a developer, and, where it is mingpt's (written for the user),
+    without the file and line too; a closed pipe (| head) ends it quietly; a character that stdout cannot encode
+    prints as a \\u escape. Under torchrun only rank 0 prints on stdout: every process runs the script, and the
+    others would repeat it; their errors and warnings still reach stderr. `--debug` on the command line (or
+    MINGPT_DEBUG=1 in the environment) shows the full traceback too, Python's form of a warning, and every rank's
     stdout."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = '--debug' in argv or os.environ.get('MINGPT_DEBUG', '') not in ('', '0')
@@ -527,7 +530,11 @@ def run_cli(main, argv=None):
 
 
 def _format_warning(message, category, filename, lineno, line=None):
-    return f"warning: {message}\n"
+    """mingpt's own warnings (warn_caller's) as `warning: <message>`; another's (torch's, numpy's) with the file
+    and line it names, without which 'TypedStorage is deprecated' does not say what to change."""
+    if getattr(message, 'mingpt', False):
+        return f"warning: {message}\n"
+    return f"warning: {message} ({filename}:{lineno})\n"
 
 
 def make_folder(folder):

@@ -776,8 +776,8 @@ def test_a_commands_warning_prints_as_its_errors_do(tmp_path):
     """A command's warning showed Python's '.../bpe.py:935: UserWarning: ...' and a line of mingpt's source, for a
     user who runs it and changes none of it; it is 'warning: ...', as an error is 'error: ...'. --debug keeps Python's
     form, and formatwarning is given back after the command."""
-    code = ("import sys, warnings\nfrom mingpt.utils import run_cli\n"
-            "run_cli(lambda argv: warnings.warn('the vocabulary is smaller'))\n"
+    code = ("import sys, warnings\nfrom mingpt.utils import run_cli, warn_caller\n"
+            "run_cli(lambda argv: warn_caller('the vocabulary is smaller'))\n"
             "warnings.warn('after the command')\n")
     env = {k: v for k, v in os.environ.items() if k != 'MINGPT_DEBUG'}
     env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])
@@ -788,6 +788,21 @@ def test_a_commands_warning_prints_as_its_errors_do(tmp_path):
         first, *rest = out.stderr.splitlines()
         assert (first == 'warning: the vocabulary is smaller') == (not debug), out.stderr
         assert 'UserWarning: after the command' in rest[-1], out.stderr
+
+
+def test_a_commands_warning_from_another_package_names_its_file_and_line(tmp_path):
+    """Another package's warning (torch's, numpy's) printed as 'warning: <message>' alone, as mingpt's do, where it
+    often makes no sense without the place it names; it keeps its file and line, mingpt's still go without."""
+    module = "import warnings\n\n\ndef old():\n    warnings.warn('old() is deprecated')\n"
+    (tmp_path / 'thirdparty.py').write_text(module)
+    code = ("from mingpt.utils import run_cli, warn_caller\nimport thirdparty\n"
+            "run_cli(lambda argv: (thirdparty.old(), warn_caller('the vocabulary is smaller')))\n")
+    env = {k: v for k, v in os.environ.items() if k != 'MINGPT_DEBUG'}
+    env['PYTHONPATH'] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), str(tmp_path)])
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [f"warning: old() is deprecated ({tmp_path / 'thirdparty.py'}:5)",
+                                       'warning: the vocabulary is smaller'], out.stderr
 
 
 def test_under_torchrun_only_rank_0_prints_and_every_rank_reports_errors_and_warnings(capsys, monkeypatch):
