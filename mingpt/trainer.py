@@ -63,6 +63,7 @@ RANGES = {
     'log_interval': dict(low=1, integer=True),
     'num_workers': dict(low=0, integer=True),
 }
+BATCH_KEYS = ('batch_size', 'grad_accum_steps', 'eval_iters')  # the options batches are cut by: check_batches'
 
 
 # the trainer configs whose work_dir a Trainer took from its run config's system.work_dir, with that value
@@ -528,13 +529,14 @@ class Trainer:
         if c.lr_schedule not in ('constant', 'cosine', 'inverse_sqrt'):
             raise ConfigError(f"trainer.lr_schedule must be 'constant', 'cosine' or 'inverse_sqrt', not "
                               f"{c.lr_schedule!r}")
+        cls.check_batches(c, world_size)
         for key, valid in RANGES.items():
-            setattr(c, key, check_range(f'trainer.{key}', getattr(c, key), **valid))
+            if key not in BATCH_KEYS:  # checked just above
+                setattr(c, key, check_range(f'trainer.{key}', getattr(c, key), **valid))
         if not isinstance(c.betas, (tuple, list)) or len(c.betas) != 2:
             raise ConfigError(f"trainer.betas={c.betas!r} must be Adam's pair (beta1, beta2), e.g. (0.9, 0.95)")
         for beta in c.betas:
             check_range('trainer.betas', beta, 0, 1, high_open=True)
-        cls.check_batches(c, world_size)
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is None and c.max_iters is None:
             raise ConfigError("trainer.lr_schedule='cosine' needs trainer.max_iters or trainer.lr_decay_iters")
         if c.lr_schedule == 'cosine' and c.lr_decay_iters is not None and c.lr_decay_iters <= c.warmup_iters:
@@ -551,7 +553,7 @@ class Trainer:
     def check_batches(c, world_size):
         """Refuse the options by which run() and evaluate() cut their batches where a cut would be empty: a batch
         (evaluate: each of eval_iters) is split into grad_accum_steps micro-batches on each of world_size processes."""
-        for key in ('batch_size', 'grad_accum_steps', 'eval_iters'):
+        for key in BATCH_KEYS:
             setattr(c, key, check_range(f'trainer.{key}', getattr(c, key), **RANGES[key]))
         A = c.grad_accum_steps
         if c.batch_size % (A * world_size):

@@ -762,6 +762,26 @@ def test_evaluate_before_run_refuses_the_batches_run_would_refuse_with_runs_mess
     assert 0 < trainer.evaluate(Repeat()) < 3
 
 
+def test_check_options_checks_each_range_once(monkeypatch):
+    """batch_size, grad_accum_steps and eval_iters were checked twice, by check_options' loop over RANGES and again
+    by check_batches (which evaluate() calls alone); each option is now checked once, with the same message."""
+    checked = []
+
+    def counting(name, value, *args, **kw):
+        checked.append(name)
+        return check_range(name, value, *args, **kw)
+    check_range = trainer_module.check_range
+    monkeypatch.setattr(trainer_module, 'check_range', counting)
+    Trainer.check_options(Trainer.get_default_config(), world_size=1)
+    once = [name for name in checked if name != 'trainer.betas']  # its two numbers share one name
+    assert sorted(once) == sorted(f'trainer.{key}' for key in trainer_module.RANGES), checked
+    for key in trainer_module.BATCH_KEYS:
+        c = Trainer.get_default_config()
+        setattr(c, key, 0)
+        with pytest.raises(ConfigError, match=rf"^trainer.{key}=0 is out of range: it must be an integer >= 1$"):
+            Trainer.check_options(c, world_size=1)
+
+
 def test_an_infinite_option_is_refused_by_name_but_an_infinite_clip_measures_the_norm_and_never_clips():
     """check_range took an unbounded side to hold inf: learning_rate=inf (or weight_decay=inf) was accepted and
     trained to nan from the second step. inf means something for grad_norm_clip alone: the norm is measured
