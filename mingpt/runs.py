@@ -26,11 +26,14 @@ RESUME_KEYS = ('max_iters', 'resume', 'overwrite', 'work_dir', 'checkpoint_inter
 class RunFolder:
     """The work_dir a run writes in (None: no file is written), with the trainer options that say what may happen
     to the run it holds: resume continues it, overwrite replaces it, and a fresh run refuses it. Rank 0 (the only
-    process without DDP) locks the folder while the run trains there, and writes the files."""
+    process without DDP) locks the folder while the run trains there, and writes the files. run_files: the project's
+    own files there (the trainer's run_files)."""
 
-    def __init__(self, work_dir, option='trainer', rank=0, resume=None, overwrite=False, checkpoint_interval=None):
+    def __init__(self, work_dir, option='trainer', rank=0, resume=None, overwrite=False, checkpoint_interval=None,
+                 run_files=()):
         self.work_dir, self.option, self.rank = work_dir, option, rank  # option: 'trainer' or 'system', for messages
         self.resume, self.overwrite, self.checkpoint_interval = resume, overwrite, checkpoint_interval
+        self.run_files = run_files
         self.lock = None  # the lock file while this run trains here (rank 0's)
 
     def path(self, name):
@@ -140,18 +143,22 @@ class RunFolder:
 
     def start_files(self, run_config=None, resumed_at=None):
         """Once the run is known to start: remove the temporary files of killed writes, the replaced run's
-        checkpoints (overwrite), the metrics of iterations to be redone (from resumed_at, where a resumed run goes
-        on); then record the run's arguments and config (run_config, the project's whole config)."""
+        checkpoints (overwrite), the project's run_files unless this run continues work_dir's own, the metrics of
+        iterations to be redone (from resumed_at, where a resumed run goes on); then record the run's arguments and
+        config (run_config, the project's whole config)."""
         if self.rank != 0 or self.work_dir is None:
             return
         remove_stale_temps(self.work_dir)
         held = self.held() if self.overwrite else None
         if held is not None:  # said, as a notebook's config may still hold the overwrite=True of an earlier cell
             print(f"note: replacing the earlier run in {self.work_dir} ({held}), as trainer.overwrite=True asks")
-        if self.overwrite:  # now, not at this run's first save: a resume must never mix the two runs
-            for name in ('ckpt.pt', 'model.pt'):
-                if os.path.exists(self.path(name)):
-                    os.remove(self.path(name))
+        # now, not at this run's first save: a resume must never mix the two runs, nor a crash before that save leave
+        # the replaced run's files beside this run's config.json
+        continues = resumed_at is not None and not self._resumes_elsewhere()  # work_dir's own run goes on
+        replaced = (('ckpt.pt', 'model.pt') if self.overwrite else ()) + (() if continues else tuple(self.run_files))
+        for name in replaced:
+            if os.path.exists(self.path(name)):
+                os.remove(self.path(name))
         path = self.path('metrics.jsonl')
         kept = []
         # a resume keeps the lines of the iterations before its checkpoint's, unless they are another folder's run's

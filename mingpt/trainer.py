@@ -119,12 +119,14 @@ class Trainer:
         return C
 
     def __init__(self, config, model, train_dataset, val_dataset=None, checkpoint_extras=None, run_config=None,
-                 must_match=()):
+                 must_match=(), run_files=()):
         """checkpoint_extras: project data saved in every checkpoint beside the trainer's own keys, e.g. {'vocab':
         ...}. run_config: the project's whole config, saved as config.json and in checkpoints ('config'); its
         system.work_dir is the default work_dir. must_match: keys of checkpoint_extras that a resume requires
         unchanged, because they say what the model was trained on (a vocabulary, a tokenizer); 'key?' checks key
-        only where the checkpoint records it (a record added after some runs were saved)."""
+        only where the checkpoint records it (a record added after some runs were saved). run_files: names of the
+        project's own files in work_dir (the adder's best.pt), which run() removes when it starts a run that does not
+        continue work_dir's (see runs.RunFolder.start_files)."""
         self.get_default_config().fill_missing(config)  # the options a minGPT-made config lacks
         self.config = config
         # torch.compile(model) (nanoGPT's idiom) is trained through as given; self.model is the module inside, so
@@ -145,6 +147,7 @@ class Trainer:
                 config.work_dir = FILLED_WORK_DIR[config] = run_config.system.work_dir
             self.checkpoint_extras.setdefault('config', run_config.to_dict())
         self.must_match = tuple(must_match)
+        self.run_files = tuple(run_files)
         self.callbacks = defaultdict(list)
         clash = sorted(set(self.checkpoint_extras) & set(CHECKPOINT_KEYS))
         if clash:
@@ -318,7 +321,8 @@ class Trainer:
         c = self.config
         self._check_config()
         self._folder = RunFolder(c.work_dir, work_dir_option(c.work_dir, self.run_config), self.rank, resume=c.resume,
-                                 overwrite=c.overwrite, checkpoint_interval=c.checkpoint_interval)
+                                 overwrite=c.overwrite, checkpoint_interval=c.checkpoint_interval,
+                                 run_files=self.run_files)
         self._folder.check()
         self._check_data_and_model()
         self._init_distributed()

@@ -133,13 +133,12 @@ def main(argv):
     set_from_data(config.model, 'model', vocab_size=train_dataset.get_vocab_size(),
                   block_size=train_dataset.get_block_size())
     model = GPT(config.model)
-    trainer = Trainer(config.trainer, model, train_dataset, run_config=config)
+    # run() removes best.pt when it starts a run that does not continue work_dir's (a fresh one, an overwrite, a
+    # resume of another folder's checkpoint): a crash before the first check must not leave the replaced run's
+    trainer = Trainer(config.trainer, model, train_dataset, run_config=config, run_files=['best.pt'])
     need_work_dir(trainer.config.work_dir, "the adder keeps its most accurate model in work_dir/best.pt")
     ckpt_path = os.path.join(trainer.config.work_dir, 'best.pt')  # model.pt is the trainer's
-    # a resumed run must beat the best so far; one that replaces work_dir's run (a resume of another folder's
-    # checkpoint with overwrite) must not be held to that run's best, which best.pt would otherwise keep
-    resumed = config.trainer.resume and not config.trainer.overwrite and os.path.exists(ckpt_path)
-    best = load_checkpoint(ckpt_path)['test_accuracy'] if resumed else -1.0
+    best = None  # the accuracy to beat, read at the first check: a resumed run's best so far, once run() has started
 
     def batch_end_callback(trainer):
         nonlocal best
@@ -150,6 +149,8 @@ def main(argv):
         print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}, held-out accuracy {test_acc:.4f}")
         for a, b, p in mistakes[:config.eval.mistakes]:  # under the line of the model that made them
             print(f"  mistake: {a} + {b} = {a + b}, model said {p}")
+        if best is None:
+            best = load_checkpoint(ckpt_path)['test_accuracy'] if os.path.exists(ckpt_path) else -1.0
         if test_acc > best:
             best = test_acc
             save_checkpoint({**model_state(model), 'config': config.to_dict(), 'iter_num': trainer.steps_done,
