@@ -339,7 +339,10 @@ class Trainer:
         self.val_loss, self.best_val_loss = None, float('inf')
         ckpt = self._resume() if c.resume else None
         self._folder.take()
-        self._train_model = self._wrap(self.model)
+        self._eval_model = self._compiled_model()
+        # the loop trains through DDP, which all-reduces the gradients in backward; evaluation needs no wrapper
+        self._train_model = self._eval_model if self.world_size == 1 else DDP(
+            self._eval_model, device_ids=[self.local_rank] if self.device_type == 'cuda' else None)
         batches = iter(DataLoader(
             self.train_dataset, num_workers=c.num_workers, pin_memory=self.device_type == 'cuda',
             batch_sampler=StepSampler(len(self.train_dataset), c.batch_size, self.sampler_seed, self.iter_num,
@@ -675,18 +678,13 @@ class Trainer:
             dist.init_process_group(backend='gloo')
         atexit.register(leave_group)
 
-    def _wrap(self, model):
-        """The module the loop calls: compiled (config.compile, or the torch.compile(model) given) and/or
-        DDP-wrapped. self.model stays the plain module, so callbacks, evaluation and checkpoints see the ordinary
-        parameter names (no '_orig_mod.' or 'module.' prefixes)."""
+    def _compiled_model(self):
+        """The module the loop and evaluation call: compiled (config.compile, or the torch.compile(model) given), else
+        self.model. self.model stays the plain module, so callbacks and checkpoints see the ordinary parameter names
+        (no '_orig_mod.' or 'module.' prefixes)."""
         if self._compiled is not None:
-            model = self._compiled
-        elif self.config.compile:
-            model = torch.compile(model)
-        self._eval_model = model
-        if self.world_size > 1:
-            model = DDP(model, device_ids=[self.local_rank] if self.device_type == 'cuda' else None)
-        return model
+            return self._compiled
+        return torch.compile(self.model) if self.config.compile else self.model
 
     def _to_device(self, batch):
         items = isinstance(batch, (tuple, list))
