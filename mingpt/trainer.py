@@ -146,6 +146,9 @@ class Trainer:
                     and hasattr(getattr(run_config, 'system', None), 'work_dir')):
                 config.work_dir = FILLED_WORK_DIR[config] = run_config.system.work_dir
             self.checkpoint_extras.setdefault('config', run_config.to_dict())
+        for name, names in (('must_match', must_match), ('run_files', run_files)):
+            if isinstance(names, str):  # a string is a sequence of characters: 'best.pt' would name '.', work_dir
+                raise TypeError(f"{name} is a list of names, not the string {names!r}: give [{names!r}]")
         self.must_match = tuple(must_match)
         self.run_files = tuple(run_files)
         self.callbacks = defaultdict(list)

@@ -712,6 +712,15 @@ def test_checkpoint_extras_that_cannot_be_saved_and_loaded_back_are_refused_befo
         Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), checkpoint_extras={'tokenize': extra})
 
 
+@pytest.mark.parametrize('option', ['must_match', 'run_files'])
+def test_a_single_name_given_as_a_string_is_refused(option):
+    """run_files='best.pt' was read as its characters: run() removed work_dir's files named b, e, s, t and p, then
+    failed on '.', work_dir itself; must_match='vocab' checked five keys that no checkpoint has, so nothing."""
+    message = rf"^{option} is a list of names, not the string 'best.pt': give \['best.pt'\]$"
+    with pytest.raises(TypeError, match=message):
+        Trainer(Trainer.get_default_config(), make_trainer().model, Repeat(), **{option: 'best.pt'})
+
+
 def test_metrics_lines_hold_the_steps_loss_and_grad_norm_to_the_bit(tmp_path):
     """metrics.jsonl's numbers, read from the device in one go, are the step's own tensors' values exactly; a run
     without grad_norm_clip has no norm to write."""
