@@ -682,9 +682,9 @@ class Trainer:
         atexit.register(leave_group)
 
     def _compiled_model(self):
-        """The module the loop and evaluation call: compiled (config.compile, or the torch.compile(model) given), else
-        self.model. self.model stays the plain module, so callbacks and checkpoints see the ordinary parameter names
-        (no '_orig_mod.' or 'module.' prefixes)."""
+        """The module evaluation calls, and the loop too (through DDP under torchrun): compiled (config.compile, or the
+        torch.compile(model) given), else self.model. self.model stays the plain module, so callbacks and checkpoints
+        see the ordinary parameter names (no '_orig_mod.' or 'module.' prefixes)."""
         if self._compiled is not None:
             return self._compiled
         return torch.compile(self.model) if self.config.compile else self.model
