@@ -424,8 +424,9 @@ def main(argv):
                           f"({config.model.block_size}): shorten it")
 
     extras, must_match = resume_records(config, vocab, train_pairs + test_pairs)
+    # the report's files are the replaced run's until this one's end: run() removes them where it does not go on with it
     trainer = Trainer(config.trainer, model, train_dataset, checkpoint_extras=extras, run_config=config,
-                      must_match=must_match)
+                      must_match=must_match, run_files=['translations.tsv', 'translate_attention.png'])
     # checked now, not after the training
     need_work_dir(trainer.config.work_dir, "the trained model and its attention picture are saved in work_dir")
 

@@ -929,6 +929,23 @@ def opinionated_translator(translate):
     return vocab, model
 
 
+def test_a_run_that_does_not_go_on_with_work_dirs_run_starts_without_its_report(tmp_path, monkeypatch):
+    """An overwriting run stopped before its end (Ctrl-C) left the replaced run's translations.tsv and attention
+    picture beside its own config.json and metrics.jsonl, as the adder's best.pt was: run() now removes them. Here a
+    fresh run finds them alone in its work_dir."""
+    translate = load_project('translate')
+    for name in ('translations.tsv', 'translate_attention.png'):
+        (tmp_path / name).write_text("the replaced run's")
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(translate, 'exact_match', stopped)  # in the check at iteration 0, after run() has started
+    with pytest.raises(KeyboardInterrupt):
+        translate.main([f'--system.work_dir={tmp_path}', '--model.model_type=transformer-nano', '--data.n_train=200',
+                        '--data.n_test=20', '--trainer.batch_size=8', '--trainer.quiet=True'])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in ('.tsv', '.png')) == []
+
+
 def test_the_final_report_and_a_checkpoint_translate_with_eval_num_beams(tmp_path, capsys, monkeypatch):
     translate = load_project('translate')
     vocab, model = opinionated_translator(translate)
