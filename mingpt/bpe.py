@@ -1123,7 +1123,7 @@ def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-
     if Path(args.file).is_dir():
         print(f"learning from {len(files)} .txt {plural(len(files), 'file')} of {args.file}, one after another in "
               "the order of their names")
-    text = '\n\n'.join(texts)  # a blank line between two files, as read_corpus puts
+    text = '\n\n'.join(texts)  # at least one blank line between two files, as read_corpus puts
     if Path(args.out).is_file():  # said now, not after the training, as makedirs' '[Errno 17] File exists'
         parser.error(f'--out {args.out} is a file; give a folder for encoder.json and vocab.bpe')
     if args.curve and (n := len(CURVE_WORD.findall(text.encode('utf-8')))) < 3:
