@@ -100,7 +100,8 @@ def get_config(stage='finetune'):
     # the trainer does the files (--help lists its options): metrics.jsonl, model.pt, ckpt.pt every
     # checkpoint_interval iterations (--trainer.resume=True continues from it). Every eval_interval iterations,
     # pretrain: the LM's loss on the (unlabelled) SST-2 test sentences, model.pt the best by it;
-    # finetune: dev accuracy and loss, printed and written to eval.json, model.pt the latest (no choosing on dev)
+    # finetune: dev accuracy and loss, printed, written to eval.json and added to metrics.jsonl (dev_accuracy,
+    # dev_loss), model.pt the latest (no choosing on dev)
     C.trainer = Trainer.get_default_config()
     C.trainer.batch_size = 64
     C.trainer.learning_rate = 1e-3
@@ -595,7 +596,9 @@ def finetune(config):
         if T.eval_interval and trainer.iter_num % T.eval_interval == 0 or trainer.steps_done == T.max_iters:
             print(f"\niter {trainer.iter_num}: train loss {trainer.loss.item():.4f}")
             # iter_num in eval.json counts iterations done, as the checkpoints do
-            evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.steps_done)
+            report = evaluate(model, dev_set, trainer.device, trainer.config.work_dir, iter_num=trainer.steps_done)
+            # also on this step's line of metrics.jsonl: eval.json keeps only the latest, and runs compare by curves
+            trainer.metrics.update(dev_accuracy=report['accuracy'], dev_loss=report['loss'])
 
     trainer.add_callback('on_batch_end', on_batch_end)
     trainer.run()

@@ -522,8 +522,12 @@ def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     sentiment.main(args + ['--trainer.max_iters=4', '--trainer.resume=True'])
     out = capsys.readouterr().out
     assert 'resuming from' in out and 'dev accuracy: ' in out and 'training ' in out  # how many parameters train
-    lines = (tmp_path / 'metrics.jsonl').read_text().splitlines()
-    assert [json.loads(line)['iter'] for line in lines] == [0, 1, 2, 3]
+    records = [json.loads(line) for line in (tmp_path / 'metrics.jsonl').read_text().splitlines()]
+    assert [r['iter'] for r in records] == [0, 1, 2, 3]
+    # each evaluation's dev numbers are on its step's line too (eval.json keeps only the last): at the ends, 2 and 4
+    assert [sorted({'dev_accuracy', 'dev_loss'} & r.keys()) for r in records] == [[], ['dev_accuracy', 'dev_loss']] * 2
+    report = json.loads((tmp_path / 'eval.json').read_text())
+    assert (records[-1]['dev_accuracy'], records[-1]['dev_loss']) == (report['accuracy'], report['loss'])
     sentiment.main(['evaluate', f'--system.checkpoint={tmp_path / "model.pt"}', f'--system.work_dir={tmp_path / "ev"}',
                     f'--data.sst2_dir={sst2}', '--data.dev_limit=8'])
     out = capsys.readouterr().out
