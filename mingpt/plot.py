@@ -218,7 +218,21 @@ def metrics_paths(paths):
     """paths as a list of metrics.jsonl files: one path alone (a string, in a notebook's cell) is a list of one, where
     it was read as a list of one-letter paths, and a run's work_dir stands for the metrics.jsonl in it."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for path in paths:
+        if os.path.isdir(path) and not os.path.exists(os.path.join(path, 'metrics.jsonl')):
+            raise FileNotFoundError(no_metrics(path))
     return [os.path.join(path, 'metrics.jsonl') if os.path.isdir(path) else path for path in paths]
+
+
+def no_metrics(folder):
+    """What to give instead of a folder without a metrics.jsonl: the runs in its subfolders (the ablation's folder
+    holds one per variant), or a run's own folder. A bare 'No such file' named the file but not the fix."""
+    runs = sorted(name for name in os.listdir(folder) if os.path.isfile(os.path.join(folder, name, 'metrics.jsonl')))
+    if runs:
+        shown = ' '.join(os.path.join(folder, name) for name in runs[:5]) + (' ...' if len(runs) > 5 else '')
+        return f"{folder} holds no metrics.jsonl, but runs in it do: give the runs, {shown}"
+    return (f"{folder} holds no metrics.jsonl: give a run's work_dir (the trainer writes metrics.jsonl there once it "
+            "has trained a step) or the metrics.jsonl itself")
 
 
 def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):

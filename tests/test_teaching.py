@@ -4,6 +4,7 @@ needs no matplotlib."""
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -311,6 +312,24 @@ def test_the_smoothed_train_loss_does_not_trail_a_falling_loss(tmp_path):
     assert np.mean(np.array(plot.ema(noisy, 0.9))[inner] - line[inner]) > 0.08  # the forward average alone: 9 x 0.01
     np.testing.assert_allclose(plot.smoothed(line, 0.9)[inner], line[inner], atol=1e-3)  # the ends' pull fades as 0.9^k
     assert plot.smoothed([5.0] * 4, 0.5) == [5.0] * 4
+
+
+def test_a_folder_without_metrics_names_the_runs_in_it_or_what_to_give(tmp_path):
+    """`python -m mingpt.plot out/ablation`, the ablation's folder, stopped at "[Errno 2] No such file or directory:
+    'out/ablation/metrics.jsonl'": its runs, one folder each, hold the metrics. The message now names them."""
+    for name in ('relu', 'gpt2'):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'metrics.jsonl').write_text(json.dumps({'iter': 0, 'loss': 1.0}) + '\n')
+    runs = f"{tmp_path / 'gpt2'} {tmp_path / 'relu'}"  # in the order of their names
+    with pytest.raises(FileNotFoundError, match=f"^{re.escape(str(tmp_path))} holds no metrics.jsonl, but runs in it "
+                                                f"do: give the runs, {re.escape(runs)}$"):
+        plot.loss_figure(tmp_path)
+    assert plot.loss_figure([tmp_path / 'gpt2', tmp_path / 'relu']) is not None
+    (tmp_path / 'empty').mkdir()  # a run that has not logged a step yet, or a folder that is no run
+    with pytest.raises(FileNotFoundError, match=r"^\S+empty holds no metrics.jsonl: give a run's work_dir \(the "
+                                                r"trainer writes metrics.jsonl there once it has trained a step\) or "
+                                                r"the metrics.jsonl itself$"):
+        plot.main([str(tmp_path / 'empty'), '-o', str(tmp_path / 'loss.png')])
 
 
 def test_a_run_name_beyond_the_default_font_is_drawn_or_named_by_code_point(tmp_path, monkeypatch):
