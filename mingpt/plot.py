@@ -327,7 +327,9 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
     if other is not None:
         raise TypeError(f"tokens must be the prompt's tokens as text (str, or bytes), not {type(other).__name__}: "
                         "decode each id, e.g. [tokenizer.decode([i]) for i in idx[0].tolist()]")
-    layers, heads = layers or range(n_layer), heads or range(n_head)
+    # as ints: numbers in a tensor or an array (torch.arange(3)) stopped at 'Boolean value of Tensor ... is ambiguous'
+    layers = range(n_layer) if layers is None else [int(n) for n in layers]
+    heads = range(n_head) if heads is None else [int(n) for n in heads]
     for name, numbers, n in (('layers', layers, n_layer), ('heads', heads, n_head)):
         if len(numbers) != n:  # else an IndexError, or rows under the wrong numbers
             raise ValueError(f"{name}={list(numbers)} gives {len(numbers)} numbers for the maps' {n} {name}: it only "

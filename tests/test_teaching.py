@@ -120,6 +120,11 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
     numbered = image_axes(plot.attention_figure([m[0] for m in maps], tokens, layers=[4, 7], heads=[0, 2, 5]))
     assert [ax.get_title() for ax in numbered[:3]] == ['head 0', 'head 2', 'head 5']
     assert [numbered[0].get_ylabel(), numbered[3].get_ylabel()] == ['layer 4', 'layer 7']
+    # the numbers as a tensor or an array, as a notebook has them at hand, label the maps alike
+    as_tensors = image_axes(plot.attention_figure([m[0] for m in maps], tokens, layers=torch.tensor([4, 7]),
+                                                  heads=np.array([0, 2, 5])))
+    assert [ax.get_title() for ax in as_tensors[:3]] == ['head 0', 'head 2', 'head 5']
+    assert [as_tensors[0].get_ylabel(), as_tensors[3].get_ylabel()] == ['layer 4', 'layer 7']
     fig.canvas.draw()  # tick labels are made when the figure is drawn
     for axis in (panels[3].xaxis, panels[3].yaxis):  # the bottom-left panel: keys along x, queries along y
         ticks = axis.get_ticklocs()
