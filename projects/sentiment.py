@@ -588,8 +588,10 @@ def finetune(config):
     note_cut(dev_set, 'dev sentences', block_size)
     # no val_dataset: the trainer would keep the model of lowest dev loss, and choosing a model by the set we report
     # on flatters it. model.pt is the latest (written every checkpoint_interval iterations and at the end).
+    # run_files: a replaced run's eval.json must not outlive it beside this run's files (run() removes it)
     trainer = Trainer(config.trainer, model, train_set, run_config=config, must_match=['tokenizer', 'classifier'],
-                      checkpoint_extras={'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state()})
+                      checkpoint_extras={'classifier': config.classifier.to_dict(), 'tokenizer': tokenizer.state()},
+                      run_files=['eval.json'])
 
     def on_batch_end(trainer):
         T = config.trainer

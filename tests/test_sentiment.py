@@ -513,6 +513,20 @@ def test_pretraining_on_a_folder_reads_its_text_files_in_name_order(tmp_path, mo
     assert seen['train'] == [eot, space, b, space, a, space, b, unknown, eot, space, a, space, a]
 
 
+def test_a_finetune_that_does_not_go_on_with_work_dirs_run_starts_without_its_eval_json(tmp_path, monkeypatch):
+    """A fresh (or overwriting) finetune stopped before its first evaluation left the replaced run's eval.json beside
+    its own config.json, as the adder's best.pt was: run() now removes it. Here a fresh run finds one alone."""
+    (tmp_path / 'eval.json').write_text("the replaced run's")
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(sentiment, 'evaluate', stopped)  # at the end's evaluation, after run() has started
+    with pytest.raises(KeyboardInterrupt):
+        sentiment.main(['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.max_iters=1',
+                        f'--data.sst2_dir={data_dir("sentiment", "sst2")}'] + TINY)
+    assert not (tmp_path / 'eval.json').exists() and (tmp_path / 'config.json').exists()
+
+
 def test_finetune_from_scratch_with_characters_and_resume(tmp_path, capsys):
     sst2 = data_dir('sentiment', 'sst2')
     args = ['finetune', f'--system.work_dir={tmp_path}', '--data.tokenizer=char', '--trainer.checkpoint_interval=2',
