@@ -184,7 +184,7 @@ class Trainer:
         self.world_size = int(os.environ.get('WORLD_SIZE', 1))
         self.rank = int(os.environ.get('RANK', 0)) if self.world_size > 1 else 0
         self.local_rank = int(os.environ.get('LOCAL_RANK', 0)) if self.world_size > 1 else 0
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, 'trainer.device')
         if self.world_size > 1 and self.device == 'cuda':
             self.device = f'cuda:{self.local_rank}'  # one GPU per process
         self.device_type = torch.device(self.device).type

@@ -158,23 +158,23 @@ def bfloat16_emulated(device):
     return torch.device(device).type == 'cuda' and torch.cuda.get_device_capability(device)[0] < 8
 
 
-def resolve_device(device='auto'):
+def resolve_device(device='auto', option='device'):
     """The device to run on: 'auto' picks cuda, then mps (Apple GPUs), then cpu; anything else is kept as given,
-    once torch can use it."""
+    once torch can use it. option: the option it came from, named in a refusal (e.g. 'trainer.device')."""
     if device != 'auto':
         try:
             torch.device(device)
         except (RuntimeError, TypeError):  # torch's message lists a dozen backends (TypeError: None, a float)
-            raise ConfigError(f"device {device!r} is not a device name: choose 'auto', 'cpu', 'cuda', 'cuda:1' "
+            raise ConfigError(f"{option} {device!r} is not a device name: choose 'auto', 'cpu', 'cuda', 'cuda:1' "
                               "or 'mps'") from None
     kind = str(device).split(':')[0]
     available = {'cuda': torch.cuda.is_available, 'mps': torch.backends.mps.is_available}
     if kind in available and not available[kind]():
-        raise ConfigError(f"device {device!r} is not available to this torch ({torch.__version__}, no {kind} "
-                          "support or no such GPU): choose device 'auto' (the best one here) or 'cpu'")
+        raise ConfigError(f"{option} {device!r} is not available to this torch ({torch.__version__}, no {kind} "
+                          "support or no such GPU): choose 'auto' (the best one here) or 'cpu'")
     gpus = torch.cuda.device_count() if kind == 'cuda' else 0
     if kind == 'cuda' and (torch.device(device).index or 0) >= gpus:  # else CUDA's 'invalid device ordinal', later
-        raise ConfigError(f"device {device!r} is not one of this machine's {gpus} GPUs (cuda:0 to cuda:{gpus - 1}, "
+        raise ConfigError(f"{option} {device!r} is not one of this machine's {gpus} GPUs (cuda:0 to cuda:{gpus - 1}, "
                           "as CUDA_VISIBLE_DEVICES numbers them): choose one of them, or 'auto'")
     if device != 'auto':
         return device

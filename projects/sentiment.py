@@ -607,7 +607,7 @@ def finetune(config):
 
 
 def run_evaluate(config):
-    device = resolve_device(config.trainer.device)
+    device = resolve_device(config.trainer.device, 'trainer.device')
     model, tokenizer, ckpt = load_classifier(config, device)
     sentences, labels = read_sst2('dev', config.data.sst2_dir, config.data.dev_limit)
     dataset = SentenceDataset(sentences, labels, tokenizer, ckpt['classifier']['suffix'], config.data.block_size)
@@ -617,7 +617,7 @@ def run_evaluate(config):
 
 
 def run_predict(config, sentences):
-    device = resolve_device(config.trainer.device)
+    device = resolve_device(config.trainer.device, 'trainer.device')
     model, tokenizer, ckpt = load_classifier(config, device)
     dataset = SentenceDataset(sentences, [0] * len(sentences), tokenizer, ckpt['classifier']['suffix'],
                               config.data.block_size)

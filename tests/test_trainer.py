@@ -1539,3 +1539,10 @@ def test_a_model_whose_own_submodule_is_named_module_resumes_its_checkpoint(tmp_
     third.model = Holder(third.model)
     third.run()
     assert third.iter_num == 6
+
+
+def test_a_device_this_torch_cannot_use_is_refused_by_its_option(monkeypatch):
+    """The refusal said "device 'cuda' is not available", not which of a project's options set it."""
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    with pytest.raises(ConfigError, match=r"^trainer.device 'cuda' is not available to this torch .*: choose 'auto'"):
+        make_trainer(device='cuda')

@@ -674,7 +674,7 @@ def test_resolve_device(monkeypatch):
     expected = 'cuda' if torch.cuda.is_available() else 'mps' if torch.backends.mps.is_available() else 'cpu'
     assert resolve_device('auto') == expected
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
-    with pytest.raises(ConfigError, match=r"device 'cuda:1' is not available to this torch .*: choose device 'auto'"):
+    with pytest.raises(ConfigError, match=r"device 'cuda:1' is not available to this torch .*: choose 'auto'"):
         resolve_device('cuda:1')
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
     monkeypatch.setattr(torch.cuda, 'device_count', lambda: 2)
