@@ -427,25 +427,26 @@ class Trainer:
         return x, y
 
     def _after_step(self, t0):
-        """Evaluation, callbacks, metrics.jsonl, the progress bar and checkpoints, after the step that began at t0."""
+        """After the step that began at t0: evaluation (every eval_interval steps, and at the end), callbacks, the
+        step's line of metrics.jsonl (every log_interval steps; at an evaluation, the end, or where a callback added
+        numbers) and the bar, then its files. A callback may stop() the run, so the end is asked again after them."""
         c = self.config
-        can_evaluate = self.val_dataset is not None and bool(c.eval_interval)
-        evaluate = can_evaluate and (self.iter_num % c.eval_interval == 0 or self._ends())
-        record = None
-        if self.iter_num % c.log_interval == 0 or self._ends() or evaluate:
+        evaluates = self.val_dataset is not None and bool(c.eval_interval)  # this run evaluates at all
+        eval_now = evaluates and (self.iter_num % c.eval_interval == 0 or self._ends())
+        record = None  # this step's line of metrics.jsonl, once measured
+        if self.iter_num % c.log_interval == 0 or self._ends() or eval_now:
             record = self._measure(t0)
         else:
             self._log_seconds += time.perf_counter() - t0  # an unlogged step counts in the next line's tokens/s
-        busy = evaluate or (self.rank == 0 and self.callbacks.get('on_batch_end'))
-        with rng_kept() if busy else nullcontext():  # evaluation and callbacks (sampling) must not change training
-            if evaluate:
+        draws = eval_now or (self.rank == 0 and self.callbacks.get('on_batch_end'))  # callbacks may sample
+        with rng_kept() if draws else nullcontext():  # what they draw must not change training
+            if eval_now:
                 self._evaluate_step(record)
             self.trigger_callbacks('on_batch_end')
             last = self._ends()  # again: a callback may have stopped the run
-            # the last step is logged at any end, and a step whose callbacks added numbers; its time was counted above
-            if record is None and (last or self.metrics):
+            if record is None and (last or self.metrics):  # its time was counted above
                 record = self._measure(time.perf_counter())
-            if last and can_evaluate and not evaluate:  # an early stop's step is evaluated, as a normal end's
+            if last and evaluates and not eval_now:  # an early stop's step is evaluated, as a normal end's
                 self._evaluate_step(record)
         if record is not None:
             self._folder.write_metrics(record, self.metrics)
@@ -455,10 +456,16 @@ class Trainer:
         if last:  # an early stop ends the bar full at its step, not part way to max_iters
             self._bar.total = self.steps_done
         self._bar.update(1)
-        checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
+        self._save_files(last, evaluates)
+
+    def _save_files(self, last, evaluates):
+        """ckpt.pt every checkpoint_interval steps and at the end; model.pt with it where no evaluation picks the best
+        (evaluates: whether this run evaluates; where it does, _evaluate_step writes model.pt at each new best)."""
+        interval = self.config.checkpoint_interval
+        checkpoint = interval and (self.steps_done % interval == 0 or last)
         if checkpoint:
             self._checkpoint()
-        if (checkpoint or last) and (self.val_dataset is None or not c.eval_interval):
+        if (checkpoint or last) and not evaluates:
             self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
     def _evaluate_step(self, record):
