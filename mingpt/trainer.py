@@ -222,7 +222,8 @@ class Trainer:
         if self.rank != 0 or not callbacks:  # every step asks: most steps have nothing to run
             return
         bar = getattr(self, '_bar', None)
-        before = self.config.max_iters, self._stopping, self.config.learning_rate, self._lrs()
+        before = dict(max_iters=self.config.max_iters, stopping=self._stopping, rate=self.config.learning_rate,
+                      lrs=self._lrs())
         # a callback that sampled in eval mode must not leave dropout off for the steps after it, nor may its
         # model.train() wake a submodule kept in eval on purpose (a frozen probe): each module gets its own mode back
         self._in_callbacks = True  # save_checkpoint() then knows the other ranks are not with it
@@ -233,7 +234,7 @@ class Trainer:
         finally:
             self._in_callbacks = False
         if self.world_size > 1:
-            self._refuse_what_other_ranks_miss(*before)
+            self._refuse_what_other_ranks_miss(**before)
 
     def _refuse_what_other_ranks_miss(self, max_iters, stopping, rate, lrs):
         """Under DDP, after rank 0's callbacks: refuse a stop or a learning rate they set, which the other ranks
@@ -768,8 +769,9 @@ class Trainer:
         dtype = torch.float32 if self.device_type == 'mps' else torch.float64  # MPS has no float64
         total = torch.zeros(2, dtype=dtype, device=self.device)  # sum of losses, number of windows
         collective = self.world_size > 1 and shared
+        ranks = [self.rank] if collective else range(self.world_size)  # whose shares of ix this process scores
         with eval_mode(self.model):
-            for rank in [self.rank] if collective else range(self.world_size):
+            for rank in ranks:
                 for chunk in np.array_split(ix[rank::self.world_size], max(1, c.eval_iters * c.grad_accum_steps)):
                     x, y = self._to_device(default_collate([dataset[i] for i in chunk.tolist()]))
                     with self.autocast:
