@@ -465,16 +465,16 @@ class Trainer:
         interval = self.config.checkpoint_interval
         checkpoint = interval and (self.steps_done % interval == 0 or last)
         if checkpoint:
-            self._checkpoint()
+            self._checkpoint_all_ranks()
         if (checkpoint or last) and not evaluates:
-            self._save_model()  # no val loss to pick the best by (no val set, or evaluation off): the latest
+            self._save_model_pt()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
     def _evaluate_step(self, record):
         """The val loss, into this step's record; model.pt when it is the best so far; then on_eval_end's callbacks."""
         self.val_loss = record['val_loss'] = self.evaluate(shared=True)  # every rank is here to score a share
         if self.val_loss < self.best_val_loss:
             self.best_val_loss = self.val_loss
-            self._save_model()  # model.pt holds the best model so far
+            self._save_model_pt()  # model.pt holds the best model so far
         self.trigger_callbacks('on_eval_end')
 
     def _measure(self, t0):
@@ -783,7 +783,8 @@ class Trainer:
         return (total[0] / total[1]).item()
 
     # ----------------------------------------------------------------------------------------------------------
-    # checkpoints: model.pt and ckpt.pt (the run's other files: runs.RunFolder)
+    # checkpoints (the run's other files: runs.RunFolder). model.pt: _save_model_pt. ckpt.pt: _write_ckpt_pt, which
+    # the loop calls in _checkpoint_all_ranks (each rank gives its random state), and a user in save_checkpoint
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
@@ -792,7 +793,7 @@ class Trainer:
             state['val_loss'] = self.val_loss
         return state
 
-    def _save_model(self):
+    def _save_model_pt(self):  # rank 0's: the weights are the same on every rank
         if self.rank == 0 and self.config.work_dir is not None:
             save_checkpoint(self._model_state(), os.path.join(self.config.work_dir, 'model.pt'))
 
@@ -820,11 +821,11 @@ class Trainer:
         if path is None and self.config.work_dir is None:  # asked for: not skipped, as the loop's are
             raise ValueError("trainer.save_checkpoint() writes work_dir/ckpt.pt, and trainer.work_dir is None: give "
                              "the file to write, trainer.save_checkpoint('ckpt.pt'), or set trainer.config.work_dir")
-        self._write_checkpoint(path, self._rng_at_end or [get_rng_state()])  # no run() ended (one process): now's
+        self._write_ckpt_pt(path, self._rng_at_end or [get_rng_state()])  # no run() ended (one process): now's
 
-    def _checkpoint(self):
+    def _checkpoint_all_ranks(self):
         """The loop's checkpoint, taken by all ranks together: each gives its random state to rank 0's ckpt.pt."""
-        self._write_checkpoint(None, self._rng_states(), wait=self.world_size > 1)
+        self._write_ckpt_pt(None, self._rng_states(), wait=self.world_size > 1)
 
     def _rng_states(self):
         """Every rank's random states, gathered by all ranks together (in one process: its own)."""
@@ -834,7 +835,7 @@ class Trainer:
         dist.all_gather_object(states, get_rng_state())
         return states
 
-    def _write_checkpoint(self, path, rng, wait=False):
+    def _write_ckpt_pt(self, path, rng, wait=False):
         """ckpt.pt's state with the ranks' random states rng, written by rank 0 to path (default work_dir/ckpt.pt).
         wait: every rank waits for the write, so that none says a checkpoint is saved (if rank 0 dies) before it is."""
         if path is None and self.config.work_dir is None:
