@@ -323,7 +323,11 @@ class Trainer:
         the first file is written, so a refused run leaves work_dir as it was (but for the .lock it held). Returns the
         batch iterator."""
         c = self.config
-        self._check_config()
+        self.check_options(c, self.world_size)
+        # here, not in check_options: a project checks its options before its Trainer fills work_dir in
+        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
+            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
+                              "or give resume the checkpoint's path")
         self._folder = RunFolder(c.work_dir, work_dir_option(c.work_dir, self.run_config), self.rank, resume=c.resume,
                                  overwrite=c.overwrite, checkpoint_interval=c.checkpoint_interval,
                                  run_files=self.run_files)
@@ -518,14 +522,6 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------------------------
     # checks before the run starts, and the checkpoint it resumes from (the work_dir's checks: runs.RunFolder)
-
-    def _check_config(self):
-        c = self.config
-        self.check_options(c, self.world_size)
-        # here, not in check_options: a project checks its options before its Trainer fills work_dir in
-        if c.resume and not isinstance(c.resume, str) and c.work_dir is None:
-            raise ConfigError("trainer.resume=True reads work_dir/ckpt.pt but trainer.work_dir is None; set it, "
-                              "or give resume the checkpoint's path")
 
     @classmethod
     def check_options(cls, c, world_size=None):
