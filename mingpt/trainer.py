@@ -464,12 +464,11 @@ class Trainer:
         self._save_files(last, evaluates)
 
     def _save_files(self, last, evaluates):
-        """ckpt.pt every checkpoint_interval steps and at the end; model.pt with it where no evaluation picks the best
-        (evaluates: whether this run evaluates; where it does, _evaluate_step writes model.pt at each new best)."""
-        interval = self.config.checkpoint_interval
-        checkpoint = interval and (self.steps_done % interval == 0 or last)
-        if checkpoint:
-            self._checkpoint_all_ranks()
+        """ckpt.pt every checkpoint_interval steps and at the end; model.pt then too where the run does not evaluate."""
+        c = self.config
+        checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
+        if checkpoint:  # taken by all ranks together: each gives its random state to rank 0's ckpt.pt
+            self._write_ckpt_pt(None, self._rng_states(), wait=self.world_size > 1)
         if (checkpoint or last) and not evaluates:
             self._save_model_pt()  # no val loss to pick the best by (no val set, or evaluation off): the latest
 
@@ -779,8 +778,7 @@ class Trainer:
         return (total[0] / total[1]).item()
 
     # ----------------------------------------------------------------------------------------------------------
-    # checkpoints (the run's other files: runs.RunFolder). model.pt: _save_model_pt. ckpt.pt: _write_ckpt_pt, which
-    # the loop calls in _checkpoint_all_ranks (each rank gives its random state), and a user in save_checkpoint
+    # checkpoints: model.pt (_save_model_pt), ckpt.pt (_write_ckpt_pt: the loop's in _save_files, save_checkpoint yours)
 
     def _model_state(self):
         """What GPT.from_checkpoint needs: the weights, the model's config, and the project's extras."""
@@ -818,10 +816,6 @@ class Trainer:
             raise ValueError("trainer.save_checkpoint() writes work_dir/ckpt.pt, and trainer.work_dir is None: give "
                              "the file to write, trainer.save_checkpoint('ckpt.pt'), or set trainer.config.work_dir")
         self._write_ckpt_pt(path, self._rng_at_end or [get_rng_state()])  # no run() ended (one process): now's
-
-    def _checkpoint_all_ranks(self):
-        """The loop's checkpoint, taken by all ranks together: each gives its random state to rank 0's ckpt.pt."""
-        self._write_ckpt_pt(None, self._rng_states(), wait=self.world_size > 1)
 
     def _rng_states(self):
         """Every rank's random states, gathered by all ranks together (in one process: its own)."""
