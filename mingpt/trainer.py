@@ -443,8 +443,8 @@ class Trainer:
             record = self._measure(t0)
         else:
             self._log_seconds += time.perf_counter() - t0  # an unlogged step counts in the next line's tokens/s
-        draws = eval_now or (self.rank == 0 and self.callbacks.get('on_batch_end'))  # callbacks may sample
-        with rng_kept() if draws else nullcontext():  # what they draw must not change training
+        draws = eval_now or (self.rank == 0 and self.callbacks.get('on_batch_end'))  # random numbers (sampling)
+        with rng_kept() if draws else nullcontext():  # evaluation and callbacks must not change training's
             if eval_now:
                 self._evaluate_step(record)
             self.trigger_callbacks('on_batch_end')
