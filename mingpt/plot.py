@@ -7,7 +7,10 @@
 
   Train loss is drawn thin (with a smoothed curve over it when --smooth > 0: an exponential moving average run forward
   and then backward, so it does not trail a falling loss), val loss as a thicker line with points, in the same colour
-  per run.
+  per run. Any other number of the lines, such as the dev accuracy that sentiment's finetune writes, is drawn as its
+  own curves, one per run with a point where it was measured (metric_figure):
+
+    python -m mingpt.plot out/sentiment/scratch out/sentiment/finetune --metric=dev_accuracy
 - attention maps: every layer x head of a prompt as one grid, or one map large (projects/attention.py draws them
   from a checkpoint or GPT-2);
 - positional encodings: the sinusoidal table, a learned one, and the cosine similarity between their positions.
@@ -235,38 +238,31 @@ def no_metrics(folder):
             "has trained a step) or the metrics.jsonl itself")
 
 
-def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
-    """Train and val loss against iteration, one colour per metrics.jsonl in paths (or per run folder holding one);
-    smooth: the train loss's moving-average factor, 0 (none) to below 1; labels: one name per path."""
+def run_axes(paths, labels, title):
+    """The axes that loss_figure and metric_figure draw on, and what to draw: (ax, runs, title, families), runs a
+    (path, name, records) per metrics.jsonl in paths (or per run folder holding one); labels: one name per path;
+    title and families: as drawable gives them."""
     paths = metrics_paths(paths)
     labels = [labels] if isinstance(labels, str) else labels  # one run's name, as its one path
     if labels is not None and len(labels) != len(paths):  # zip would drop the runs without one, or the extra names
         raise ValueError(f"labels gives {len(labels)} names for {len(paths)} metrics files: give one per file")
-    if not 0 <= smooth < 1:  # 1 never leaves the first loss; above it the average grows without bound
-        raise ValueError(f"smooth={smooth} must be at least 0 and below 1 (0.9 keeps 90% of the average each step)")
-    fig = new_figure(7, 4.2)
-    ax = fig.subplots()
+    ax = new_figure(7, 4.2).subplots()
     names = [str(label) for label in labels] if labels else [
         os.path.basename(os.path.dirname(os.path.abspath(path))) or path for path in paths]
     (*names, title), families = drawable(list(names) + [title or ''])
-    for i, (path, name) in enumerate(zip(paths, names)):
+    runs = []
+    for path, name in zip(paths, names):
         records = read_metrics(path)
         if not records:
             raise ValueError(f"{path} holds no metrics; is it a trainer's metrics.jsonl?")
-        colour = f'C{i}'
-        it = [r['iter'] for r in records]
-        loss = [r['loss'] for r in records]
-        if smooth > 0:
-            ax.plot(it, loss, color=colour, alpha=0.25, linewidth=0.8)
-            ax.plot(it, smoothed(loss, smooth), color=colour, linewidth=1.2, label=f'{name} train')
-        else:
-            ax.plot(it, loss, color=colour, linewidth=1.0, label=f'{name} train')
-        val = [(r['iter'], r['val_loss']) for r in records if 'val_loss' in r]
-        if val:
-            ax.plot(*zip(*val), color=colour, linewidth=2.0, marker='o', markersize=3.5, linestyle='--',
-                    label=f'{name} val')
+        runs.append((path, name, records))
+    return ax, runs, title, families
+
+
+def finish_axes(ax, ylabel, title, families, logy):
+    """ax labelled (iteration along x, ylabel up y), with its title, grid and legend; returns its figure."""
     ax.set_xlabel('iteration')
-    ax.set_ylabel('loss (cross-entropy, nats per token)')
+    ax.set_ylabel(ylabel)
     if logy:  # losses span a decade or less: label them as numbers (0.3, 3), not 3 x 10^0, and draw their grid lines
         from matplotlib.ticker import LogFormatter
 
@@ -281,13 +277,57 @@ def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
         ax.set_title(title, fontfamily=families)
     ax.grid(alpha=0.3, which='both' if logy else 'major')
     ax.legend(prop={'size': 8, 'family': families})
-    return fig
+    return ax.figure
 
 
-def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False):
-    """Draw the loss curves of the metrics.jsonl files in paths (see loss_figure) into the image out, in the format
-    its suffix names (.png, .pdf, .svg...; see save); returns out."""
-    return save(loss_figure(paths, smooth, labels, title, logy), out, dpi=120)
+def loss_figure(paths, smooth=0.0, labels=None, title=None, logy=False):
+    """Train and val loss against iteration, one colour per metrics.jsonl in paths (or per run folder holding one);
+    smooth: the train loss's moving-average factor, 0 (none) to below 1; labels: one name per path."""
+    if not 0 <= smooth < 1:  # 1 never leaves the first loss; above it the average grows without bound
+        raise ValueError(f"smooth={smooth} must be at least 0 and below 1 (0.9 keeps 90% of the average each step)")
+    ax, runs, title, families = run_axes(paths, labels, title)
+    for i, (path, name, records) in enumerate(runs):
+        colour = f'C{i}'
+        it = [r['iter'] for r in records]
+        loss = [r['loss'] for r in records]
+        if smooth > 0:
+            ax.plot(it, loss, color=colour, alpha=0.25, linewidth=0.8)
+            ax.plot(it, smoothed(loss, smooth), color=colour, linewidth=1.2, label=f'{name} train')
+        else:
+            ax.plot(it, loss, color=colour, linewidth=1.0, label=f'{name} train')
+        val = [(r['iter'], r['val_loss']) for r in records if 'val_loss' in r]
+        if val:
+            ax.plot(*zip(*val), color=colour, linewidth=2.0, marker='o', markersize=3.5, linestyle='--',
+                    label=f'{name} val')
+    return finish_axes(ax, 'loss (cross-entropy, nats per token)', title, families, logy)
+
+
+def metric_figure(paths, metric, labels=None, title=None, logy=False):
+    """One number of the lines of metrics.jsonl against iteration, a curve per run with a point where it was
+    measured: a callback's (trainer.metrics['name'] = value), such as the dev_accuracy that sentiment's finetune
+    writes at each evaluation, or the trainer's own (lr, grad_norm...). paths, labels, title, logy: as loss_figure's."""
+    ax, runs, title, families = run_axes(paths, labels, title)
+    for i, (path, name, records) in enumerate(runs):
+        points = [(r['iter'], r[metric]) for r in records if metric in r]
+        if not points:
+            held = sorted({key for r in records for key in r} - {'iter'})
+            raise ValueError(f"{path} holds no {metric!r}: its lines hold {', '.join(held)}; draw one of those")
+        ax.plot(*zip(*points), color=f'C{i}', linewidth=1.5, marker='o', markersize=3.5, label=name)
+    return finish_axes(ax, metric, title, families, logy)
+
+
+def plot(paths, out, smooth=0.0, labels=None, title=None, logy=False, metric=None):
+    """Draw the loss curves of the metrics.jsonl files in paths (see loss_figure), or with metric the curves of that
+    number (see metric_figure), into the image out, in the format its suffix names (.png, .pdf, .svg...; see save);
+    returns out."""
+    if metric is None:
+        fig = loss_figure(paths, smooth, labels, title, logy)
+    elif smooth:  # smoothing is the train loss's: a callback's points are few, each an evaluation
+        raise ValueError(f"smooth={smooth} smooths the loss curves' train loss; metric={metric!r} is drawn as "
+                         "measured: leave smooth (--smooth) out")
+    else:
+        fig = metric_figure(paths, metric, labels, title, logy)
+    return save(fig, out, dpi=120)
 
 
 # ---- attention maps ----
@@ -404,17 +444,20 @@ def positions_figure(sinusoidal, learned=None, title=None):
 
 
 def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-f kernel.json)
-    p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves from metrics.jsonl files.')
+    p = argparse.ArgumentParser(prog='python -m mingpt.plot', description='Draw loss curves (or the curves of another '
+                                'number, --metric) from metrics.jsonl files.')
     path = os.path.expanduser  # the shell leaves the ~ of --out=~/loss.png as it is, after the '='
     p.add_argument('metrics', nargs='+', type=path, help='metrics.jsonl files written by the trainer, or the run '
-                   'folders holding them (one curve pair each)')
-    p.add_argument('-o', '--out', type=path, default='loss.png', help='the image to write: .png, .pdf, .svg '
-                   '(default: loss.png)')
+                   'folders holding them (a curve pair each; one curve with --metric)')
+    p.add_argument('-o', '--out', type=path, help='the image to write: .png, .pdf, .svg (default: loss.png, or '
+                   'METRIC.png with --metric)')
+    p.add_argument('--metric', help="draw this number of metrics.jsonl's lines instead of the losses, one curve per "
+                   'run, e.g. dev_accuracy (sentiment finetune), lr, grad_norm')
     p.add_argument('--smooth', type=float, default=0.0, help='smoothing of the train loss, e.g. 0.9: an EMA '
                    'factor (default: 0)')
     p.add_argument('--labels', nargs='+', help='one name per file (default: the name of its folder)')
     p.add_argument('--title')
-    p.add_argument('--logy', action='store_true', help='logarithmic loss axis')
+    p.add_argument('--logy', action='store_true', help='logarithmic y axis')
     args = p.parse_args(argv)
     if args.labels and len(args.labels) != len(args.metrics):
         p.error(f"--labels gives {len(args.labels)} names for {len(args.metrics)} files")
@@ -423,7 +466,8 @@ def main(argv):  # no default of sys.argv: in a notebook that is the kernel's (-
             p.error(f"{path} does not exist")
     if not 0 <= args.smooth < 1:
         p.error(f"--smooth={args.smooth} must be at least 0 and below 1 (0.9 keeps 90% of the average each step)")
-    print(f"wrote {plot(args.metrics, args.out, args.smooth, args.labels, args.title, args.logy)}")
+    out = args.out or re.sub(r'[^\w.-]', '_', args.metric or 'loss') + '.png'  # a name as 'eval/acc' is no folder
+    print(f"wrote {plot(args.metrics, out, args.smooth, args.labels, args.title, args.logy, args.metric)}")
 
 
 if __name__ == '__main__':

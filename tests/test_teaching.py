@@ -413,6 +413,71 @@ def test_a_non_finite_loss_blanks_only_its_own_point_of_the_smoothed_curve():
     assert out[:3] == pytest.approx(plot.smoothed(values[:3], 0.5))  # each finite stretch as if smoothed alone
     assert out[4:6] == pytest.approx(plot.smoothed(values[4:6], 0.5))
 
+def write_runs(folder, runs):
+    """A metrics.jsonl per run as sentiment's finetune writes one: every step's loss, and at every second step the
+    callback's dev_accuracy and dev_loss on the same line. runs: {name: the dev accuracies}; returns the folders."""
+    for name, accuracies in runs.items():
+        (folder / name).mkdir()
+        records = [{'iter': i, 'loss': 0.7 - 0.01 * i, 'lr': 1e-3,
+                    **({'dev_accuracy': accuracies[i // 2], 'dev_loss': 1 - accuracies[i // 2]} if i % 2 == 0 else {})}
+                   for i in range(2 * len(accuracies) - 1)]
+        (folder / name / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    return [folder / name for name in runs]
+
+
+def test_a_metric_is_drawn_per_run_with_the_numbers_of_its_file(tmp_path):
+    """`python -m mingpt.plot` drew only loss and val_loss, on an axis of 'nats per token': a callback's numbers
+    (sentiment's dev accuracy) could be compared only by reading the JSON."""
+    runs = write_runs(tmp_path, {'scratch': [0.5, 0.625, 0.75], 'pretrained': [0.5, 0.6875, 0.8125]})
+    ax = plot.metric_figure(runs, 'dev_accuracy', title='SST-2 dev').axes[0]
+    drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+    in_file = {run.name: tuple(map(list, zip(*[(r['iter'], r['dev_accuracy'])
+                                                for r in map(json.loads, (run / 'metrics.jsonl').open())
+                                                if 'dev_accuracy' in r]))) for run in runs}
+    assert drawn == in_file == {'scratch': ([0, 2, 4], [0.5, 0.625, 0.75]),
+                                'pretrained': ([0, 2, 4], [0.5, 0.6875, 0.8125])}
+    assert all(line.get_marker() == 'o' for line in ax.get_lines())  # a point where it was measured
+    assert len({line.get_color() for line in ax.get_lines()}) == 2  # a colour per run
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ('iteration', 'dev_accuracy', 'SST-2 dev')
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ['scratch', 'pretrained']
+    ax = plot.metric_figure(runs[0] / 'metrics.jsonl', 'lr', labels='a', logy=True).axes[0]  # the trainer's own
+    assert list(ax.get_lines()[0].get_ydata()) == [1e-3] * 5 and ax.get_yscale() == 'log'
+
+
+def test_a_metric_a_file_lacks_is_refused_naming_the_ones_it_holds(tmp_path):
+    runs = write_runs(tmp_path, {'scratch': [0.5, 0.75]})
+    (tmp_path / 'lm').mkdir()  # a pretraining run: its callback wrote no accuracy
+    (tmp_path / 'lm' / 'metrics.jsonl').write_text(json.dumps({'iter': 0, 'loss': 9.4, 'val_loss': 9.4}) + '\n')
+    with pytest.raises(ValueError, match=r"^\S+scratch/metrics.jsonl holds no 'dev_acc': its lines hold dev_accuracy, "
+                                         r"dev_loss, loss, lr; draw one of those$"):
+        plot.metric_figure(runs, 'dev_acc')
+    with pytest.raises(ValueError, match=r"lm/metrics.jsonl holds no 'dev_accuracy': its lines hold loss, val_loss;"):
+        plot.metric_figure([runs[0], tmp_path / 'lm'], 'dev_accuracy')
+
+
+def test_the_plot_command_draws_a_metric_into_a_file_named_after_it(tmp_path, monkeypatch, capsys):
+    runs = [str(run) for run in write_runs(tmp_path, {'scratch': [0.5, 0.75], 'pretrained': [0.5, 0.875]})]
+    monkeypatch.chdir(tmp_path)
+    plot.main(runs + ['--metric=dev_accuracy'])
+    assert capsys.readouterr().out == 'wrote dev_accuracy.png\n'
+    assert (tmp_path / 'dev_accuracy.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    drawn = []
+    monkeypatch.setattr(plot, 'save', lambda fig, path, dpi=100: drawn.append((fig, path)) or path)
+    plot.main(runs + ['--metric', 'dev_loss', '--labels', 'a', 'b'])
+    fig, path = drawn[-1]
+    ax = fig.axes[0]
+    assert path == 'dev_loss.png' and ax.get_ylabel() == 'dev_loss'
+    assert [(line.get_label(), list(line.get_ydata())) for line in ax.get_lines()] == [('a', [0.5, 0.25]),
+                                                                                      ('b', [0.5, 0.125])]
+    with pytest.raises(ValueError, match=r"^smooth=0.9 smooths the loss curves' train loss; metric='dev_loss' is "
+                                         r"drawn as measured: leave smooth \(--smooth\) out$"):
+        plot.main(runs + ['--metric=dev_loss', '--smooth=0.9'])
+    with open(runs[0] + '/metrics.jsonl', 'a') as f:
+        f.write(json.dumps({'iter': 3, 'loss': 0.6, 'eval/acc': 0.5}) + '\n')
+    plot.main(runs[:1] + ['--metric=eval/acc'])
+    assert drawn[-1][1] == 'eval_acc.png'  # a callback's name with a slash is not taken for a folder
+
+
 # ---- positions ----
 
 
