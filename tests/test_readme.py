@@ -1,6 +1,7 @@
 """The README stays true: every project command it prints (and every one in a project's --help text) names
 options that project has, and its Python examples run as written, with only the substitutions listed below."""
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -234,3 +235,27 @@ def test_the_readmes_offline_stand_in_for_gpt2_is_read_as_gpt2(tmp_path, monkeyp
     exec(line.group(1), {})
     model = GPT.from_pretrained(folder)
     assert model.config.vocab_size == 50257 and model.config.n_layer == 3
+
+
+def test_the_plot_commands_printed_run_on_runs_of_those_names(tmp_path, monkeypatch):
+    """Every `python -m mingpt.plot` command of the README and of plot.py's docstring draws, once the runs it names
+    exist (each with a loss, a val loss and sentiment's dev accuracy); the README names --metric with one."""
+    pytest.importorskip('matplotlib')
+    import glob
+
+    from mingpt import plot
+    printed = re.findall(r"python -m mingpt\.plot ([^`\n)]*)", README + plot.__doc__)
+    assert any('--metric=' in command for command in printed)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plot, 'save', lambda fig, path, dpi=100: path)  # what is drawn, not the PNG
+    record = json.dumps({'iter': 0, 'loss': 1.0, 'val_loss': 1.0, 'dev_accuracy': 0.5}) + '\n'
+    for command in printed:
+        args = shlex.split(command)
+        for before, arg in zip([None] + args, args):
+            if arg.startswith('-') or before in ('-o', '--out'):
+                continue
+            run = Path(arg.replace('*', 'run'))  # out/ablation/*/: a run in the ablation's folder
+            metrics = run if run.suffix == '.jsonl' else run / 'metrics.jsonl'
+            metrics.parent.mkdir(parents=True, exist_ok=True)
+            metrics.write_text(record)
+        plot.main([path for arg in args for path in (sorted(glob.glob(arg)) if '*' in arg else [arg])])
