@@ -259,3 +259,14 @@ def test_the_plot_commands_printed_run_on_runs_of_those_names(tmp_path, monkeypa
             metrics.parent.mkdir(parents=True, exist_ok=True)
             metrics.write_text(record)
         plot.main([path for arg in args for path in (sorted(glob.glob(arg)) if '*' in arg else [arg])])
+
+
+def test_the_readmes_prose_lines_fit_in_120_characters():
+    """A paragraph's line of 142 characters (the notebook paragraph's) wraps in an editor and in a terminal's
+    `less`; commands in code blocks and table rows may run longer, as one line each is copied or read as a row."""
+    long, fenced = [], False
+    for number, line in enumerate(README.splitlines(), 1):
+        fenced ^= line.lstrip().startswith('```')
+        if not fenced and not line.lstrip().startswith(('|', '```')) and len(line) > 120:
+            long.append(f"README.md:{number} ({len(line)} characters)")
+    assert not long, long
