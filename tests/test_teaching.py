@@ -413,6 +413,7 @@ def test_a_non_finite_loss_blanks_only_its_own_point_of_the_smoothed_curve():
     assert out[:3] == pytest.approx(plot.smoothed(values[:3], 0.5))  # each finite stretch as if smoothed alone
     assert out[4:6] == pytest.approx(plot.smoothed(values[4:6], 0.5))
 
+
 def write_runs(folder, runs):
     """A metrics.jsonl per run as sentiment's finetune writes one: every step's loss, and at every second step the
     callback's dev_accuracy and dev_loss on the same line. runs: {name: the dev accuracies}; returns the folders."""
