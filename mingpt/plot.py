@@ -25,6 +25,7 @@ import functools
 import io
 import json
 import math
+import operator
 import os
 import re
 import sys
@@ -234,8 +235,8 @@ def no_metrics(folder):
     if runs:
         shown = ' '.join(os.path.join(folder, name) for name in runs[:5]) + (' ...' if len(runs) > 5 else '')
         return f"{folder} holds no metrics.jsonl, but runs in it do: give the runs, {shown}"
-    return (f"{folder} holds no metrics.jsonl: give a run's work_dir (the trainer writes metrics.jsonl there once it "
-            "has trained a step) or the metrics.jsonl itself")
+    return (f"{folder} holds no metrics.jsonl: give a run's work_dir (the trainer writes metrics.jsonl there as a run "
+            "starts) or the metrics.jsonl itself")
 
 
 def run_axes(paths, labels, title):
@@ -254,7 +255,8 @@ def run_axes(paths, labels, title):
     for path, name in zip(paths, names):
         records = read_metrics(path)
         if not records:
-            raise ValueError(f"{path} holds no metrics; is it a trainer's metrics.jsonl?")
+            raise ValueError(f"{path} holds no metrics: its run has logged no step yet, or it is not a trainer's "
+                             "metrics.jsonl")
         runs.append((path, name, records))
     return ax, runs, title, families
 
@@ -263,7 +265,7 @@ def finish_axes(ax, ylabel, title, families, logy):
     """ax labelled (iteration along x, ylabel up y), with its title, grid and legend; returns its figure."""
     ax.set_xlabel('iteration')
     ax.set_ylabel(ylabel)
-    if logy:  # losses span a decade or less: label them as numbers (0.3, 3), not 3 x 10^0, and draw their grid lines
+    if logy:  # values that span a few decades: label them as numbers (0.3, 3), not 3 x 10^0, and draw grid lines
         from matplotlib.ticker import LogFormatter
 
         class PlainNumbers(LogFormatter):
@@ -368,8 +370,8 @@ def attention_figure(maps, tokens, title=None, layers=None, heads=None):
         raise TypeError(f"tokens must be the prompt's tokens as text (str, or bytes), not {type(other).__name__}: "
                         "decode each id, e.g. [tokenizer.decode([i]) for i in idx[0].tolist()]")
     # as ints: numbers in a tensor or an array (torch.arange(3)) stopped at 'Boolean value of Tensor ... is ambiguous'
-    layers = range(n_layer) if layers is None else [int(n) for n in layers]
-    heads = range(n_head) if heads is None else [int(n) for n in heads]
+    layers = range(n_layer) if layers is None else [operator.index(n) for n in layers]  # 0.5 refused, not cut to 0
+    heads = range(n_head) if heads is None else [operator.index(n) for n in heads]
     for name, numbers, n in (('layers', layers, n_layer), ('heads', heads, n_head)):
         if len(numbers) != n:  # else an IndexError, or rows under the wrong numbers
             raise ValueError(f"{name}={list(numbers)} gives {len(numbers)} numbers for the maps' {n} {name}: it only "

@@ -464,7 +464,8 @@ class Trainer:
         self._save_files(last, evaluates)
 
     def _save_files(self, last, evaluates):
-        """ckpt.pt every checkpoint_interval steps and at the end; model.pt then too where the run does not evaluate."""
+        """ckpt.pt every checkpoint_interval steps and at the end (with checkpoint_interval set); model.pt then too, and
+        at the end, where the run does not evaluate."""
         c = self.config
         checkpoint = c.checkpoint_interval and (self.steps_done % c.checkpoint_interval == 0 or last)
         if checkpoint:  # taken by all ranks together: each gives its random state to rank 0's ckpt.pt

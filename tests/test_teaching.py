@@ -125,6 +125,8 @@ def test_grid_has_one_panel_per_layer_and_head_labelled_with_the_tokens():
                                                   heads=np.array([0, 2, 5])))
     assert [ax.get_title() for ax in as_tensors[:3]] == ['head 0', 'head 2', 'head 5']
     assert [as_tensors[0].get_ylabel(), as_tensors[3].get_ylabel()] == ['layer 4', 'layer 7']
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):  # was 'layer 4'
+        plot.attention_figure([m[0] for m in maps], tokens, layers=[4.5, 7])
     fig.canvas.draw()  # tick labels are made when the figure is drawn
     for axis in (panels[3].xaxis, panels[3].yaxis):  # the bottom-left panel: keys along x, queries along y
         ticks = axis.get_ticklocs()
@@ -332,7 +334,7 @@ def test_a_folder_without_metrics_names_the_runs_in_it_or_what_to_give(tmp_path)
     assert plot.loss_figure([tmp_path / 'gpt2', tmp_path / 'relu']) is not None
     (tmp_path / 'empty').mkdir()  # a run that has not logged a step yet, or a folder that is no run
     with pytest.raises(FileNotFoundError, match=r"^\S+empty holds no metrics.jsonl: give a run's work_dir \(the "
-                                                r"trainer writes metrics.jsonl there once it has trained a step\) or "
+                                                r"trainer writes metrics.jsonl there as a run starts\) or "
                                                 r"the metrics.jsonl itself$"):
         plot.main([str(tmp_path / 'empty'), '-o', str(tmp_path / 'loss.png')])
 

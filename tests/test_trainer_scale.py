@@ -1079,7 +1079,7 @@ def test_plot_draws_metrics_to_png(tmp_path):
     # another program's JSON lines are skipped, and a file of nothing else is refused by name
     (tmp_path / 'other.jsonl').write_text('{"iter": 0, "val_loss": 2.0}\n{"step": 0, "loss": 2}\n[1, 2, 3]\n7\n')
     assert plot.read_metrics(tmp_path / 'other.jsonl') == []
-    with pytest.raises(ValueError, match=r"other.jsonl holds no metrics; is it a trainer's metrics.jsonl\?"):
+    with pytest.raises(ValueError, match=r"other.jsonl holds no metrics: its run has logged no step yet, or it is not a trainer's metrics.jsonl$"):
         plot.loss_figure([tmp_path / 'other.jsonl'])
     plot.main([str(tmp_path / 'metrics.jsonl'), '-o', str(tmp_path / 'loss.pdf')])  # the format its suffix names
     assert (tmp_path / 'loss.pdf').read_bytes()[:5] == b'%PDF-'
