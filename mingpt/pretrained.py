@@ -15,13 +15,13 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from mingpt.bpe import ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
+from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
 from mingpt.checks import DROPOUT_OPTIONS
-from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, check_dtype, file_kind, load_refused, load_weights,
-                               no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
+from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, check_dtype, file_kind, load_checkpoint, load_refused,
+                               load_weights, no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
                                refuse_non_tensors)
 from mingpt.data import CharTokenizer, DownloadError, data_roots, fetch, offline_error
-from mingpt.utils import (atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
+from mingpt.utils import (ConfigError, atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
                           write_failed)
 
 HF_MODELS = ('gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl')
@@ -546,8 +546,9 @@ def tokenizer_record(tokenizer):
 
 
 def tokenizer_of(checkpoint, path='this checkpoint'):
-    """The tokenizer a checkpoint (read from path) records (see tokenizer_record), or None if it records none. A
-    record of another shape, from a damaged or foreign file, is refused naming the file and the key."""
+    """The tokenizer a checkpoint (read from path) records (see tokenizer_record; sentiment.py's LMs record a
+    Vocabulary's state()), or None if it records none. A record of another shape, from a damaged or foreign file, is
+    refused naming the file and the key."""
     if 'vocab' in checkpoint:
         chars = checkpoint['vocab']
         if not (isinstance(chars, list) and all(isinstance(c, str) for c in chars)):
@@ -560,18 +561,98 @@ def tokenizer_of(checkpoint, path='this checkpoint'):
     if not isinstance(record, dict):
         raise ValueError(f"{path} was not loaded: its 'tokenizer' should hold a dict (a byte-level BPE's 'encoder' "
                          f"and 'merges'), not {record!r:.60}; the file is damaged or not a chargpt checkpoint")
-    if record == {'kind': 'gpt2', 'tokens': None}:  # sentiment.py's full GPT-2 vocabulary (from GPT-2's weights)
+    if record == {'kind': 'gpt2', 'tokens': None}:  # sentiment.py's full GPT-2 vocabulary: GPT-2's own tokenizer
         return get_encoder()
-    if not {'encoder', 'merges'} <= set(record):  # e.g. sentiment.py's vocabularies, {'kind', 'tokens'}
-        raise ValueError(f"{path}'s tokenizer (kind {record.get('kind')!r}, with "
-                         f"{', '.join(map(repr, record))}) is a project's own, such as sentiment.py's cut-down "
-                         "vocabularies, which only that project reads; a chargpt checkpoint or GPT-2 can be read here")
+    if set(record) == {'kind', 'tokens'}:  # sentiment.py's cut-down vocabularies (Vocabulary.state())
+        return Vocabulary.from_record(record, path)
+    if not {'encoder', 'merges'} <= set(record):
+        raise ValueError(f"{path} was not loaded: its 'tokenizer' (with {', '.join(map(repr, record))}) is neither a "
+                         "byte-level BPE's ('encoder' and 'merges') nor sentiment.py's ('kind' and 'tokens'); the file "
+                         "is damaged or was written by another program")
     pattern = GPT2_PATTERN if record.get('pretokenize', True) else None
     try:
         return Encoder(record['encoder'], record['merges'], pattern=pattern)
     except (ValueError, TypeError) as e:  # TypeError: merges that are not pairs of strings
         raise ValueError(f"{path} was not loaded: its 'tokenizer' is not a byte-level BPE vocabulary ({e}); the file "
                          "is damaged or not a chargpt checkpoint") from None
+
+
+class Vocabulary:
+    """Text <-> ids of sentiment.py's language models, which record Vocabulary.state() in their checkpoints. 'gpt2':
+    GPT-2's BPE ids as they are. 'bpe': GPT-2's BPE cut down to the ids `tokens` (those that occur in the training
+    sentences), renumbered 0..n-1; 'char': one id per character of `tokens`. The two cut vocabularies read every other
+    token as one unknown id, n, which decodes to U+FFFD (the replacement character, as CharTokenizer's unknown id), and
+    end with <|endoftext|>, n+1. In every kind the string <|endoftext|> in a text is that one token."""
+    KINDS = ('bpe', 'gpt2', 'char')
+
+    def __init__(self, kind, tokens=None):
+        if kind not in self.KINDS:
+            raise ConfigError(f"data.tokenizer must be one of {', '.join(self.KINDS)}, not {kind!r}")
+        self.kind, self.tokens = kind, tokens
+        self.bpe = get_encoder() if kind != 'char' else None
+        self.cut = None if kind == 'gpt2' else CharTokenizer(tokens, unknown=True)  # ids 0..n-1, then unknown: n
+        if self.cut is None:
+            self.vocab_size, self.eot, self.unk = len(self.bpe), ENDOFTEXT_ID, None
+        else:
+            self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
+            piece = str.encode if kind == 'char' else self.bpe.decode_bytes  # a token's UTF-8 bytes
+            self.pieces = [piece(t) for t in tokens] + ['\ufffd'.encode(), ENDOFTEXT.encode()]  # by id
+
+    @classmethod
+    def build(cls, kind, texts):
+        """The vocabulary of `kind` that holds what occurs in texts."""
+        if kind == 'char':
+            return cls(kind, sorted(set(''.join(texts))))
+        if kind == 'bpe':
+            bpe = get_encoder()
+            return cls(kind, sorted({i for t in texts for i in bpe.encode(' ' + t)}))
+        return cls(kind)
+
+    @classmethod
+    def from_record(cls, record, path):
+        """The Vocabulary of a checkpoint's record (state()); a record of another shape is refused naming path."""
+        kind, tokens = (record.get('kind'), record.get('tokens')) if isinstance(record, dict) else (None, None)
+        listed = isinstance(tokens, list)
+        fits = {'gpt2': tokens is None,  # what build lists, kind by kind
+                'char': listed and all(type(t) is str for t in tokens),
+                'bpe': listed and all(type(t) is int and 0 <= t <= ENDOFTEXT_ID for t in tokens)}
+        if not (isinstance(kind, str) and fits.get(kind)):
+            raise ValueError(f"{path} was not loaded: its 'tokenizer' should hold the kind of vocabulary "
+                             f"({', '.join(cls.KINDS)}) and its tokens (a list of characters for char, of GPT-2 ids "
+                             f"for bpe, None for gpt2), not {record!r:.80}; the file is damaged")
+        return cls(kind, tokens)
+
+    def __len__(self):
+        return self.vocab_size
+
+    def state(self):
+        return {'kind': self.kind, 'tokens': self.tokens}
+
+    def encode(self, text):
+        ids = []
+        for i, part in enumerate(text.split(ENDOFTEXT)):
+            if i:
+                ids.append(self.eot)
+            symbols = part if self.kind == 'char' else self.bpe.encode(part)
+            ids += symbols if self.cut is None else self.cut.encode(symbols)
+        return ids
+
+    def decode_bytes(self, ids):
+        """The UTF-8 bytes of ids (a list, a 1-D tensor, or one id), as Encoder.decode_bytes gives them: a BPE token
+        may hold part of a character."""
+        if self.cut is None:
+            return self.bpe.decode_bytes(ids)
+        ids = ids.tolist() if hasattr(ids, 'tolist') else ids
+        ids = [ids] if isinstance(ids, int) else list(ids)
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"cannot decode ids {bad[:5]!r:.60}: this vocabulary's ids are ints in "
+                             f"0..{self.vocab_size - 1} (decode a batch a row at a time)")
+        return b''.join(self.pieces[i] for i in ids)
+
+    def decode(self, ids):
+        """The text of ids; bytes that are not valid UTF-8 (a character cut between BPE tokens) become U+FFFD."""
+        return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
 def training_note(checkpoint, path):
@@ -606,6 +687,23 @@ def hf_generation_ids(name):
     return bos, ends
 
 
+def refuse_classifier(path):
+    """Refuse a sentiment classifier (sentiment.py finetune) as what it is, naming the language model to give: its
+    GPT ends in the classifier's head, which gives two class scores, not the next token."""
+    checkpoint = load_checkpoint(path, mmap=True)  # mapped: only its small entries are read
+    if not isinstance(checkpoint.get('classifier'), dict):
+        return
+    try:  # the run's options: the LM it started from
+        init = checkpoint['config']['system']['init']
+    except (KeyError, TypeError):  # a checkpoint saved by hand, or damaged
+        init = None
+    lm = f"the one it was fine-tuned from, {init}" if str(init).endswith(('.pt', '.pth')) else "one"
+    raise ValueError(f"{path} is a sentiment classifier (sentiment.py finetune), not a language model: it gives two "
+                     f"class scores, not the next token. To sample from or look at a language model, give a "
+                     f"pretrain's model.pt ({lm}; python projects/sentiment.py pretrain writes "
+                     "out/sentiment/pretrain/model.pt)") from None
+
+
 def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
     """(model in eval mode and in dtype, tokenizer) from a checkpoint file a project wrote, with the tokenizer it
     records (dtype 'auto': the dtype of its weights, as from_pretrained's); or GPT-2 from a hub id or a Hugging Face
@@ -622,7 +720,11 @@ def load_model_and_tokenizer(name, dtype=torch.float32, with_note=False):
                                   "give a GPT-2 hub id or a Hugging Face directory")
     check_dtype(dtype)
     if Path(name).is_file():
-        model, checkpoint = GPT.from_checkpoint(name, dtype=dtype)
+        try:
+            model, checkpoint = GPT.from_checkpoint(name, dtype=dtype)
+        except ValueError:
+            refuse_classifier(name)  # a classifier's message names the LM to give instead
+            raise
         tokenizer = tokenizer_of(checkpoint, name)
     else:
         model, tokenizer, checkpoint = GPT.from_pretrained(name, dtype), None, None

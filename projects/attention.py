@@ -11,7 +11,8 @@ model's learned table (wpe) side by side, each with the cosine similarity betwee
     python projects/attention.py --model=out/chargpt/model.pt --positions     # out/positions.png
 
 --model takes a checkpoint of projects/chargpt.py (model.pt or ckpt.pt; characters or a BPE vocabulary, as it
-records), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
+records) or of sentiment.py's pretrain (out/sentiment/pretrain/model.pt; a token outside its vocabulary is drawn as
+U+FFFD), a GPT-2 hub id (gpt2, gpt2-medium, ...) or a Hugging Face GPT-2 directory (its own vocab.json and
 merges.txt if it has them, else GPT-2's). Layers and heads count from 0. Needs matplotlib: pip install -e ".[plot]".
 From Python, main([...]) returns the picture too: a notebook cell that ends with it shows it.
 """

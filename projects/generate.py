@@ -1,12 +1,14 @@
 """
 Generate text from a GPT: OpenAI's GPT-2 (downloaded once), a Hugging Face GPT-2 directory (with its own tokenizer
-if it has one: tokenizer.json, or vocab.json and merges.txt), or a checkpoint that projects/chargpt.py saved (then
-with its own vocabulary: characters or a byte-level BPE). A sample ends at <|endoftext|> (--stop_at_eos=False runs
-to --max_new_tokens), and an empty prompt starts from it; for a Hugging Face directory, at the eos_token_id (any of a
-list) its generation_config.json (else config.json) names, and from its bos_token_id, where transformers' generate
-stops and starts too. Where the directory names none, or an id that is not one of its tokenizer's special tokens
-(GPT2Config's 50256 in a vocabulary of another size), <|endoftext|> stands in: transformers' generate would run on to
-max_new_tokens there (and refuse an empty prompt); GPT.save_pretrained(folder, eos_token_id=...) names the right one.
+if it has one: tokenizer.json, or vocab.json and merges.txt), a checkpoint that projects/chargpt.py saved (then
+with its own vocabulary: characters or a byte-level BPE), or a language model that sentiment.py pretrained (its
+model.pt, with its cut-down vocabulary: a sample is a sentence). A sample ends at <|endoftext|>
+(--stop_at_eos=False runs to --max_new_tokens), and an empty prompt starts from it; for a Hugging Face directory, at the
+eos_token_id (any of a list) its generation_config.json (else config.json) names, and from its bos_token_id, where
+transformers' generate stops and starts too. Where the directory names none, or an id that is not one of its tokenizer's
+special tokens (GPT2Config's 50256 in a vocabulary of another size), <|endoftext|> stands in: transformers' generate
+would run on to max_new_tokens there (and refuse an empty prompt); GPT.save_pretrained(folder, eos_token_id=...) names
+the right one.
 
     python projects/generate.py --prompt "The meaning of life is"
     python projects/generate.py --model=gpt2-medium --prompt "Once upon a time" --top_p=0.9 --num_samples=3
@@ -49,7 +51,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
-from mingpt.pretrained import hf_generation_ids, load_model_and_tokenizer
+from mingpt.pretrained import Vocabulary, hf_generation_ids, load_model_and_tokenizer
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, refuse_ignored,
                           resolve_device, run_cli, set_seed)
@@ -148,8 +150,10 @@ def start_and_ends(name, tokenizer):
     bos_token_id and eos_token_id (hf_generation_ids), where transformers' generate starts and stops, count where
     they are the tokenizer's special tokens: GPT2Config names 50256 whatever the vocabulary, an id past a smaller one,
     and in a vocabulary trained here past 50256 tokens an ordinary piece of text. Else a BPE starts and ends at its
-    <|endoftext|> (where transformers' generate differs, the module's docstring says); characters start from a
-    newline and never end early."""
+    <|endoftext|> (where transformers' generate differs, the module's docstring says), as sentiment.py's vocabularies
+    do (each text it pretrains on follows one); characters start from a newline and never end early."""
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer.eot, [tokenizer.eot]
     if not is_bpe(tokenizer):
         return tokenizer.stoi.get('\n'), []
     specials, eot = set(tokenizer.special_tokens.values()), tokenizer.special_tokens.get(ENDOFTEXT)

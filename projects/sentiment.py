@@ -44,13 +44,13 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, get_encoder
+from mingpt.bpe import ENDOFTEXT
 from mingpt.checkpoint import (checked_config, load_checkpoint, load_weights, no_checkpoint, parameters_on_meta,
                                refuse_non_tensors, with_options)
 from mingpt.checks import DROPOUT_OPTIONS, check_options_before_data
-from mingpt.data import (CharTokenizer, TokenDataset, book_body, encode_text, fetch, find_local, read_corpus,
-                         read_text)
+from mingpt.data import TokenDataset, book_body, encode_text, fetch, find_local, read_corpus, read_text
 from mingpt.model import GPT
+from mingpt.pretrained import Vocabulary  # the vocabularies this project records
 from mingpt.trainer import Trainer
 from mingpt.utils import (CfgNode as CN, ConfigError, check_range, eval_mode, plural, refuse_ignored, resolve_device,
                           run_cli, set_from_data, set_seed, warn_caller, write_text_atomically)
@@ -63,7 +63,6 @@ BOOKS = {'text/gutenberg/2600-0.txt': ('https://raw.githubusercontent.com/GITenb
                                        'fa22ab90f00f627e83d14acabe32d91602d2365d/2600-0.txt',
                                        '6cbcc5ca5e590fb9ace161a5b93e4ecf280d7118104be0d63b686c004cfa70ae')}
 LABELS = ('negative', 'positive')
-TOKENIZERS = ('bpe', 'gpt2', 'char')
 
 
 def get_config(stage='finetune'):
@@ -218,49 +217,6 @@ def evaluate(model, dataset, device, work_dir, **extra):
 
 # ----------------------------------------------------------------------------------------------------------------
 # tokens and data
-
-class Vocabulary:
-    """Text <-> ids, from the library's tokenizers. 'gpt2': GPT-2's BPE ids as they are. 'bpe': GPT-2's BPE, cut
-    down to the ids that occur in the training sentences and renumbered; 'char': one id per character of the
-    training sentences. The two cut vocabularies read every other token as one unknown id and end with
-    <|endoftext|>; in every kind the string <|endoftext|> in a text is that one token."""
-
-    def __init__(self, kind, tokens=None):
-        if kind not in TOKENIZERS:
-            raise ConfigError(f"data.tokenizer must be one of {', '.join(TOKENIZERS)}, not {kind!r}")
-        self.kind, self.tokens = kind, tokens
-        self.bpe = get_encoder() if kind != 'char' else None
-        self.cut = None if kind == 'gpt2' else CharTokenizer(tokens, unknown=True)  # ids 0..n-1, then unknown: n
-        if self.cut is None:
-            self.vocab_size, self.eot, self.unk = len(self.bpe), ENDOFTEXT_ID, None
-        else:
-            self.unk, self.eot, self.vocab_size = len(tokens), len(tokens) + 1, len(tokens) + 2
-
-    @classmethod
-    def build(cls, kind, texts):
-        """The vocabulary of `kind` that holds what occurs in texts."""
-        if kind == 'char':
-            return cls(kind, sorted(set(''.join(texts))))
-        if kind == 'bpe':
-            bpe = get_encoder()
-            return cls(kind, sorted({i for t in texts for i in bpe.encode(' ' + t)}))
-        return cls(kind)
-
-    def __len__(self):
-        return self.vocab_size
-
-    def state(self):
-        return {'kind': self.kind, 'tokens': self.tokens}
-
-    def encode(self, text):
-        ids = []
-        for i, part in enumerate(text.split(ENDOFTEXT)):
-            if i:
-                ids.append(self.eot)
-            symbols = part if self.kind == 'char' else self.bpe.encode(part)
-            ids += symbols if self.cut is None else self.cut.encode(symbols)
-        return ids
-
 
 def read_sst2(split, sst2_dir=None, limit=None):
     """(sentences, labels) of SST-2's train, dev or test split (test: labels None, GLUE keeps them). The file
@@ -430,14 +386,7 @@ def saved_vocabulary(ckpt, path):
                          "Tiny Shakespeare, say), pretrain it here: python projects/sentiment.py pretrain "
                          "--data.text=tinyshakespeare/input.txt, then finetune "
                          "--system.init=out/sentiment/pretrain/model.pt")
-    kind, tokens = (record['kind'], record['tokens']) if isinstance(record, dict) else (None, None)
-    symbol = {'char': str, 'bpe': int}.get(kind)  # what Vocabulary.build lists; gpt2 lists none
-    if not (kind == 'gpt2' and tokens is None
-            or symbol and isinstance(tokens, list) and all(type(t) is symbol for t in tokens)):
-        raise ValueError(f"{path} was not loaded: its 'tokenizer' should hold the kind of vocabulary "
-                         f"({', '.join(TOKENIZERS)}) and its tokens (a list of characters for char, of GPT-2 ids for "
-                         f"bpe, None for gpt2), not {record!r:.80}; the file is damaged")
-    return Vocabulary(kind, tokens)
+    return Vocabulary.from_record(record, path)
 
 
 def check_shape_asked(model, shape, init, note=' (only the dropouts apply)'):

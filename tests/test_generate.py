@@ -287,7 +287,10 @@ def test_a_checkpoint_brings_its_tokenizer_or_needs_gpt2s(tmp_path, monkeypatch)
     ({'tokenizer': 5}, r"its 'tokenizer' should hold a dict \(a byte-level BPE's 'encoder' and 'merges'\), not 5"),
     ({'tokenizer': {'encoder': 5, 'merges': []}}, r"its 'tokenizer' is not a byte-level BPE vocabulary \(the encoder "
                                                   r"must map each token to its id"),
-    ({'tokenizer': {'encoder': 'bpe', 'merges': 3}}, r"its 'tokenizer' is not a byte-level BPE vocabulary")])
+    ({'tokenizer': {'encoder': 'bpe', 'merges': 3}}, r"its 'tokenizer' is not a byte-level BPE vocabulary"),
+    ({'tokenizer': {'merges': []}}, r"its 'tokenizer' \(with 'merges'\) is neither a byte-level BPE's \('encoder' "
+                                    r"and 'merges'\) nor sentiment.py's \('kind' and 'tokens'\); the file is damaged"),
+    ({'tokenizer': {'kind': 'char', 'tokens': 'abc'}}, r"its 'tokenizer' should hold the kind of vocabulary")])
 def test_a_checkpoints_tokenizer_record_of_another_shape_is_refused_by_name(tmp_path, record, says):
     """A damaged or hostile record was a bare TypeError ('int' object is not iterable), which a project shows as a
     traceback."""
@@ -299,18 +302,27 @@ def test_a_checkpoints_tokenizer_record_of_another_shape_is_refused_by_name(tmp_
         load_model_and_tokenizer(str(tmp_path / 'classmate.pt'))
 
 
-@pytest.mark.parametrize('kind', ['bpe', 'char'])
-def test_a_sentiment_lm_checkpoint_is_left_to_its_project(kind, tmp_path):
-    from mingpt.pretrained import load_model_and_tokenizer
-    if kind == 'bpe':  # sentiment's cut-down BPE is built from GPT-2's vocabulary files (offline: skipped, not failed)
-        data_dir('gpt2', 'encoder.json')
+def test_a_sentiment_lm_is_sampled_with_its_cut_vocabulary_from_and_to_endoftext(tmp_path, capsys):
+    """A pretrain's model.pt (sentiment.py) was refused: its cut-down vocabulary was one only that project read.
+    Each text it pretrains on follows an <|endoftext|>, so a sample starts from one and ends at the next."""
+    from mingpt.pretrained import Vocabulary, load_model_and_tokenizer
+    g = generate_module()
     C = GPT.get_default_config()
-    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=300, block_size=16))
-    Vocabulary = load_project('sentiment').Vocabulary  # its LMs record their own (cut-down) vocabularies
-    save_checkpoint({**model_state(GPT(C)), 'tokenizer': Vocabulary(kind, [1, 2]).state()}, tmp_path / 'sentiment.pt')
-    with pytest.raises(ValueError, match=f"tokenizer \\(kind '{kind}', with 'kind', 'tokens'\\) is a project's "
-                                         "own, such as sentiment.py's .*; a chargpt checkpoint or GPT-2 can be read"):
-        load_model_and_tokenizer(str(tmp_path / 'sentiment.pt'))
+    C.merge_from_dict(dict(model_type='gpt-nano', vocab_size=5, block_size=16))  # a, b, ' ', unknown, eot
+    save_checkpoint({**model_state(GPT(C)), 'tokenizer': Vocabulary('char', list('ab ')).state()}, tmp_path / 'lm.pt')
+    model, tok = load_model_and_tokenizer(str(tmp_path / 'lm.pt'))
+    assert tok.encode('ab c<|endoftext|>') == [0, 1, 2, 3, 4]  # c: unknown
+    assert tok.decode([0, 1, 2, 3, 4]) == 'ab \ufffd<|endoftext|>'
+    assert g.start_and_ends('lm.pt', tok) == (4, [4]) and g.encode(tok, '', 4) == [4]
+    capsys.readouterr()
+    g.main([f'--model={tmp_path / "lm.pt"}', '--max_new_tokens=40', '--device=cpu', '--seed=1'])
+    sample = capsys.readouterr().out
+    assert set(sample) <= set('ab \ufffd\n') and len(sample) <= 41  # cut before an <|endoftext|>
+    save_checkpoint({**model_state(GPT(C)), 'tokenizer': {'kind': 'bpe', 'tokens': [1, 2, 50257]}}, tmp_path / 'x.pt')
+    with pytest.raises(ValueError, match=r"x.pt was not loaded: its 'tokenizer' should hold the kind of vocabulary "
+                                         r"\(bpe, gpt2, char\) and its tokens \(a list of characters for char, of "
+                                         r"GPT-2 ids for bpe"):  # 50257 is past GPT-2's ids
+        load_model_and_tokenizer(str(tmp_path / 'x.pt'))
 
 
 def test_a_checkpoint_names_the_model_class_that_wrote_it(tmp_path):

@@ -11,7 +11,7 @@ import torch
 
 import mingpt.data
 from conftest import data_dir, load_project
-from mingpt.bpe import train_bpe
+from mingpt.bpe import get_encoder, train_bpe
 from mingpt.checkpoint import load_checkpoint, save_checkpoint
 from mingpt.data import CharTokenizer
 from mingpt.model import GPT
@@ -315,6 +315,25 @@ def test_vocabularies_cut_renumber_and_mark_unknown_tokens():
     assert sentiment.Vocabulary(**bpe.state()).encode(' film') == bpe.encode(' film')
 
 
+
+def test_a_cut_vocabulary_decodes_what_it_encodes_and_the_unknown_id_as_a_mark():
+    """Vocabulary had no decode: the LM sentiment.py pretrains could not be sampled from or drawn."""
+    data_dir('gpt2', 'encoder.json')
+    chars = sentiment.Vocabulary.build('char', ['a fine film .'])  # ' .aefilmn': 9 characters, unknown 9, eot 10
+    bpe = sentiment.Vocabulary.build('bpe', ['a fine film .', 'très bien'])
+    for vocabulary, known in ((chars, 'fine a film .'), (bpe, ' a fine film . très bien')):
+        ids = vocabulary.encode(known + '<|endoftext|>')
+        assert vocabulary.unk not in ids and vocabulary.decode(ids) == known + '<|endoftext|>'
+        assert vocabulary.decode(torch.tensor(ids)) == vocabulary.decode(ids)  # as generate gives them
+    assert chars.decode(chars.encode('a dull film!')) == 'a \ufffd\ufffdll film\ufffd'  # d, u and ! are unknown
+    assert bpe.encode(' a dull film') == [*bpe.encode(' a'), bpe.unk, *bpe.encode(' film')]
+    assert bpe.decode(bpe.encode(' a dull film')) == ' a\ufffd film'  # ' dull', one GPT-2 token, is one unknown id
+    gpt2 = get_encoder()
+    assert bpe.decode_bytes(bpe.encode(' très')) == gpt2.decode_bytes(gpt2.encode(' très'))  # bytes, token by token
+    with pytest.raises(ValueError, match=r"cannot decode ids \[11\]: this vocabulary's ids are ints in 0\.\.10"):
+        chars.decode([0, 11])
+
+
 def test_a_training_stage_names_no_classifier_and_a_redone_run_not_the_first_ones():
     """parse_args filled system.checkpoint in every stage, so finetune's config.json named its model.pt (pretrain's
     out/sentiment/finetune/model.pt), and a finetune redone elsewhere with args_of(config.json) kept the first run's:
@@ -446,6 +465,38 @@ def test_stages_end_to_end(tmp_path, capsys, monkeypatch):
     lines = [line for line in capsys.readouterr().out.splitlines() if '\t' in line]  # one per sentence
     assert len(lines) == 2 and lines[0].endswith('\ta gorgeous film .') and lines[1].endswith('\tdull and lifeless .')
     assert lines[0].split()[0] in ('positive', 'negative')
+
+
+
+@pytest.mark.parametrize('kind', ['char', 'bpe'])
+def test_generate_and_attention_read_the_pretrained_lm_and_name_it_for_the_classifier(kind, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """generate.py and attention.py refused a pretrain's model.pt: its vocabulary was one only sentiment.py read.
+    They read it now, with the ids sentiment.py trained it on; the classifier fine-tuned from it is refused, naming
+    it."""
+    from mingpt.pretrained import load_model_and_tokenizer
+    monkeypatch.setenv('MINGPT_CACHE_DIR', str(tmp_path / 'cache'))
+    sst2 = data_dir('sentiment', 'sst2')
+    common = TINY + [f'--data.sst2_dir={sst2}', '--trainer.max_iters=2']
+    pre, fine = tmp_path / 'pretrain' / 'model.pt', tmp_path / 'finetune' / 'model.pt'
+    sentiment.main(['pretrain', f'--system.work_dir={pre.parent}', f'--data.tokenizer={kind}'] + common)
+    model, tokenizer = load_model_and_tokenizer(str(pre))
+    trained = sentiment.saved_vocabulary(load_checkpoint(pre), pre)  # as pretrain and finetune read it
+    text = ' ' + sentiment.read_sst2('train', sst2, 1)[0][0]  # a sentence pretrain read: all its tokens are known
+    sentence, symbols = text + '<|endoftext|>', text if kind == 'char' else get_encoder().encode(text)
+    by_hand = [trained.tokens.index(s) for s in symbols] + [len(trained.tokens) + 1]  # the kept tokens, then eot
+    assert tokenizer.encode(sentence) == trained.encode(sentence) == by_hand
+    assert tokenizer.decode(by_hand) == sentence and len(tokenizer) == model.config.vocab_size
+    generate = load_project('generate')
+    generate.main([f'--model={pre}', '--max_new_tokens=5', '--system.device=cpu', '--num_samples=2'])
+    assert capsys.readouterr().err.count('--- sample') == 2
+    load_project('attention').main([f'--model={pre}', '--prompt=a witty movie', f'--out={tmp_path / "a.png"}'])
+    assert (tmp_path / 'a.png').stat().st_size > 0
+    sentiment.main(['finetune', f'--system.work_dir={fine.parent}', f'--system.init={pre}'] + common)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(fine))} is a sentiment classifier \(sentiment.py "
+                                         rf"finetune\), not a language model: .* give a pretrain's model.pt \(the "
+                                         rf"one it was fine-tuned from, {re.escape(str(pre))};"):
+        load_model_and_tokenizer(str(fine))
 
 
 def spy_on_pretraining(tmp_path, monkeypatch):
