@@ -655,6 +655,15 @@ class Vocabulary:
         return self.decode_bytes(ids).decode('utf-8', errors='replace')
 
 
+def warn_if_unknown(tokenizer, ids, what='the prompt'):
+    """Warn where ids hold a cut Vocabulary's unknown token, which stands for every token outside it: sentiment.py's
+    language models know the lowercased SST-2 sentences, so a capital or a newline reads as unknown."""
+    n = ids.count(tokenizer.unk) if isinstance(tokenizer, Vocabulary) and tokenizer.unk is not None else 0
+    if n:
+        warn_caller(f"{n} of {what}'s {len(ids)} tokens are outside the model's vocabulary and read as its one unknown "
+                    "token (shown as \ufffd): it learned lowercase text, such as SST-2's sentences")
+
+
 def training_note(checkpoint, path):
     """'(path: trained for N iterations, val loss L)' for a checkpoint the trainer wrote (a model.pt is the model of
     its best val loss, so perhaps not of the run's last iteration), or None where checkpoint does not say (GPT-2's

@@ -22,7 +22,7 @@ import torch
 
 from mingpt.model import sinusoidal_positions
 from mingpt.plot import attention_figure, positions_figure, readable, save
-from mingpt.pretrained import load_model_and_tokenizer
+from mingpt.pretrained import load_model_and_tokenizer, warn_if_unknown
 from mingpt.utils import CfgNode as CN, ConfigError, check_range, plural, refuse_ignored, run_cli
 
 
@@ -47,6 +47,7 @@ def draw_attention(model, tokenizer, P, name):
         default = (" (the default prompt, Shakespeare's: give one in your text's characters with --prompt=...)"
                    if P.prompt == get_config().plot.prompt else '')
         raise ConfigError(f"plot.prompt{default}: {e}") from None
+    warn_if_unknown(tokenizer, ids)
     if not 1 <= len(ids) <= model.block_size:
         fix = "shorten it (a map of a long prompt is hard to read anyway)" if ids else "give some text"
         raise ConfigError(f"plot.prompt is {len(ids)} tokens long; it must be 1 to {model.block_size} tokens, the "

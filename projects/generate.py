@@ -51,7 +51,7 @@ from mingpt.bpe import ENDOFTEXT, Encoder, token_repr
 from mingpt.data import read_text
 from mingpt.engine import Engine
 from mingpt.plot import columns
-from mingpt.pretrained import Vocabulary, hf_generation_ids, load_model_and_tokenizer
+from mingpt.pretrained import Vocabulary, hf_generation_ids, load_model_and_tokenizer, warn_if_unknown
 from mingpt.sampling import beam_search, check_sampling, sampling_probs
 from mingpt.utils import (CfgNode as CN, ConfigError, bfloat16_emulated, check_range, plural, refuse_ignored,
                           resolve_device, run_cli, set_seed)
@@ -138,7 +138,9 @@ def is_bpe(tokenizer):
 def encode(tokenizer, text, start=None):
     """The prompt's ids; an empty prompt is the token start (see start_and_ends)."""
     if text:
-        return tokenizer.encode(text, allowed_special=True) if is_bpe(tokenizer) else tokenizer.encode(text)
+        ids = tokenizer.encode(text, allowed_special=True) if is_bpe(tokenizer) else tokenizer.encode(text)
+        warn_if_unknown(tokenizer, ids)
+        return ids
     if start is None:
         raise ConfigError("this model needs a prompt (--prompt=...): its vocabulary has no <|endoftext|> or newline "
                           "to start from")

@@ -490,8 +490,15 @@ def test_generate_and_attention_read_the_pretrained_lm_and_name_it_for_the_class
     generate = load_project('generate')
     generate.main([f'--model={pre}', '--max_new_tokens=5', '--system.device=cpu', '--num_samples=2'])
     assert capsys.readouterr().err.count('--- sample') == 2
-    load_project('attention').main([f'--model={pre}', '--prompt=a witty movie', f'--out={tmp_path / "a.png"}'])
+    load_project('attention').main([f'--model={pre}', f"--prompt={' ' + ' '.join(text.split()[:3])}",
+                                    f'--out={tmp_path / "a.png"}'])  # its first words: known tokens
     assert (tmp_path / 'a.png').stat().st_size > 0
+    # a capital is outside a vocabulary of lowercased text: it reads as the unknown token, which is said
+    with pytest.warns(UserWarning, match=r"1 of the prompt's [35] tokens are outside the model's vocabulary and read "
+                                         r"as its one unknown token"):
+        load_project('attention').main([f'--model={pre}', '--prompt=a A a', f'--out={tmp_path / "b.png"}'])
+    with pytest.warns(UserWarning, match=r"1 of the prompt's [12] tokens are outside the model's vocabulary"):
+        generate.main([f'--model={pre}', '--prompt=A', '--max_new_tokens=2', '--system.device=cpu'])
     sentiment.main(['finetune', f'--system.work_dir={fine.parent}', f'--system.init={pre}'] + common)
     with pytest.raises(ValueError, match=rf"{re.escape(str(fine))} is a sentiment classifier \(sentiment.py "
                                          rf"finetune\), not a language model: .* give a pretrain's model.pt \(the "
