@@ -288,16 +288,7 @@ class Encoder:
         """The raw bytes of a list of ids (ints), of a 1-D tensor, array or any iterable of them, or of one id (a
         token may end in the middle of a UTF-8 character: when streaming, decode the bytes once a character is
         complete)."""
-        ids = _plain_ids(ids)
-        ids = [ids] if isinstance(ids, int) else ids
-        try:
-            if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
-                raise IndexError
-            return b''.join(map(self._id_bytes.__getitem__, ids))
-        except (IndexError, TypeError):
-            bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(self._id_bytes)]
-            raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are ints in "
-                             f"0..{len(self._id_bytes) - 1}") from None
+        return token_bytes(ids, self._id_bytes)
 
     def decode(self, ids):
         """Text of a list of ids (or as decode_bytes takes them); bytes that are not valid UTF-8 become U+FFFD, as in
@@ -391,6 +382,21 @@ def _kept_hf_settings(directory):
     if isinstance(n_positions, int):
         kept['model_max_length'] = n_positions
     return kept
+
+
+def token_bytes(ids, table):
+    """The bytes of ids (as _plain_ids reads them: a list, a 1-D tensor or array, one id) joined, table[i] the bytes
+    of id i: Encoder's decode_bytes, and that of sentiment's cut vocabularies (pretrained.Vocabulary)."""
+    ids = _plain_ids(ids)
+    ids = [ids] if isinstance(ids, int) else ids
+    try:
+        if ids and min(ids) < 0:  # a list takes -1 as its last item; here it is no id
+            raise IndexError
+        return b''.join(map(table.__getitem__, ids))
+    except (IndexError, TypeError):
+        bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < len(table)]
+        raise ValueError(f"cannot decode ids {bad[:5]}: this vocabulary's ids are ints in "
+                         f"0..{len(table) - 1}") from None
 
 
 def _plain_ids(ids):

@@ -284,6 +284,12 @@ def check_dtype(dtype):
                         f"model was saved in), not {dtype!r}")
 
 
+def stored_dtype(weights):
+    """The dtype weights (name: tensor) are stored in: the first floating-point one's, as transformers' 'auto' reads a
+    checkpoint whose config names none (float32 where none is)."""
+    return next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
+
+
 def rebuild_model(cls, path, map_location='cpu', dtype=torch.float32):
     """cls.from_checkpoint: the model of class cls that a checkpoint written with model_state holds, in eval mode and
     its parameters in dtype ('auto': the dtype its weights were saved in, as from_pretrained's), and the checkpoint
@@ -294,8 +300,8 @@ def rebuild_model(cls, path, map_location='cpu', dtype=torch.float32):
     refuse_non_tensors(weights, f"{path}'s 'model'", "a model's weights")
     if weights:  # a wrapper's state_dict saved by hand loses the wrapper's prefix, as a trainer's resume takes it off
         weights = checkpoint['model'] = strip_prefixes(weights)
-    if dtype == 'auto':  # the first floating-point weight's, as transformers' 'auto' where config.json names none
-        dtype = next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
+    if dtype == 'auto':
+        dtype = stored_dtype(weights)
     model = None
     try:
         config = checked_config(cls, checkpoint, weights, path)

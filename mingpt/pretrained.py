@@ -15,11 +15,11 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder
+from mingpt.bpe import ENDOFTEXT, ENDOFTEXT_ID, GPT2_PATTERN, Encoder, find_vocabulary, get_encoder, token_bytes
 from mingpt.checks import DROPOUT_OPTIONS
 from mingpt.checkpoint import (LFS_POINTER, STACK_LAYER, check_dtype, file_kind, load_checkpoint, load_refused,
                                load_weights, no_checkpoint, numbered_blocks, parameters_on_meta, refuse_compressed,
-                               refuse_non_tensors)
+                               refuse_non_tensors, stored_dtype)
 from mingpt.data import CharTokenizer, DownloadError, data_roots, fetch, offline_error
 from mingpt.utils import (ConfigError, atomic_write, eval_mode, json_object, matmul_precision, plural, warn_caller,
                           write_failed)
@@ -59,7 +59,7 @@ def load_gpt2(cls, name_or_path, dtype=torch.float32):
         dtype = _named_dtype(saved_dtype, config_path)  # None where config.json names none: the weights' own
     weights = _read_hf_weights(weights_path, dtype)
     # as transformers' 'auto' reads a config without a dtype: the first floating-point weight's
-    dtype = dtype or next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
+    dtype = dtype or stored_dtype(weights)
     _check_hf_sizes(config, weights, weights_path)  # before the model of config.json's sizes is built
     with parameters_on_meta():  # no memory, no random initialisation: the weights come from the file
         model = cls(config).to(dtype)
@@ -640,15 +640,7 @@ class Vocabulary:
     def decode_bytes(self, ids):
         """The UTF-8 bytes of ids (a list, a 1-D tensor, or one id), as Encoder.decode_bytes gives them: a BPE token
         may hold part of a character."""
-        if self.cut is None:
-            return self.bpe.decode_bytes(ids)
-        ids = ids.tolist() if hasattr(ids, 'tolist') else ids
-        ids = [ids] if isinstance(ids, int) else list(ids)
-        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"cannot decode ids {bad[:5]!r:.60}: this vocabulary's ids are ints in "
-                             f"0..{self.vocab_size - 1} (decode a batch a row at a time)")
-        return b''.join(self.pieces[i] for i in ids)
+        return self.bpe.decode_bytes(ids) if self.cut is None else token_bytes(ids, self.pieces)
 
     def decode(self, ids):
         """The text of ids; bytes that are not valid UTF-8 (a character cut between BPE tokens) become U+FFFD."""
